@@ -1,0 +1,40 @@
+// The shape every kernel wrapper shares: bind once (buffers and static sizes fixed), encode every step.
+//
+// A bound kernel owns a small uniform holding its parameters. Static ones are written at bind time;
+// the per-step row count is rewritten only when it changes. queue.writeBuffer is ordered with
+// queue.submit, so a bound kernel may be encoded at most once per submit.
+
+import type { Gpu } from "./device.ts";
+import { createUniform } from "./buffers.ts";
+
+export interface BoundKernel {
+  /** Records this kernel's dispatch for `rows` rows (tokens or sample rows) into `pass`. */
+  encode(pass: GPUComputePassEncoder, rows: number): void;
+}
+
+/**
+ * A uniform of u32/f32 words. Word 0 is reserved for the row count, set by `setRows`; the rest are
+ * static parameters given at creation, as numbers (u32) or `{ f32: x }`.
+ */
+export class ParamsUniform {
+  readonly buffer: GPUBuffer;
+  private rows = -1;
+
+  constructor(private gpu: Gpu, words: (number | { f32: number })[]) {
+    const data = new ArrayBuffer(Math.max(16, Math.ceil((words.length + 1) / 4) * 16));
+    const u32 = new Uint32Array(data);
+    const f32 = new Float32Array(data);
+    words.forEach((w, i) => {
+      if (typeof w === "number") u32[i + 1] = w;
+      else f32[i + 1] = w.f32;
+    });
+    this.buffer = createUniform(gpu, data.byteLength, "params");
+    gpu.device.queue.writeBuffer(this.buffer, 0, data);
+  }
+
+  setRows(rows: number): void {
+    if (rows === this.rows) return;
+    this.rows = rows;
+    this.gpu.device.queue.writeBuffer(this.buffer, 0, new Uint32Array([rows]));
+  }
+}
