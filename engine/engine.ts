@@ -136,7 +136,7 @@ export class Engine {
       : Math.min(gpu.maxBufferSize / 4, 8 * gpu.maxBinding);
     const layout = DeviceKv.layoutForBudget(
       gpu,
-      cfg,
+      { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim },
       budget,
       maxSlots,
       cfg.maxPositionEmbeddings,

@@ -351,6 +351,7 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
                 p.text,
                 null,
                 wantLogprobs ? completionLogprobs(text, p.tokens, offset) : null,
+                p.tokens.map((t) => t.id),
               ),
             );
           }

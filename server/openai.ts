@@ -155,15 +155,11 @@ export function completionChunk(
   text: string,
   finish: FinishReason,
   logprobs: CompletionLogprobs | null = null,
+  tokenIds?: number[],
 ) {
-  return {
-    id,
-    object: "text_completion",
-    created,
-    model,
-    system_fingerprint: "sluice",
-    choices: [{ index: 0, text, logprobs, finish_reason: finish }],
-  };
+  // token_ids (extension) lets clients count tokens exactly even when text is held back.
+  const choice = { index: 0, text, logprobs, finish_reason: finish, ...(tokenIds ? { token_ids: tokenIds } : {}) };
+  return { id, object: "text_completion", created, model, system_fingerprint: "sluice", choices: [choice] };
 }
 
 export function usageChunk(id: string, created: number, model: string, object: string, u: Usage) {

@@ -7,7 +7,7 @@
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
-import { createStorage, readF32, uploadStorage } from "../gpu/buffers.ts";
+import { createStorage, readF32, uploadStorage, writeBytes } from "../gpu/buffers.ts";
 import { bindEmbedding } from "../gpu/kernels/embedding.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
 import { bindMatmul } from "../gpu/kernels/matmul.ts";
@@ -15,7 +15,12 @@ import { bindRope } from "../gpu/kernels/rope.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
 import { bindAttention } from "../gpu/kernels/attention.ts";
 import { bindGatherRows } from "../gpu/kernels/gather.ts";
-import { bindSampler, decodeSampleRecords, samplerParamsBytes } from "../gpu/kernels/sample.ts";
+import {
+  bindSampler,
+  decodeSampleRecords,
+  SAMPLER_PARAMS_BYTES,
+  samplerParamsBytes,
+} from "../gpu/kernels/sample.ts";
 import type { DeviceKv } from "../kv/device_kv.ts";
 import type { LlamaConfig } from "./config.ts";
 import { ropeInvFreq } from "./rope_freqs.ts";
@@ -189,11 +194,7 @@ export class LlamaForward {
   }
 
   setSampling(slot: number, params: SamplingParams): void {
-    this.gpu.device.queue.writeBuffer(
-      this.io.samplingParams,
-      slot * SAMPLING_PARAMS_BYTES,
-      samplerParamsBytes(params),
-    );
+    writeBytes(this.gpu, this.io.samplingParams, slot * SAMPLER_PARAMS_BYTES, samplerParamsBytes(params));
   }
 
   /**
@@ -265,7 +266,6 @@ interface ReadbackSlot {
   pending: Promise<void> | null;
 }
 
-const SAMPLING_PARAMS_BYTES = 16;
 
 /** Activation scratch and the small per-step index buffers the host writes before each submit. */
 class StepBuffers {
@@ -310,7 +310,7 @@ class StepBuffers {
     this.sampleNormed = f32(S * D, "sampleNormed");
     this.logits = f32(S * cfg.vocabSize, "logits");
     this.nextIds = f32(S, "nextIds");
-    this.samplingParams = createStorage(gpu, S * SAMPLING_PARAMS_BYTES, "samplingParams");
+    this.samplingParams = createStorage(gpu, S * SAMPLER_PARAMS_BYTES, "samplingParams");
     this.recordsPlain = f32(S * 2, "records");
     this.recordsTop = f32(S * (2 + 2 * limits.maxTopLogprobs), "recordsTop");
     this.rowWords = new Uint32Array(3 * R);

@@ -1,0 +1,193 @@
+// What each configuration gives its users, computed from the clients' token timelines.
+//
+// Definitions (times in ms, per request i with n_i received tokens):
+// - TTFT: arrival of the first token after sending. Percentiles over requests that got one.
+// - Time between tokens: gaps arrival_j - arrival_{j-1}, pooled over all requests.
+// - TBT attainment (OrbitFlow, token level): share of gaps <= the request's TBT SLO.
+// - TPOT (OrbitFlow, request level): (arrival_last - arrival_first) / (n - 1) for n >= 2; a request
+//   attains its TPOT SLO when that average is <= its per-token SLO (slo_tbt_ms; the contract has
+//   one per-token SLO and OrbitFlow applies the same target to both).
+// - TTFT attainment: share of submitted requests whose first token came within slo_ttft_ms;
+//   refused, failed and timed-out requests that got no token count as misses; requests that asked
+//   for zero tokens are left out (nothing to be late for).
+// - Stall: playout.ts's rebuffer time, per request and summed. A request "stalled" when its stalls
+//   add up to at least one token's reading time: delivery jitter from a server pacing at the reading
+//   rate costs a few ms once (the reader's clock only moves later), a stream slower than its reader
+//   keeps adding up.
+// - Effective throughput (TokenFlow): token j of a request with L = n_i received tokens weighs
+//   w_j = clamp((0.2 L - B_j) / (0.1 L), 0, 1) where B_j is the unread buffer when it arrives:
+//   full weight up to 10% of L buffered, linearly down to zero at 20%. Effective tokens/s is
+//   sum(w) over the run span T (first request sent -> last request finished); raw tokens/s is the
+//   token count over the same T.
+
+import { bufferAtArrivals, stallMs } from "./playout.ts";
+import type { RequestRecord } from "./record.ts";
+
+/** Linear interpolation between closest ranks (numpy's default); null for no data. */
+export function percentile(values: readonly number[], p: number): number | null {
+  if (values.length === 0) return null;
+  if (!(p >= 0 && p <= 100)) throw new Error(`percentile ${p} outside [0, 100]`);
+  const s = [...values].sort((a, b) => a - b);
+  const rank = (p / 100) * (s.length - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.ceil(rank);
+  return s[lo] + (s[hi] - s[lo]) * (rank - lo);
+}
+
+/** TokenFlow's token weight for buffer b in a request of L output tokens (exact for integers). */
+export function tokenWeight(buffer: number, outputLen: number): number {
+  if (outputLen <= 0) return 0;
+  // (0.2L - b) / (0.1L) written as (2L - 10b) / L to stay exact in floating point.
+  return Math.min(1, Math.max(0, (2 * outputLen - 10 * buffer) / outputLen));
+}
+
+export interface RequestMetrics {
+  id: number;
+  outcome: RequestRecord["outcome"];
+  tokens: number;
+  ttftMs: number | null;
+  tpotMs: number | null;
+  gapsMs: number[];
+  stallMs: number;
+  /** The reader lost at least one token's reading time (1/rate) to stalls in all. */
+  stalled: boolean;
+  effectiveTokens: number;
+  tbtMet: number;
+  /** null when the request has no TPOT (fewer than two tokens). */
+  tpotMet: boolean | null;
+  /** null when the request asked for no tokens and got none. */
+  ttftMet: boolean | null;
+}
+
+export function requestMetrics(r: RequestRecord): RequestMetrics {
+  const a = r.arrivalsMs;
+  const n = a.length;
+  if (r.displayMs.length !== n) {
+    throw new Error(`request ${r.id}: ${n} arrivals but ${r.displayMs.length} display times`);
+  }
+  const gaps = a.slice(1).map((t, j) => t - a[j]);
+  const buffers = bufferAtArrivals(a, r.displayMs);
+  const tpot = n >= 2 ? (a[n - 1] - a[0]) / (n - 1) : null;
+  const ttft = n > 0 ? a[0] : null;
+  const askedNothing = r.maxTokens === 0 && n === 0;
+  const stall = n > 0 ? stallMs(a, r.displayMs, r.readingRate) : 0;
+  return {
+    id: r.id,
+    outcome: r.outcome,
+    tokens: n,
+    ttftMs: ttft,
+    tpotMs: tpot,
+    gapsMs: gaps,
+    stallMs: stall,
+    stalled: stall >= 1000 / r.readingRate,
+    effectiveTokens: buffers.reduce((s, b) => s + tokenWeight(b, n), 0),
+    tbtMet: gaps.filter((g) => g <= r.sloTbtMs).length,
+    tpotMet: tpot === null ? null : tpot <= r.sloTbtMs,
+    ttftMet: askedNothing ? null : ttft !== null && ttft <= r.sloTtftMs,
+  };
+}
+
+export interface Quantiles {
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+  mean: number | null;
+}
+
+export interface RunSummary {
+  requests: number;
+  completed: number;
+  refused: number;
+  failed: number;
+  cancelled: number;
+  timedOut: number;
+  tokens: number;
+  effectiveTokens: number;
+  /** First request sent to last request finished, seconds. */
+  spanS: number;
+  rawTokensPerS: number | null;
+  effectiveTokensPerS: number | null;
+  ttftMs: Quantiles;
+  tbtMs: Quantiles;
+  tpotMs: Quantiles;
+  stallTotalS: number;
+  /** Mean and max over requests that received at least one token. */
+  stallPerRequestMeanS: number | null;
+  stallPerRequestMaxS: number | null;
+  /** Requests whose stalls add up to at least one token's reading time. */
+  stalledRequests: number;
+  /** Completed requests whose counted tokens differ from the server's usage.completion_tokens
+   * (the client counts chunks; a non-zero value means timelines are off by that many tokens). */
+  tokenCountMismatches: number;
+  /** Shares in [0, 1]; null when nothing was measured. */
+  tbtAttainment: number | null;
+  tpotAttainment: number | null;
+  ttftAttainment: number | null;
+}
+
+function quantiles(v: number[]): Quantiles {
+  return {
+    p50: percentile(v, 50),
+    p95: percentile(v, 95),
+    p99: percentile(v, 99),
+    mean: v.length ? v.reduce((s, x) => s + x, 0) / v.length : null,
+  };
+}
+
+const share = (num: number, den: number) => (den > 0 ? num / den : null);
+
+export function summarize(records: readonly RequestRecord[]): RunSummary {
+  const per = records.map(requestMetrics);
+  const count = (o: RequestRecord["outcome"]) => records.filter((r) => r.outcome === o).length;
+  const tokens = per.reduce((s, m) => s + m.tokens, 0);
+  const effective = per.reduce((s, m) => s + m.effectiveTokens, 0);
+  const start = Math.min(...records.map((r) => r.sentAtMs));
+  const end = Math.max(...records.map((r) => r.endAtMs));
+  const spanS = records.length ? Math.max(0, end - start) / 1000 : 0;
+  const rate = (x: number) => (spanS > 0 ? x / spanS : null);
+  const withTokens = per.filter((m) => m.tokens > 0);
+  const stalls = withTokens.map((m) => m.stallMs / 1000);
+  const gaps = per.flatMap((m) => m.gapsMs);
+  const tpots = per.flatMap((m) => (m.tpotMs === null ? [] : [m.tpotMs]));
+  const ttftJudged = per.filter((m) => m.ttftMet !== null);
+  const tpotJudged = per.filter((m) => m.tpotMet !== null);
+  return {
+    requests: records.length,
+    completed: count("ok"),
+    refused: count("refused"),
+    failed: count("failed"),
+    cancelled: count("cancelled"),
+    timedOut: count("timeout"),
+    tokens,
+    effectiveTokens: effective,
+    spanS,
+    rawTokensPerS: rate(tokens),
+    effectiveTokensPerS: rate(effective),
+    ttftMs: quantiles(per.flatMap((m) => (m.ttftMs === null ? [] : [m.ttftMs]))),
+    tbtMs: quantiles(gaps),
+    tpotMs: quantiles(tpots),
+    stallTotalS: stalls.reduce((s, x) => s + x, 0),
+    stallPerRequestMeanS: stalls.length ? stalls.reduce((s, x) => s + x, 0) / stalls.length : null,
+    stallPerRequestMaxS: stalls.length ? stalls.reduce((a, b) => Math.max(a, b)) : null,
+    stalledRequests: per.filter((m) => m.stalled).length,
+    tokenCountMismatches:
+      records.filter((r) =>
+        r.outcome === "ok" && r.usageCompletionTokens !== undefined &&
+        r.usageCompletionTokens !== r.arrivalsMs.length
+      ).length,
+    tbtAttainment: share(per.reduce((s, m) => s + m.tbtMet, 0), gaps.length),
+    tpotAttainment: share(tpotJudged.filter((m) => m.tpotMet).length, tpotJudged.length),
+    ttftAttainment: share(ttftJudged.filter((m) => m.ttftMet).length, ttftJudged.length),
+  };
+}
+
+/** Empirical TTFT CDF over all submitted requests: [ttft s, share of all requests with a first
+ * token by then]. Requests that never got a token keep the curve below 1. */
+export function ttftCdf(records: readonly RequestRecord[]): [number, number][] {
+  const ttfts = records.flatMap((r) => (r.arrivalsMs.length ? [r.arrivalsMs[0] / 1000] : [])).sort((
+    a,
+    b,
+  ) => a - b);
+  const n = records.length;
+  return ttfts.map((t, i) => [t, (i + 1) / n]);
+}

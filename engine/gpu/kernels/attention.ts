@@ -1,0 +1,87 @@
+// Binds shaders/attention.wgsl: causal attention of each row over its slot's paged KV cache.
+
+import type { Gpu } from "../device.ts";
+import { type BoundKernel, ParamsUniform } from "../kernel.ts";
+import { bindBuffers, getPipeline } from "../shader.ts";
+import type { BufferArg } from "./kv_write.ts";
+import source from "../../../shaders/attention.wgsl" with { type: "text" };
+
+export interface AttentionArgs {
+  /** f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]; q is read. */
+  qkv: BufferArg;
+  /** This layer's K cache, W [numBlocks, blockSize, numKvHeads, headDim]. */
+  k: BufferArg;
+  /** This layer's V cache, same shape as k. */
+  v: BufferArg;
+  /** u32 [numLayers, maxSlots, maxBlocksPerSeq]. */
+  blockTable: BufferArg;
+  /** u32 [rows]: each row's slot. */
+  rowSlot: BufferArg;
+  /** u32 [rows]: each row's position; it attends to positions 0..rowPos inclusive. */
+  rowPos: BufferArg;
+  /** f32 [rows, numHeads * headDim]. */
+  out: BufferArg;
+  layer: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  blockSize: number;
+  maxSlots: number;
+  maxBlocksPerSeq: number;
+}
+
+/** Largest row count one dispatch takes (one workgroup row per token along y). */
+export const MAX_ATTENTION_ROWS = 65535;
+
+export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
+  const { numHeads, numKvHeads, headDim } = args;
+  if (headDim % 8 !== 0) throw new RangeError(`attention: headDim ${headDim} must be a multiple of 8`);
+  if (args.blockSize % 4 !== 0) throw new RangeError(`attention: blockSize ${args.blockSize} must be a multiple of 4`);
+  if (numKvHeads < 1 || numHeads % numKvHeads !== 0) {
+    throw new RangeError(`attention: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
+  }
+  const headsPerGroup = headsPerWorkgroup(numHeads / numKvHeads, headDim, gpu.f16);
+  const pipeline = getPipeline(gpu, source, "main", { HD: headDim, HPW: headsPerGroup, KV_F16: gpu.f16 ? 1 : 0 });
+  const params = new ParamsUniform(gpu, [
+    args.layer,
+    numHeads,
+    numKvHeads,
+    args.blockSize,
+    args.maxSlots,
+    args.maxBlocksPerSeq,
+  ]);
+  const bindGroup = bindBuffers(gpu, pipeline, [
+    params.buffer,
+    args.qkv,
+    args.k,
+    args.v,
+    args.blockTable,
+    args.rowSlot,
+    args.rowPos,
+    args.out,
+  ]);
+  return {
+    encode(pass, rows) {
+      if (rows > MAX_ATTENTION_ROWS) throw new RangeError(`attention: ${rows} rows exceed ${MAX_ATTENTION_ROWS}`);
+      if (rows <= 0) return;
+      params.setRows(rows);
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(numHeads / headsPerGroup, rows);
+    },
+  };
+}
+
+/**
+ * Query heads one workgroup computes: the largest divisor of the GQA group size whose per-lane
+ * state (q and accumulator, one vec4 per 4 values of the lane's share of the head dim) stays within
+ * 16 vec4s, so that the shader's loops over it unroll into registers on llvmpipe.
+ */
+export function headsPerWorkgroup(group: number, headDim: number, f16: boolean): number {
+  const lanes = 8;
+  const valuesPerChunk = f16 ? 8 : 4;
+  const chunksPerLane = Math.ceil(headDim / valuesPerChunk / lanes);
+  const vec4sPerHead = chunksPerLane * (valuesPerChunk / 4);
+  for (let d = group; d > 1; d--) if (group % d === 0 && d * vec4sPerHead <= 16) return d;
+  return 1;
+}

@@ -1,0 +1,57 @@
+// Binds shaders/embedding.wgsl: each row's token embedding from one row-part of the table.
+
+import type { Gpu } from "../device.ts";
+import { type BoundKernel, ParamsUniform } from "../kernel.ts";
+import { bindBuffers, getPipeline } from "../shader.ts";
+import type { BufferArg } from "./kv_write.ts";
+import source from "../../../shaders/embedding.wgsl" with { type: "text" };
+
+/** A token id meaning "take the id the sampler wrote for this row's slot" (decode rows). */
+export const TOKEN_FROM_SAMPLER = 0xFFFFFFFF;
+
+export interface EmbeddingArgs {
+  /** W [rowCount, D]: rows rowStart..rowStart+rowCount-1 of the [vocab, D] embedding. */
+  table: BufferArg;
+  rowStart: number;
+  rowCount: number;
+  /** u32 [rows]: token ids, or TOKEN_FROM_SAMPLER. */
+  tokens: BufferArg;
+  /** u32 [rows]: each row's slot (indexes nextIds). */
+  rowSlot: BufferArg;
+  /** u32 [slots]: the ids the sampler wrote last step. */
+  nextIds: BufferArg;
+  /** f32 [rows, D]. Rows whose id another part holds are left untouched. */
+  y: BufferArg;
+  D: number;
+}
+
+const MAX_WORKGROUPS = 65535;
+
+export function bindEmbedding(gpu: Gpu, args: EmbeddingArgs): BoundKernel {
+  const { rowStart, rowCount, D } = args;
+  for (const [name, v] of Object.entries({ rowStart, rowCount, D })) {
+    if (!Number.isInteger(v) || v < (name === "rowStart" ? 0 : 1) || v >= 2 ** 32) {
+      throw new RangeError(`embedding: bad ${name} ${v}`);
+    }
+  }
+  const pipeline = getPipeline(gpu, source, D % 4 === 0 ? "embeddingVec" : "embeddingScalar");
+  const params = new ParamsUniform(gpu, [D, rowStart, rowCount]);
+  const bindGroup = bindBuffers(gpu, pipeline, [
+    params.buffer,
+    args.tokens,
+    args.rowSlot,
+    args.nextIds,
+    args.table,
+    args.y,
+  ]);
+  return {
+    encode(pass, rows) {
+      if (rows <= 0) return;
+      if (rows > MAX_WORKGROUPS) throw new RangeError(`embedding: ${rows} rows exceed one dispatch`);
+      params.setRows(rows);
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(rows);
+    },
+  };
+}

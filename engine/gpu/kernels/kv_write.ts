@@ -1,0 +1,66 @@
+// Binds shaders/kv_write.wgsl: rows' K and V heads from qkv into one layer's paged KV cache.
+
+import type { Gpu } from "../device.ts";
+import { type BoundKernel, ParamsUniform } from "../kernel.ts";
+import { bindBuffers, getPipeline } from "../shader.ts";
+import source from "../../../shaders/kv_write.wgsl" with { type: "text" };
+
+export type BufferArg = GPUBuffer | GPUBufferBinding;
+
+export interface KvWriteArgs {
+  /** f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]. */
+  qkv: BufferArg;
+  /** This layer's K cache, W [numBlocks, blockSize, numKvHeads, headDim]. */
+  k: BufferArg;
+  /** This layer's V cache, same shape as k. */
+  v: BufferArg;
+  /** u32 [numLayers, maxSlots, maxBlocksPerSeq]. */
+  blockTable: BufferArg;
+  /** u32 [rows]: each row's slot in the running batch. */
+  rowSlot: BufferArg;
+  /** u32 [rows]: each row's position in its sequence. */
+  rowPos: BufferArg;
+  layer: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  blockSize: number;
+  maxSlots: number;
+  maxBlocksPerSeq: number;
+}
+
+/** Largest row count one dispatch takes (one workgroup per row along x). */
+export const MAX_KV_WRITE_ROWS = 65535;
+
+export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
+  if (args.headDim % 4 !== 0) throw new RangeError(`kv_write: headDim ${args.headDim} must be a multiple of 4`);
+  const pipeline = getPipeline(gpu, source, "main");
+  const params = new ParamsUniform(gpu, [
+    args.layer,
+    args.numHeads,
+    args.numKvHeads,
+    args.headDim,
+    args.blockSize,
+    args.maxSlots,
+    args.maxBlocksPerSeq,
+  ]);
+  const group = bindBuffers(gpu, pipeline, [
+    params.buffer,
+    args.qkv,
+    args.k,
+    args.v,
+    args.blockTable,
+    args.rowSlot,
+    args.rowPos,
+  ]);
+  return {
+    encode(pass, rows) {
+      if (rows > MAX_KV_WRITE_ROWS) throw new RangeError(`kv_write: ${rows} rows exceed ${MAX_KV_WRITE_ROWS}`);
+      if (rows <= 0) return;
+      params.setRows(rows);
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(rows);
+    },
+  };
+}

@@ -1,0 +1,121 @@
+// Binds shaders/matmul.wgsl: y = x · Wᵀ (store, fused residual add, or fused SwiGLU), batch invariant.
+//
+// One pipeline per row-tile height; encode picks the smallest tile that covers the batch so decode
+// (1..16 rows) reads each weight once per step while a single row pays for no unused rows.
+
+import type { Gpu } from "../device.ts";
+import { type BoundKernel, ParamsUniform } from "../kernel.ts";
+import { bindBuffers, getPipeline } from "../shader.ts";
+import type { BufferArg } from "./kv_write.ts";
+import source from "../../../shaders/matmul.wgsl" with { type: "text" };
+
+export type MatmulMode = "store" | "add" | "glu";
+
+export interface MatmulArgs {
+  /** f32 [rows, K]. */
+  x: BufferArg;
+  /** W [N, K] (store, add) or [2N, K] (glu: gate rows 0..N-1, then up rows N..2N-1). */
+  w: BufferArg;
+  /** f32 [rows, ldy]; this kernel writes columns yCol..yCol+N-1 of each row. */
+  y: BufferArg;
+  K: number;
+  N: number;
+  /** Row stride of y in elements (default N). */
+  ldy?: number;
+  /** First column of y written (default 0), so row-parts of one weight fill one wide y. */
+  yCol?: number;
+  /** store: y = x·Wᵀ; add: y += x·Wᵀ; glu: y = silu(x·Wgateᵀ) * (x·Wupᵀ). */
+  mode: MatmulMode;
+}
+
+/** A register tile: `rows` tokens × `outs` outputs per lane. */
+export interface MatmulTile {
+  rows: number;
+  outs: number;
+}
+
+/** Lanes per workgroup: one 8-wide SIMD group on llvmpipe, a reasonable wave on real GPUs. */
+const LANES = 8;
+const MAX_WORKGROUPS = 65535;
+const MODE_CODES: Record<MatmulMode, number> = { store: 0, add: 1, glu: 2 };
+
+/**
+ * Tiles by batch size, measured on llvmpipe with bench/kernels.ts. More outputs per lane amortize
+ * the x loads over more weights; more rows amortize the weight loads over more tokens; past about
+ * 16x24 the spilled accumulators cost more than the loads saved. 24 outputs x 8 lanes = 192
+ * divides the usual Llama widths (576, 960, 1536, 49152), so few lanes compute clamped outputs.
+ * GLU reads two weight rows per output and halves `outs` to keep the register budget.
+ */
+export const MATMUL_TILES: readonly MatmulTile[] = [
+  { rows: 1, outs: 8 },
+  { rows: 4, outs: 24 },
+  { rows: 8, outs: 24 },
+  { rows: 16, outs: 24 },
+];
+
+/** Unaligned shapes take the scalar path: odd test shapes, never a real model's. */
+const SCALAR_TILES: readonly MatmulTile[] = [{ rows: 4, outs: 4 }];
+
+export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
+  const { K, N, mode } = args;
+  const ldy = args.ldy ?? N;
+  const yCol = args.yCol ?? 0;
+  for (const [name, v] of Object.entries({ K, N, ldy, yCol })) {
+    if (!Number.isInteger(v) || v < (name === "yCol" ? 0 : 1)) throw new RangeError(`matmul: bad ${name} ${v}`);
+  }
+  if (yCol + N > ldy) throw new RangeError(`matmul: columns ${yCol}+${N} exceed ldy ${ldy}`);
+  if (!(mode in MODE_CODES)) throw new RangeError(`matmul: unknown mode ${mode}`);
+
+  // The vector path reads weight rows and writes y in 16-byte words, so they must start on one.
+  const vector = K % 8 === 0 && N % 4 === 0 && ldy % 4 === 0 && yCol % 4 === 0;
+  const params = new ParamsUniform(gpu, [K, N, ldy, yCol]);
+  const variants = (vector ? MATMUL_TILES : SCALAR_TILES).map((tile) => {
+    const outs = mode === "glu" ? Math.max(1, tile.outs / 2) : tile.outs;
+    const pipeline = getPipeline(
+      gpu,
+      unrollTile(source, tile.rows, outs),
+      vector ? "matmulVec" : "matmulScalar",
+      { LANES, TILE_ROWS: tile.rows, OUTS: outs, W_F16: gpu.f16 ? 1 : 0, MODE: MODE_CODES[mode] },
+    );
+    const groups = Math.ceil(N / (LANES * outs));
+    if (groups > MAX_WORKGROUPS) throw new RangeError(`matmul: N=${N} needs ${groups} workgroups`);
+    return {
+      tileRows: tile.rows,
+      groups,
+      pipeline,
+      bindGroup: bindBuffers(gpu, pipeline, [params.buffer, args.x, args.w, args.y]),
+    };
+  });
+
+  return {
+    encode(pass, rows) {
+      if (rows <= 0) return;
+      const v = variants.find((v) => rows <= v.tileRows) ?? variants[variants.length - 1];
+      const tiles = Math.ceil(rows / v.tileRows);
+      if (tiles > MAX_WORKGROUPS) throw new RangeError(`matmul: ${rows} rows exceed one dispatch`);
+      params.setRows(rows);
+      pass.setPipeline(v.pipeline);
+      pass.setBindGroup(0, v.bindGroup);
+      pass.dispatchWorkgroups(v.groups, tiles);
+    },
+  };
+}
+
+/**
+ * Expands the shader's unrolled lines: a line holding `$t` is repeated for each tile row, `$r` for
+ * each output of the lane, `$q` for each quad of outputs (outs / 4), and a line holding several
+ * for every combination (outputs outer, rows inner).
+ */
+export function unrollTile(src: string, tileRows: number, outs: number): string {
+  const counts: [string, number][] = [["$r", outs], ["$q", Math.floor(outs / 4)], ["$t", tileRows]];
+  const out: string[] = [];
+  for (const line of src.split("\n")) {
+    const present = line.trimStart().startsWith("//") ? [] : counts.filter(([tag]) => line.includes(tag));
+    let lines = [line];
+    for (const [tag, count] of present) {
+      lines = lines.flatMap((l) => Array.from({ length: count }, (_, i) => l.replaceAll(tag, String(i))));
+    }
+    out.push(...lines);
+  }
+  return out.join("\n");
+}

@@ -1,0 +1,236 @@
+// Causal paged attention: for row m and query head h,
+//   out[m, h*HD + d] = sum_j softmax_j(q_h . k_j / sqrt(HD)) v_j[d],  j = 0..rowPos[m],
+// reading K/V of slot rowSlot[m] through the block table. GQA: q head h reads kv head
+// h / (numHeads / numKvHeads).
+//
+// Shader consts: HD (head dim, multiple of 8); HPW, the query heads one workgroup computes (all of
+// one kv head); KV_F16 (1 when the cache holds f16, read as packed u32 pairs).
+//
+// One workgroup of LANES invocations per (HPW heads, row). The head dim is cut into chunks of
+// 4 (f32) or 8 (f16) values; lane l owns chunks l, l+LANES, ... of q, K, V and the accumulator.
+// Positions go in tiles of TP: each lane computes partial q.k over its chunks, the partials are
+// summed across lanes through workgroup memory in lane order, and every lane then sees the same
+// tile scores and runs the same online-softmax update, so no merge is needed at the end.
+// The reduction order depends only on the row's own length: a row's result does not depend on
+// the rest of the batch.
+//
+// Written for llvmpipe (a workgroup is one CPU thread with 8-wide SIMD): each storage or workgroup
+// load costs a per-lane loop, so loads are as wide as possible and each K/V element is loaded
+// once for all HPW heads; per-lane arrays stay small so their loops unroll into registers.
+
+struct Params {
+  rows: u32,
+  layer: u32,
+  numHeads: u32,
+  numKvHeads: u32,
+  blockSize: u32,
+  maxSlots: u32,
+  maxBlocksPerSeq: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> kCache: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> vCache: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> blockTable: array<u32>;
+@group(0) @binding(5) var<storage, read> rowSlot: array<u32>;
+@group(0) @binding(6) var<storage, read> rowPos: array<u32>;
+@group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;
+
+const LANES: u32 = 8u;
+// Positions per tile, and in groups of 4 (main calls the quad helpers TP4 = 4 times by hand).
+const TP: u32 = 16u;
+const TP4: u32 = TP / 4u;
+const HD4: u32 = HD / 4u;
+// vec4s per chunk: a vec4<u32> holds 8 f16 values or 4 f32 values.
+const VPC: u32 = KV_F16 + 1u;
+const CHUNKS: u32 = HD4 / VPC;
+// Chunks per lane.
+const CPL: u32 = (CHUNKS + LANES - 1u) / LANES;
+const QN: u32 = HPW * CPL * VPC;
+// Score vec4s each lane sums in the cross-lane reduction.
+const ITEMS_PER_LANE: u32 = (HPW * TP4 + LANES - 1u) / LANES;
+// Finite stand-in for -inf so exp(a - b) never sees inf - inf.
+const NEG_BIG: f32 = -3.0e38;
+
+// partial[(g * TP4 + t4) * LANES + lane]: lane's share of q.k for 4 positions of head g.
+var<workgroup> partial: array<vec4<f32>, HPW * TP4 * LANES>;
+// scores[g * TP4 + t4]: the tile's scaled scores of head g, 4 positions per vec4.
+var<workgroup> scores: array<vec4<f32>, HPW * TP4>;
+
+fn unpackChunk(w: vec4<u32>) -> array<vec4<f32>, VPC> {
+  var r: array<vec4<f32>, VPC>;
+  if (KV_F16 == 1u) {
+    r[0] = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    r[VPC - 1u] = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
+  } else {
+    r[0] = bitcast<vec4<f32>>(w);
+  }
+  return r;
+}
+
+// Index, in chunks, of position j's kv head in this layer's cache.
+fn kvChunk(tableRow: u32, j: u32, kvHead: u32) -> u32 {
+  let block = blockTable[tableRow + j / params.blockSize];
+  return ((block * params.blockSize + j % params.blockSize) * params.numKvHeads + kvHead) * CHUNKS;
+}
+
+// This lane's share of q_g . k for the position whose chunks start at `base`, per head (zeros
+// unless `live`, i.e. the position is within the row).
+fn partialDots(q: ptr<function, array<vec4<f32>, QN>>, base: u32, live: bool, lane: u32) -> array<f32, HPW> {
+  var d: array<f32, HPW>;
+  for (var g = 0u; g < HPW; g++) { d[g] = 0.0; }
+  if (live) {
+    for (var i = 0u; i < CPL; i++) {
+      let ch = lane + i * LANES;
+      if (ch < CHUNKS) {
+        let k4 = unpackChunk(kCache[base + ch]);
+        for (var g = 0u; g < HPW; g++) {
+          var sum = vec4<f32>(0.0);
+          for (var u = 0u; u < VPC; u++) { sum += (*q)[(g * CPL + i) * VPC + u] * k4[u]; }
+          d[g] += sum.x + sum.y + sum.z + sum.w;
+        }
+      }
+    }
+  }
+  return d;
+}
+
+// acc_g += p[g] * v over this lane's chunks of the position at `base` (only when `live`).
+fn addValues(acc: ptr<function, array<vec4<f32>, QN>>, base: u32, live: bool, lane: u32, p: array<f32, HPW>) {
+  if (!live) { return; }
+  for (var i = 0u; i < CPL; i++) {
+    let ch = lane + i * LANES;
+    if (ch < CHUNKS) {
+      let v4 = unpackChunk(vCache[base + ch]);
+      for (var g = 0u; g < HPW; g++) {
+        for (var u = 0u; u < VPC; u++) { (*acc)[(g * CPL + i) * VPC + u] += p[g] * v4[u]; }
+      }
+    }
+  }
+}
+
+// Partial dot products of positions j0 + 4*t4 .. +3 into `partial` (blockSize % 4 == 0, so the
+// four share a block). Called once per t4 rather than looped: llvmpipe stops every loop of a
+// shader after 65535 iterations in total, so the per-tile work must not add loop iterations.
+fn partialQuad(q: ptr<function, array<vec4<f32>, QN>>, tableRow: u32, kvHead: u32, stride: u32, j0: u32, t4: u32, n: u32, lane: u32) {
+  let j = j0 + t4 * 4u;
+  let base = select(0u, kvChunk(tableRow, j, kvHead), j < n);
+  let d0 = partialDots(q, base, j < n, lane);
+  let d1 = partialDots(q, base + stride, j + 1u < n, lane);
+  let d2 = partialDots(q, base + 2u * stride, j + 2u < n, lane);
+  let d3 = partialDots(q, base + 3u * stride, j + 3u < n, lane);
+  for (var g = 0u; g < HPW; g++) {
+    partial[(g * TP4 + t4) * LANES + lane] = vec4<f32>(d0[g], d1[g], d2[g], d3[g]);
+  }
+}
+
+// Adds positions j0 + 4*t4 .. +3, weighted by their softmax numerators, to the accumulators.
+fn addQuad(acc: ptr<function, array<vec4<f32>, QN>>, runMax: ptr<function, array<f32, HPW>>,
+           runSum: ptr<function, array<f32, HPW>>, tableRow: u32, kvHead: u32, stride: u32, j0: u32,
+           t4: u32, n: u32, lane: u32) {
+  let j = j0 + t4 * 4u;
+  if (j >= n) { return; }
+  var p0: array<f32, HPW>;
+  var p1: array<f32, HPW>;
+  var p2: array<f32, HPW>;
+  var p3: array<f32, HPW>;
+  for (var g = 0u; g < HPW; g++) {
+    let p = exp(scores[g * TP4 + t4] - (*runMax)[g]);
+    (*runSum)[g] += p.x + p.y + p.z + p.w;
+    p0[g] = p.x;
+    p1[g] = p.y;
+    p2[g] = p.z;
+    p3[g] = p.w;
+  }
+  let base = kvChunk(tableRow, j, kvHead);
+  addValues(acc, base, true, lane, p0);
+  addValues(acc, base + stride, j + 1u < n, lane, p1);
+  addValues(acc, base + 2u * stride, j + 2u < n, lane, p2);
+  addValues(acc, base + 3u * stride, j + 3u < n, lane, p3);
+}
+
+@compute @workgroup_size(LANES)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+  let h0 = wid.x * HPW;
+  let m = wid.y;
+  if (m >= params.rows) { return; }
+  let kvHead = h0 / (params.numHeads / params.numKvHeads);
+  let n = rowPos[m] + 1u;
+  let tableRow = (params.layer * params.maxSlots + rowSlot[m]) * params.maxBlocksPerSeq;
+  let qBase = m * (params.numHeads + 2u * params.numKvHeads) * HD4 + h0 * HD4;
+  let scale = inverseSqrt(f32(HD));
+  // Chunks between consecutive positions of one block.
+  let stride = params.numKvHeads * CHUNKS;
+
+  // q[(g * CPL + i) * VPC + u]: vec4 u of this lane's i-th chunk of head h0 + g.
+  var q: array<vec4<f32>, QN>;
+  var acc: array<vec4<f32>, QN>;
+  var runMax: array<f32, HPW>;
+  var runSum: array<f32, HPW>;
+  for (var g = 0u; g < HPW; g++) {
+    for (var i = 0u; i < CPL; i++) {
+      let ch = lane + i * LANES;
+      for (var u = 0u; u < VPC; u++) {
+        let k = (g * CPL + i) * VPC + u;
+        q[k] = vec4<f32>(0.0);
+        if (ch < CHUNKS) { q[k] = qkv[qBase + g * HD4 + ch * VPC + u] * scale; }
+        acc[k] = vec4<f32>(0.0);
+      }
+    }
+    runMax[g] = NEG_BIG;
+    runSum[g] = 0.0;
+  }
+
+  for (var j0 = 0u; j0 < n; j0 += TP) {
+    // Partial dot products over this lane's chunks, 4 positions per call.
+    partialQuad(&q, tableRow, kvHead, stride, j0, 0u, n, lane);
+    partialQuad(&q, tableRow, kvHead, stride, j0, 1u, n, lane);
+    partialQuad(&q, tableRow, kvHead, stride, j0, 2u, n, lane);
+    partialQuad(&q, tableRow, kvHead, stride, j0, 3u, n, lane);
+    workgroupBarrier();
+
+    // Sum the partials across lanes (fixed lane order); positions past the row's end get -inf.
+    for (var r = 0u; r < ITEMS_PER_LANE; r++) {
+      let it = lane + r * LANES;
+      if (it < HPW * TP4) {
+        var s = vec4<f32>(0.0);
+        for (var l = 0u; l < LANES; l++) { s += partial[it * LANES + l]; }
+        let j4 = j0 + (it % TP4) * 4u + vec4<u32>(0u, 1u, 2u, 3u);
+        scores[it] = select(s, vec4<f32>(NEG_BIG), j4 >= vec4<u32>(n));
+      }
+    }
+    workgroupBarrier();
+
+    // Online softmax: every lane sees the same scores and keeps the same max and sum.
+    for (var g = 0u; g < HPW; g++) {
+      var tileMax = NEG_BIG;
+      for (var t4 = 0u; t4 < TP4; t4++) {
+        let s = scores[g * TP4 + t4];
+        tileMax = max(tileMax, max(max(s.x, s.y), max(s.z, s.w)));
+      }
+      if (tileMax > runMax[g]) {
+        let corr = exp(runMax[g] - tileMax);
+        runSum[g] *= corr;
+        for (var k = 0u; k < CPL * VPC; k++) { acc[g * CPL * VPC + k] *= corr; }
+        runMax[g] = tileMax;
+      }
+    }
+    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 0u, n, lane);
+    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 1u, n, lane);
+    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 2u, n, lane);
+    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 3u, n, lane);
+  }
+
+  for (var g = 0u; g < HPW; g++) {
+    let inv = 1.0 / runSum[g];
+    for (var i = 0u; i < CPL; i++) {
+      let ch = lane + i * LANES;
+      if (ch < CHUNKS) {
+        for (var u = 0u; u < VPC; u++) {
+          out[(m * params.numHeads + h0 + g) * HD4 + ch * VPC + u] = acc[(g * CPL + i) * VPC + u] * inv;
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,159 @@
+// y = x · Wᵀ for a tile of rows (tokens) and outputs, with W in Hugging Face Linear layout [N, K].
+//
+// Consts: LANES (workgroup size), TILE_ROWS (rows per workgroup), OUTS (outputs per lane),
+// W_F16 (1 when W = f16), MODE (0 store, 1 add into y, 2 SwiGLU: W is [2N, K], gate rows then up).
+//
+// Lines holding `$t` are repeated for t = 0..TILE_ROWS-1, lines holding `$r` for r = 0..OUTS-1,
+// `$q` for q = 0..OUTS/4-1, and lines holding two of them for every pair
+// (engine/gpu/kernels/matmul.ts expands them). WGSL has
+// no unroll directive and the driver will not unroll a 16x32 register tile; left as loops over
+// arrays, the accumulators would live in per-lane scratch memory and run several times slower.
+//
+// Each lane owns OUTS outputs for TILE_ROWS rows and walks k from 0 to K-1 itself, so every output
+// is one multiply-add chain in k order: the same bits whatever the tile shape, the row count or the
+// other rows (batch invariance). A given shape always takes the same path. A weight is read once per row tile;
+// an x value once per lane and reused for all its outputs. No barriers, no shared memory: on
+// llvmpipe every storage load is a per-lane loop, so loads are the cost to cut, and wide (vec4)
+// loads cost little more than scalar ones.
+
+struct Params {
+  rows: u32,
+  K: u32,
+  N: u32,
+  ldy: u32,
+  yCol: u32,
+}
+
+const MODE_ADD: u32 = 1u;
+const MODE_GLU: u32 = 2u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+
+// ---- vector path (K % 8 == 0; N, ldy, yCol multiples of 4) ---------------------------------------
+//
+// A lane owns OUTS / 4 quads of 4 adjacent outputs, so it stores 16 bytes at a time: every store
+// or load of y is a per-lane loop on llvmpipe and a code block for its compiler, and with one per
+// output the 16x24 tile's epilogue alone took LLVM 5-15 s to compile.
+
+@group(0) @binding(1) var<storage, read> xv: array<vec4<f32>>;
+// Weights as raw 16-byte words: 8 f16 (packed pairs) or 4 f32 each.
+@group(0) @binding(2) var<storage, read> wv: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> yv: array<vec4<f32>>;
+
+struct Eight {
+  lo: vec4<f32>,
+  hi: vec4<f32>,
+}
+
+/** The 8 weights of step s of weight row `row`. */
+fn weights8(row: u32, s: u32) -> Eight {
+  if (W_F16 == 1u) {
+    let q = wv[row * (p.K / 8u) + s];
+    return Eight(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)),
+                 vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)));
+  }
+  let i = row * (p.K / 4u) + 2u * s;
+  return Eight(bitcast<vec4<f32>>(wv[i]), bitcast<vec4<f32>>(wv[i + 1u]));
+}
+
+/** acc + a·b over 8 terms, strictly in k order. */
+fn dot8(acc: f32, a: Eight, b: Eight) -> f32 {
+  var s = fma(a.lo.x, b.lo.x, acc);
+  s = fma(a.lo.y, b.lo.y, s);
+  s = fma(a.lo.z, b.lo.z, s);
+  s = fma(a.lo.w, b.lo.w, s);
+  s = fma(a.hi.x, b.hi.x, s);
+  s = fma(a.hi.y, b.hi.y, s);
+  s = fma(a.hi.z, b.hi.z, s);
+  return fma(a.hi.w, b.hi.w, s);
+}
+
+fn silu4(v: vec4<f32>) -> vec4<f32> {
+  return v / (1.0 + exp(-v));
+}
+
+/** Writes outputs n..n+3 of row m according to MODE. `u` is the up projection (GLU only). */
+fn finish4(m: u32, n: u32, g: vec4<f32>, u: vec4<f32>) {
+  if (m >= p.rows || n >= p.N) {
+    return;
+  }
+  let i = (m * p.ldy + p.yCol + n) / 4u;
+  if (MODE == MODE_GLU) {
+    yv[i] = silu4(g) * u;
+  } else if (MODE == MODE_ADD) {
+    yv[i] = yv[i] + g;
+  } else {
+    yv[i] = g;
+  }
+}
+
+@compute @workgroup_size(LANES)
+fn matmulVec(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
+  let m0 = wg.y * TILE_ROWS;
+  let steps = p.K / 8u;
+  // Quad q of this lane: outputs n$q..n$q+3. Quads past N load the last quad and store nothing;
+  // rows past the end load the last row.
+  let n$q = wg.x * (LANES * OUTS) + $q * (4u * LANES) + 4u * lid.x;
+  let w$q = min(n$q, p.N - 4u);
+  let xRow$t = min(m0 + $t, p.rows - 1u) * (p.K / 4u);
+  var g$t_$q = vec4<f32>(0.0);
+  var u$t_$q = vec4<f32>(0.0);
+  for (var s = 0u; s < steps; s++) {
+    let x$t = Eight(xv[xRow$t + 2u * s], xv[xRow$t + 2u * s + 1u]);
+    let w$q_0 = weights8(w$q, s);
+    let w$q_1 = weights8(w$q + 1u, s);
+    let w$q_2 = weights8(w$q + 2u, s);
+    let w$q_3 = weights8(w$q + 3u, s);
+    g$t_$q = vec4<f32>(dot8(g$t_$q.x, x$t, w$q_0), dot8(g$t_$q.y, x$t, w$q_1), dot8(g$t_$q.z, x$t, w$q_2), dot8(g$t_$q.w, x$t, w$q_3));
+    if (MODE == MODE_GLU) {
+      let v$q_0 = weights8(w$q + p.N, s);
+      let v$q_1 = weights8(w$q + p.N + 1u, s);
+      let v$q_2 = weights8(w$q + p.N + 2u, s);
+      let v$q_3 = weights8(w$q + p.N + 3u, s);
+      u$t_$q = vec4<f32>(dot8(u$t_$q.x, x$t, v$q_0), dot8(u$t_$q.y, x$t, v$q_1), dot8(u$t_$q.z, x$t, v$q_2), dot8(u$t_$q.w, x$t, v$q_3));
+    }
+  }
+  finish4(m0 + $t, n$q, g$t_$q, u$t_$q);
+}
+
+// ---- scalar path (any shape): one step is one k; only odd test shapes come here -------------------
+
+@group(0) @binding(1) var<storage, read> xs: array<f32>;
+@group(0) @binding(2) var<storage, read> ws: array<W>;
+@group(0) @binding(3) var<storage, read_write> ys: array<f32>;
+
+fn silu(v: f32) -> f32 {
+  return v / (1.0 + exp(-v));
+}
+
+fn finishS(m: u32, n: u32, g: f32, u: f32) {
+  if (m >= p.rows || n >= p.N) {
+    return;
+  }
+  let i = m * p.ldy + p.yCol + n;
+  if (MODE == MODE_GLU) {
+    ys[i] = silu(g) * u;
+  } else if (MODE == MODE_ADD) {
+    ys[i] = ys[i] + g;
+  } else {
+    ys[i] = g;
+  }
+}
+
+@compute @workgroup_size(LANES)
+fn matmulScalar(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
+  let n0 = wg.x * (LANES * OUTS) + lid.x;
+  let m0 = wg.y * TILE_ROWS;
+  let xRow$t = min(m0 + $t, p.rows - 1u) * p.K;
+  let wRow$r = min(n0 + $r * LANES, p.N - 1u) * p.K;
+  var g$t_$r = 0.0;
+  var u$t_$r = 0.0;
+  for (var k = 0u; k < p.K; k++) {
+    let x$t = xs[xRow$t + k];
+    g$t_$r = fma(x$t, f32(ws[wRow$r + k]), g$t_$r);
+    if (MODE == MODE_GLU) {
+      u$t_$r = fma(x$t, f32(ws[wRow$r + p.N * p.K + k]), u$t_$r);
+    }
+  }
+  finishS(m0 + $t, n0 + $r * LANES, g$t_$r, u$t_$r);
+}

@@ -1,0 +1,215 @@
+// A plain float64 Llama forward pass on the CPU with Hugging Face semantics: the oracle for GPU
+// logits. Written for obviousness, not speed: one token at a time, full causal attention over
+// the tokens before it, no caches shared between calls.
+
+import type { ModelFiles } from "../../engine/model/model_dir.ts";
+import { ropeInvFreq } from "../../engine/model/rope_freqs.ts";
+import { readTensorF64 } from "../../engine/model/safetensors.ts";
+
+export interface ReferenceOptions {
+  /** Position of ids[0] (default 0): positions are positionOffset + index. */
+  positionOffset?: number;
+}
+
+/** Raw logits (vocabSize values) at every position of `ids`. */
+export async function referenceForward(
+  files: ModelFiles,
+  ids: number[],
+  { positionOffset = 0 }: ReferenceOptions = {},
+): Promise<Float64Array[]> {
+  const cfg = files.config;
+  const w = await loadWeights(files);
+  const invFreq = ropeInvFreq(cfg);
+  const { hiddenSize: h, numHeads, numKvHeads, headDim, numLayers } = cfg;
+  const group = numHeads / numKvHeads;
+
+  // Residual stream per position.
+  const xs = ids.map((id) => {
+    if (!Number.isInteger(id) || id < 0 || id >= cfg.vocabSize) {
+      throw new RangeError(`bad id ${id}`);
+    }
+    return w.embed.slice(id * h, (id + 1) * h);
+  });
+
+  for (let l = 0; l < numLayers; l++) {
+    const L = w.layers[l];
+    const keys: Float64Array[] = [];
+    const values: Float64Array[] = [];
+    const queries: Float64Array[] = [];
+    for (let t = 0; t < xs.length; t++) {
+      const normed = rmsNorm(xs[t], L.inputNorm, cfg.rmsNormEps);
+      const q = matVec(L.q, normed);
+      const k = matVec(L.k, normed);
+      for (let hd = 0; hd < numHeads; hd++) {
+        applyRope(q, hd * headDim, headDim, positionOffset + t, invFreq);
+      }
+      for (let hd = 0; hd < numKvHeads; hd++) {
+        applyRope(k, hd * headDim, headDim, positionOffset + t, invFreq);
+      }
+      queries.push(q);
+      keys.push(k);
+      values.push(matVec(L.v, normed));
+    }
+    for (let t = 0; t < xs.length; t++) {
+      const attn = new Float64Array(numHeads * headDim);
+      for (let hd = 0; hd < numHeads; hd++) {
+        const kvOff = Math.floor(hd / group) * headDim; // GQA: consecutive heads share a kv head
+        const qOff = hd * headDim;
+        const scores = new Float64Array(t + 1); // causal: positions 0..t only
+        for (let s = 0; s <= t; s++) {
+          let dot = 0;
+          for (let d = 0; d < headDim; d++) dot += queries[t][qOff + d] * keys[s][kvOff + d];
+          scores[s] = dot / Math.sqrt(headDim);
+        }
+        softmaxInPlace(scores);
+        for (let s = 0; s <= t; s++) {
+          for (let d = 0; d < headDim; d++) attn[qOff + d] += scores[s] * values[s][kvOff + d];
+        }
+      }
+      addInPlace(xs[t], matVec(L.o, attn));
+
+      const normed = rmsNorm(xs[t], L.postNorm, cfg.rmsNormEps);
+      const gate = matVec(L.gate, normed);
+      const up = matVec(L.up, normed);
+      const act = new Float64Array(gate.length);
+      for (let i = 0; i < act.length; i++) act[i] = silu(gate[i]) * up[i];
+      addInPlace(xs[t], matVec(L.down, act));
+    }
+  }
+  return xs.map((x) => matVec(w.lmHead, rmsNorm(x, w.finalNorm, cfg.rmsNormEps)));
+}
+
+interface Matrix {
+  rows: number;
+  cols: number;
+  data: Float64Array;
+}
+
+interface LayerWeights {
+  inputNorm: Float64Array;
+  q: Matrix;
+  k: Matrix;
+  v: Matrix;
+  o: Matrix;
+  postNorm: Float64Array;
+  gate: Matrix;
+  up: Matrix;
+  down: Matrix;
+}
+
+interface Weights {
+  embed: Float64Array;
+  layers: LayerWeights[];
+  finalNorm: Float64Array;
+  lmHead: Matrix;
+}
+
+const cache = new WeakMap<ModelFiles, Promise<Weights>>();
+
+function loadWeights(files: ModelFiles): Promise<Weights> {
+  let w = cache.get(files);
+  if (!w) {
+    w = readWeights(files);
+    cache.set(files, w);
+  }
+  return w;
+}
+
+async function readWeights(files: ModelFiles): Promise<Weights> {
+  const vector = (name: string) => readTensorF64(info(files, name));
+  const matrix = async (name: string): Promise<Matrix> => {
+    const t = info(files, name);
+    return { rows: t.shape[0], cols: t.shape[1], data: await readTensorF64(t) };
+  };
+  const layers: LayerWeights[] = [];
+  for (let i = 0; i < files.config.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    layers.push({
+      inputNorm: await vector(`${p}.input_layernorm.weight`),
+      q: await matrix(`${p}.self_attn.q_proj.weight`),
+      k: await matrix(`${p}.self_attn.k_proj.weight`),
+      v: await matrix(`${p}.self_attn.v_proj.weight`),
+      o: await matrix(`${p}.self_attn.o_proj.weight`),
+      postNorm: await vector(`${p}.post_attention_layernorm.weight`),
+      gate: await matrix(`${p}.mlp.gate_proj.weight`),
+      up: await matrix(`${p}.mlp.up_proj.weight`),
+      down: await matrix(`${p}.mlp.down_proj.weight`),
+    });
+  }
+  const embed = await matrix("model.embed_tokens.weight");
+  return {
+    embed: embed.data,
+    layers,
+    finalNorm: await vector("model.norm.weight"),
+    lmHead: files.config.tieWordEmbeddings ? embed : await matrix("lm_head.weight"),
+  };
+}
+
+function info(files: ModelFiles, name: string) {
+  const t = files.tensors.get(name);
+  if (!t) throw new Error(`reference: missing tensor ${name}`);
+  return t;
+}
+
+/** x · rsqrt(mean(x²) + eps) · w */
+export function rmsNorm(x: Float64Array, w: Float64Array, eps: number): Float64Array {
+  let sumSq = 0;
+  for (const v of x) sumSq += v * v;
+  const scale = 1 / Math.sqrt(sumSq / x.length + eps);
+  return x.map((v, i) => v * scale * w[i]);
+}
+
+/** Weight rows are output features ([out, in], as nn.Linear stores them). */
+function matVec(m: Matrix, x: Float64Array): Float64Array {
+  if (x.length !== m.cols) throw new Error(`matVec: ${m.rows}x${m.cols} times ${x.length}`);
+  const out = new Float64Array(m.rows);
+  for (let r = 0; r < m.rows; r++) {
+    let acc = 0;
+    const base = r * m.cols;
+    for (let c = 0; c < m.cols; c++) acc += m.data[base + c] * x[c];
+    out[r] = acc;
+  }
+  return out;
+}
+
+/**
+ * HF's rotate_half RoPE on one head (in place): dimension i pairs with i + headDim/2, both rotated
+ * by the angle pos · invFreq[i].
+ */
+export function applyRope(
+  v: Float64Array,
+  offset: number,
+  headDim: number,
+  pos: number,
+  invFreq: Float64Array,
+): void {
+  const half = headDim / 2;
+  for (let i = 0; i < half; i++) {
+    const angle = pos * invFreq[i];
+    const cos = Math.cos(angle);
+    const sin = Math.sin(angle);
+    const a = v[offset + i];
+    const b = v[offset + i + half];
+    v[offset + i] = a * cos - b * sin;
+    v[offset + i + half] = b * cos + a * sin;
+  }
+}
+
+function softmaxInPlace(x: Float64Array): void {
+  let max = -Infinity;
+  for (const v of x) max = Math.max(max, v);
+  let sum = 0;
+  for (let i = 0; i < x.length; i++) {
+    x[i] = Math.exp(x[i] - max);
+    sum += x[i];
+  }
+  for (let i = 0; i < x.length; i++) x[i] /= sum;
+}
+
+function silu(x: number): number {
+  return x / (1 + Math.exp(-x));
+}
+
+function addInPlace(x: Float64Array, y: Float64Array): void {
+  for (let i = 0; i < x.length; i++) x[i] += y[i];
+}
