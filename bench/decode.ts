@@ -40,7 +40,7 @@ export async function benchDecode(args: string[]): Promise<string> {
   let submits = 0;
   const queue = gpu.device.queue;
   const submit = queue.submit.bind(queue);
-  queue.submit = (buffers: Iterable<GPUCommandBuffer>) => {
+  queue.submit = (buffers: GPUCommandBuffer[]) => {
     submits++;
     return submit(buffers);
   };

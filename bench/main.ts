@@ -8,7 +8,11 @@ const benches: Record<string, () => Promise<string>> = {
     return benchKernels(await openGpu());
   },
   decode: async () => (await import("./decode.ts")).benchDecode(rest),
-  serve: async () => (await import("./serve.ts")).benchServe(rest),
+  // `--clients 1,4,16` measures concurrency scaling; otherwise the workload replayer runs.
+  serve: async () =>
+    rest.some((a) => a.startsWith("--clients"))
+      ? (await import("./serve/concurrency.ts")).benchConcurrency(rest)
+      : (await import("./serve.ts")).benchServe(rest),
 };
 
 const run = benches[which];

@@ -164,7 +164,21 @@ export class Engine {
         layout.numBlocks * layout.blockSize,
       ),
     };
-    return new Engine(gpu, cfg, tokenizer, weights, kv, pool, forward, ringSize - 1, info);
+    const engine = new Engine(gpu, cfg, tokenizer, weights, kv, pool, forward, ringSize - 1, info);
+    await engine.warmUp();
+    return engine;
+  }
+
+  /** Runs one tiny request so shader compilation is paid at load, not by the first client. */
+  private async warmUp(): Promise<void> {
+    for (const topLogprobs of [0, 1]) { // both sampler variants
+      const h = this.submit({ ids: [0], maxTokens: 1, sampling: { temperature: 0, topK: 0, topP: 1, seed: 0 }, stopIds: [], topLogprobs });
+      for await (const _ of h.events);
+      await h.done;
+    }
+    this.stepCount = 0;
+    this.tokenCount = 0;
+    this.stepTimes = [];
   }
 
   /** Compute dispatches recorded per step (for benchmarks). */

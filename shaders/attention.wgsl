@@ -6,17 +6,21 @@
 // Shader consts: HD (head dim, multiple of 8); HPW, the query heads one workgroup computes (all of
 // one kv head); KV_F16 (1 when the cache holds f16, read as packed u32 pairs).
 //
-// One workgroup of LANES invocations per (HPW heads, row). The head dim is cut into chunks of
-// 4 (f32) or 8 (f16) values; lane l owns chunks l, l+LANES, ... of q, K, V and the accumulator.
-// Positions go in tiles of TP: each lane computes partial q.k over its chunks, the partials are
-// summed across lanes through workgroup memory in lane order, and every lane then sees the same
-// tile scores and runs the same online-softmax update, so no merge is needed at the end.
-// The reduction order depends only on the row's own length: a row's result does not depend on
+// One workgroup per (HPW heads, row): GROUPS teams of LANES invocations. Positions go in tiles of
+// TP; team t takes tiles t, t+GROUPS, ... and keeps its own online-softmax state; the teams'
+// states are merged at the end in team order. Inside a team the head dim is cut into chunks of
+// 4 (f32) or 8 (f16) values and lane l owns chunks l, l+LANES, ... of q, K, V and the accumulator:
+// each lane computes partial q.k over its chunks, the partials are summed across the team's lanes
+// through workgroup memory in lane order, and every lane of the team then sees the same scores.
+// The reduction order depends only on the row's own length, so a row's result does not depend on
 // the rest of the batch.
 //
-// Written for llvmpipe (a workgroup is one CPU thread with 8-wide SIMD): each storage or workgroup
-// load costs a per-lane loop, so loads are as wide as possible and each K/V element is loaded
-// once for all HPW heads; per-lane arrays stay small so their loops unroll into registers.
+// Written for llvmpipe, where a team is one 8-wide SIMD group of a CPU thread:
+//   - each storage or workgroup load costs a per-lane loop, so loads are as wide as possible and
+//     each K/V element is loaded once for all HPW heads;
+//   - per-lane arrays stay small so their loops unroll into registers;
+//   - llvmpipe ends all loops of a SIMD group after 65535 iterations in total, so long contexts
+//     are spread over GROUPS teams (each with its own count) and the per-tile work loops little.
 
 struct Params {
   rows: u32,
@@ -38,7 +42,8 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;
 
 const LANES: u32 = 8u;
-// Positions per tile, and in groups of 4 (main calls the quad helpers TP4 = 4 times by hand).
+const GROUPS: u32 = 4u;
+// Positions per tile, in quads of 4 (TP4 = 4 is written out in softmaxStep).
 const TP: u32 = 16u;
 const TP4: u32 = TP / 4u;
 const HD4: u32 = HD / 4u;
@@ -47,16 +52,21 @@ const VPC: u32 = KV_F16 + 1u;
 const CHUNKS: u32 = HD4 / VPC;
 // Chunks per lane.
 const CPL: u32 = (CHUNKS + LANES - 1u) / LANES;
+// Per-lane vec4s of q (and of the accumulator) for all HPW heads.
 const QN: u32 = HPW * CPL * VPC;
 // Score vec4s each lane sums in the cross-lane reduction.
 const ITEMS_PER_LANE: u32 = (HPW * TP4 + LANES - 1u) / LANES;
 // Finite stand-in for -inf so exp(a - b) never sees inf - inf.
 const NEG_BIG: f32 = -3.0e38;
 
-// partial[(g * TP4 + t4) * LANES + lane]: lane's share of q.k for 4 positions of head g.
-var<workgroup> partial: array<vec4<f32>, HPW * TP4 * LANES>;
-// scores[g * TP4 + t4]: the tile's scaled scores of head g, 4 positions per vec4.
-var<workgroup> scores: array<vec4<f32>, HPW * TP4>;
+// partial[team][(g * TP4 + t4) * LANES + lane]: a lane's share of q.k for 4 positions of head g.
+var<workgroup> partial: array<array<vec4<f32>, HPW * TP4 * LANES>, GROUPS>;
+// scores[team][g * TP4 + t4]: the team's tile scores of head g, 4 positions per vec4.
+var<workgroup> scores: array<array<vec4<f32>, HPW * TP4>, GROUPS>;
+// Each team's final state, for the merge.
+var<workgroup> teamMax: array<array<f32, HPW>, GROUPS>;
+var<workgroup> teamSum: array<array<f32, HPW>, GROUPS>;
+var<workgroup> teamAcc: array<array<vec4<f32>, QN * LANES>, GROUPS>;
 
 fn unpackChunk(w: vec4<u32>) -> array<vec4<f32>, VPC> {
   var r: array<vec4<f32>, VPC>;
@@ -110,10 +120,10 @@ fn addValues(acc: ptr<function, array<vec4<f32>, QN>>, base: u32, live: bool, la
   }
 }
 
-// Partial dot products of positions j0 + 4*t4 .. +3 into `partial` (blockSize % 4 == 0, so the
-// four share a block). Called once per t4 rather than looped: llvmpipe stops every loop of a
-// shader after 65535 iterations in total, so the per-tile work must not add loop iterations.
-fn partialQuad(q: ptr<function, array<vec4<f32>, QN>>, tableRow: u32, kvHead: u32, stride: u32, j0: u32, t4: u32, n: u32, lane: u32) {
+// Partial dot products of positions j0 + 4*t4 .. +3 into the team's `partial` (blockSize % 4 == 0,
+// so the four share a block).
+fn partialQuad(q: ptr<function, array<vec4<f32>, QN>>, tableRow: u32, kvHead: u32, stride: u32, j0: u32,
+               t4: u32, n: u32, team: u32, lane: u32) {
   let j = j0 + t4 * 4u;
   let base = select(0u, kvChunk(tableRow, j, kvHead), j < n);
   let d0 = partialDots(q, base, j < n, lane);
@@ -121,14 +131,14 @@ fn partialQuad(q: ptr<function, array<vec4<f32>, QN>>, tableRow: u32, kvHead: u3
   let d2 = partialDots(q, base + 2u * stride, j + 2u < n, lane);
   let d3 = partialDots(q, base + 3u * stride, j + 3u < n, lane);
   for (var g = 0u; g < HPW; g++) {
-    partial[(g * TP4 + t4) * LANES + lane] = vec4<f32>(d0[g], d1[g], d2[g], d3[g]);
+    partial[team][(g * TP4 + t4) * LANES + lane] = vec4<f32>(d0[g], d1[g], d2[g], d3[g]);
   }
 }
 
 // Adds positions j0 + 4*t4 .. +3, weighted by their softmax numerators, to the accumulators.
 fn addQuad(acc: ptr<function, array<vec4<f32>, QN>>, runMax: ptr<function, array<f32, HPW>>,
            runSum: ptr<function, array<f32, HPW>>, tableRow: u32, kvHead: u32, stride: u32, j0: u32,
-           t4: u32, n: u32, lane: u32) {
+           t4: u32, n: u32, team: u32, lane: u32) {
   let j = j0 + t4 * 4u;
   if (j >= n) { return; }
   var p0: array<f32, HPW>;
@@ -136,7 +146,7 @@ fn addQuad(acc: ptr<function, array<vec4<f32>, QN>>, runMax: ptr<function, array
   var p2: array<f32, HPW>;
   var p3: array<f32, HPW>;
   for (var g = 0u; g < HPW; g++) {
-    let p = exp(scores[g * TP4 + t4] - (*runMax)[g]);
+    let p = exp(scores[team][g * TP4 + t4] - (*runMax)[g]);
     (*runSum)[g] += p.x + p.y + p.z + p.w;
     p0[g] = p.x;
     p1[g] = p.y;
@@ -150,11 +160,13 @@ fn addQuad(acc: ptr<function, array<vec4<f32>, QN>>, runMax: ptr<function, array
   addValues(acc, base + 3u * stride, j + 3u < n, lane, p3);
 }
 
-@compute @workgroup_size(LANES)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+@compute @workgroup_size(LANES * GROUPS)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let h0 = wid.x * HPW;
   let m = wid.y;
   if (m >= params.rows) { return; }
+  let lane = lid % LANES;
+  let team = lid / LANES;
   let kvHead = h0 / (params.numHeads / params.numKvHeads);
   let n = rowPos[m] + 1u;
   let tableRow = (params.layer * params.maxSlots + rowSlot[m]) * params.maxBlocksPerSeq;
@@ -182,33 +194,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     runSum[g] = 0.0;
   }
 
-  for (var j0 = 0u; j0 < n; j0 += TP) {
-    // Partial dot products over this lane's chunks, 4 positions per call.
-    partialQuad(&q, tableRow, kvHead, stride, j0, 0u, n, lane);
-    partialQuad(&q, tableRow, kvHead, stride, j0, 1u, n, lane);
-    partialQuad(&q, tableRow, kvHead, stride, j0, 2u, n, lane);
-    partialQuad(&q, tableRow, kvHead, stride, j0, 3u, n, lane);
+  // Every team runs the same number of rounds (barriers need it); tiles past the end are masked.
+  for (var round = 0u; round < n; round += GROUPS * TP) {
+    let j0 = round + team * TP;
+    for (var t4 = 0u; t4 < TP4; t4++) { partialQuad(&q, tableRow, kvHead, stride, j0, t4, n, team, lane); }
     workgroupBarrier();
 
-    // Sum the partials across lanes (fixed lane order); positions past the row's end get -inf.
+    // Sum the partials across the team's lanes (lane order); positions past the end get -inf.
     for (var r = 0u; r < ITEMS_PER_LANE; r++) {
       let it = lane + r * LANES;
       if (it < HPW * TP4) {
         var s = vec4<f32>(0.0);
-        for (var l = 0u; l < LANES; l++) { s += partial[it * LANES + l]; }
+        for (var l = 0u; l < LANES; l++) { s += partial[team][it * LANES + l]; }
         let j4 = j0 + (it % TP4) * 4u + vec4<u32>(0u, 1u, 2u, 3u);
-        scores[it] = select(s, vec4<f32>(NEG_BIG), j4 >= vec4<u32>(n));
+        scores[team][it] = select(s, vec4<f32>(NEG_BIG), j4 >= vec4<u32>(n));
       }
     }
     workgroupBarrier();
 
-    // Online softmax: every lane sees the same scores and keeps the same max and sum.
+    // Online softmax: the team's lanes see the same scores and keep the same max and sum.
     for (var g = 0u; g < HPW; g++) {
-      var tileMax = NEG_BIG;
-      for (var t4 = 0u; t4 < TP4; t4++) {
-        let s = scores[g * TP4 + t4];
-        tileMax = max(tileMax, max(max(s.x, s.y), max(s.z, s.w)));
-      }
+      let s4 = max(max(scores[team][g * TP4], scores[team][g * TP4 + 1u]),
+                   max(scores[team][g * TP4 + 2u], scores[team][g * TP4 + 3u]));
+      let tileMax = max(max(s4.x, s4.y), max(s4.z, s4.w));
       if (tileMax > runMax[g]) {
         let corr = exp(runMax[g] - tileMax);
         runSum[g] *= corr;
@@ -216,19 +224,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         runMax[g] = tileMax;
       }
     }
-    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 0u, n, lane);
-    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 1u, n, lane);
-    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 2u, n, lane);
-    addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, 3u, n, lane);
+    for (var t4 = 0u; t4 < TP4; t4++) {
+      addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, t4, n, team, lane);
+    }
   }
 
+  // Merge the teams' states in team order; team t writes heads g = t, t + GROUPS, ...
   for (var g = 0u; g < HPW; g++) {
-    let inv = 1.0 / runSum[g];
+    if (lane == 0u) {
+      teamMax[team][g] = runMax[g];
+      teamSum[team][g] = runSum[g];
+    }
+  }
+  for (var k = 0u; k < QN; k++) { teamAcc[team][k * LANES + lane] = acc[k]; }
+  workgroupBarrier();
+  for (var g = team; g < HPW; g += GROUPS) {
+    var allMax = NEG_BIG;
+    for (var t = 0u; t < GROUPS; t++) { allMax = max(allMax, teamMax[t][g]); }
+    var total = 0.0;
+    for (var t = 0u; t < GROUPS; t++) { total += exp(teamMax[t][g] - allMax) * teamSum[t][g]; }
     for (var i = 0u; i < CPL; i++) {
       let ch = lane + i * LANES;
       if (ch < CHUNKS) {
         for (var u = 0u; u < VPC; u++) {
-          out[(m * params.numHeads + h0 + g) * HD4 + ch * VPC + u] = acc[(g * CPL + i) * VPC + u] * inv;
+          let k = (g * CPL + i) * VPC + u;
+          var sum = vec4<f32>(0.0);
+          for (var t = 0u; t < GROUPS; t++) { sum += exp(teamMax[t][g] - allMax) * teamAcc[t][k * LANES + lane]; }
+          out[(m * params.numHeads + h0 + g) * HD4 + ch * VPC + u] = sum / total;
         }
       }
     }

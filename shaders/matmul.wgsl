@@ -3,18 +3,18 @@
 // Consts: LANES (workgroup size), TILE_ROWS (rows per workgroup), OUTS (outputs per lane),
 // W_F16 (1 when W = f16), MODE (0 store, 1 add into y, 2 SwiGLU: W is [2N, K], gate rows then up).
 //
-// Lines holding `$t` are repeated for t = 0..TILE_ROWS-1, lines holding `$r` for r = 0..OUTS-1,
-// `$q` for q = 0..OUTS/4-1, and lines holding two of them for every pair
-// (engine/gpu/kernels/matmul.ts expands them). WGSL has
-// no unroll directive and the driver will not unroll a 16x32 register tile; left as loops over
-// arrays, the accumulators would live in per-lane scratch memory and run several times slower.
+// Lines holding `$t` are repeated for t = 0..TILE_ROWS-1, `$r` for r = 0..OUTS-1, `$q` for
+// q = 0..OUTS/4-1, and lines holding two of them for every pair (engine/gpu/kernels/matmul.ts
+// expands them). WGSL has no unroll directive and the driver does not unroll a 16x24 register
+// tile; left as loops over arrays, the accumulators live in scratch memory and run 2x slower.
 //
 // Each lane owns OUTS outputs for TILE_ROWS rows and walks k from 0 to K-1 itself, so every output
 // is one multiply-add chain in k order: the same bits whatever the tile shape, the row count or the
-// other rows (batch invariance). A given shape always takes the same path. A weight is read once per row tile;
-// an x value once per lane and reused for all its outputs. No barriers, no shared memory: on
-// llvmpipe every storage load is a per-lane loop, so loads are the cost to cut, and wide (vec4)
-// loads cost little more than scalar ones.
+// other rows (batch invariance); a given shape always takes the same path. A weight is read once
+// per row tile, an x value once per lane and reused for all its outputs. No barriers, no shared
+// memory: on llvmpipe every storage access is a per-lane loop, so loads are the cost to cut, and a
+// vec4 load costs little more than a scalar one. (fma() is not fused on llvmpipe; it is still the
+// same operation in every tile, which is all batch invariance needs.)
 
 struct Params {
   rows: u32,
@@ -31,9 +31,9 @@ const MODE_GLU: u32 = 2u;
 
 // ---- vector path (K % 8 == 0; N, ldy, yCol multiples of 4) ---------------------------------------
 //
-// A lane owns OUTS / 4 quads of 4 adjacent outputs, so it stores 16 bytes at a time: every store
-// or load of y is a per-lane loop on llvmpipe and a code block for its compiler, and with one per
-// output the 16x24 tile's epilogue alone took LLVM 5-15 s to compile.
+// A lane owns OUTS / 4 quads of 4 adjacent outputs, so it stores 16 bytes at a time: each access
+// to y is a per-lane loop on llvmpipe and a block of code for its JIT, and with one per output the
+// 16x24 tile took LLVM twice as long to compile (5 s store, 14 s add, vs 3 s and 6 s).
 
 @group(0) @binding(1) var<storage, read> xv: array<vec4<f32>>;
 // Weights as raw 16-byte words: 8 f16 (packed pairs) or 4 f32 each.

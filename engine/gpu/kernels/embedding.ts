@@ -47,7 +47,9 @@ export function bindEmbedding(gpu: Gpu, args: EmbeddingArgs): BoundKernel {
   return {
     encode(pass, rows) {
       if (rows <= 0) return;
-      if (rows > MAX_WORKGROUPS) throw new RangeError(`embedding: ${rows} rows exceed one dispatch`);
+      if (rows > MAX_WORKGROUPS) {
+        throw new RangeError(`embedding: ${rows} rows exceed one dispatch`);
+      }
       params.setRows(rows);
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

@@ -40,11 +40,14 @@ const MAX_WORKGROUPS = 65535;
 const MODE_CODES: Record<MatmulMode, number> = { store: 0, add: 1, glu: 2 };
 
 /**
- * Tiles by batch size, measured on llvmpipe with bench/kernels.ts. More outputs per lane amortize
- * the x loads over more weights; more rows amortize the weight loads over more tokens; past about
- * 16x24 the spilled accumulators cost more than the loads saved. 24 outputs x 8 lanes = 192
- * divides the usual Llama widths (576, 960, 1536, 49152), so few lanes compute clamped outputs.
- * GLU reads two weight rows per output and halves `outs` to keep the register budget.
+ * Tiles by batch size, measured on llvmpipe (bench/kernels.ts). More outputs per lane amortize the
+ * x loads over more weights; more rows amortize the weight loads over more tokens. Bigger tiles
+ * stopped paying at about 16x24 (16x48 was no faster than 16x32) while their compile time keeps
+ * growing. 24 outputs x 8 lanes = 192 divides the usual Llama widths (576, 960, 1536, 49152), so
+ * few lanes compute clamped outputs. GLU reads two weight rows per output and halves `outs`.
+ *
+ * llvmpipe JIT-compiles a pipeline at its first dispatch (the 16-row tile: 3-6 s per mode, cached
+ * on disk by Mesa afterwards), so a caller should run every tile once while loading.
  */
 export const MATMUL_TILES: readonly MatmulTile[] = [
   { rows: 1, outs: 8 },
@@ -53,7 +56,11 @@ export const MATMUL_TILES: readonly MatmulTile[] = [
   { rows: 16, outs: 24 },
 ];
 
-/** Unaligned shapes take the scalar path: odd test shapes, never a real model's. */
+/**
+ * Unaligned shapes (odd test sizes, or a row-part whose yCol is not a multiple of 4) take the
+ * scalar path: about 11x slower for one row, 3.5x for 16, so weight parts should split at
+ * multiples of 4 rows.
+ */
 const SCALAR_TILES: readonly MatmulTile[] = [{ rows: 4, outs: 4 }];
 
 export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
@@ -61,7 +68,9 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
   const ldy = args.ldy ?? N;
   const yCol = args.yCol ?? 0;
   for (const [name, v] of Object.entries({ K, N, ldy, yCol })) {
-    if (!Number.isInteger(v) || v < (name === "yCol" ? 0 : 1)) throw new RangeError(`matmul: bad ${name} ${v}`);
+    if (!Number.isInteger(v) || v < (name === "yCol" ? 0 : 1)) {
+      throw new RangeError(`matmul: bad ${name} ${v}`);
+    }
   }
   if (yCol + N > ldy) throw new RangeError(`matmul: columns ${yCol}+${N} exceed ldy ${ldy}`);
   if (!(mode in MODE_CODES)) throw new RangeError(`matmul: unknown mode ${mode}`);
@@ -110,10 +119,14 @@ export function unrollTile(src: string, tileRows: number, outs: number): string 
   const counts: [string, number][] = [["$r", outs], ["$q", Math.floor(outs / 4)], ["$t", tileRows]];
   const out: string[] = [];
   for (const line of src.split("\n")) {
-    const present = line.trimStart().startsWith("//") ? [] : counts.filter(([tag]) => line.includes(tag));
+    const present = line.trimStart().startsWith("//")
+      ? []
+      : counts.filter(([tag]) => line.includes(tag));
     let lines = [line];
     for (const [tag, count] of present) {
-      lines = lines.flatMap((l) => Array.from({ length: count }, (_, i) => l.replaceAll(tag, String(i))));
+      lines = lines.flatMap((l) =>
+        Array.from({ length: count }, (_, i) => l.replaceAll(tag, String(i)))
+      );
     }
     out.push(...lines);
   }

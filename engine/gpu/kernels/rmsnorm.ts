@@ -32,7 +32,9 @@ export function bindRmsNorm(gpu: Gpu, args: RmsNormArgs): BoundKernel {
     encode(pass, rows) {
       if (rows <= 0) return;
       const groups = Math.ceil(rows / LANES);
-      if (groups > MAX_WORKGROUPS) throw new RangeError(`rmsnorm: ${rows} rows exceed one dispatch`);
+      if (groups > MAX_WORKGROUPS) {
+        throw new RangeError(`rmsnorm: ${rows} rows exceed one dispatch`);
+      }
       params.setRows(rows);
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

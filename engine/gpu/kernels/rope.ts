@@ -34,7 +34,12 @@ export function bindRope(gpu: Gpu, args: RopeArgs): BoundKernel {
     headDim,
     (numHeads + 2 * numKvHeads) * headDim,
   ]);
-  const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.qkv, args.positions, args.invFreq]);
+  const bindGroup = bindBuffers(gpu, pipeline, [
+    params.buffer,
+    args.qkv,
+    args.positions,
+    args.invFreq,
+  ]);
   const groups = Math.ceil(headDim / 2 / LANES);
   return {
     encode(pass, rows) {
