@@ -169,12 +169,20 @@ export class Engine {
     return engine;
   }
 
-  /** Runs one tiny request so shader compilation is paid at load, not by the first client. */
+  /**
+   * Runs small batches of 1, 4, 8 and 16 requests (the matmul's row tiles) with and without
+   * logprobs, so shader compilation is paid at load, not by the first clients.
+   */
   private async warmUp(): Promise<void> {
-    for (const topLogprobs of [0, 1]) { // both sampler variants
-      const h = this.submit({ ids: [0], maxTokens: 1, sampling: { temperature: 0, topK: 0, topP: 1, seed: 0 }, stopIds: [], topLogprobs });
-      for await (const _ of h.events);
-      await h.done;
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    for (const n of [1, 4, 8, 16].filter((n) => n <= this.info.maxSlots)) {
+      const handles = Array.from({ length: n }, (_, i) =>
+        this.submit({ ids: [i], maxTokens: 2, sampling: greedy, stopIds: [], topLogprobs: i === 0 ? 1 : 0 })
+      );
+      await Promise.all(handles.map(async (h) => {
+        for await (const _ of h.events);
+        await h.done;
+      }));
     }
     this.stepCount = 0;
     this.tokenCount = 0;

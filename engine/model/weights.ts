@@ -64,7 +64,9 @@ export function rowsPerPart(gpu: Gpu, cols: number, rowsPerUnit = 1): number {
   if (rows < 1) {
     throw new Error(`a single row of ${cols} columns exceeds the adapter's binding limit`);
   }
-  return rows;
+  // Parts start on multiples of 192 rows so every part keeps the matmul's vectorized path
+  // (it needs output offsets that are multiples of 4).
+  return rows >= 192 ? rows - (rows % 192) : rows;
 }
 
 export async function loadWeights(
