@@ -34,7 +34,13 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { name: "MHA, lengths 1/17/300/40", numHeads: 4, numKvHeads: 4, headDim: 64, lengths: [1, 17, 300, 40] },
+  {
+    name: "MHA, lengths 1/17/300/40",
+    numHeads: 4,
+    numKvHeads: 4,
+    headDim: 64,
+    lengths: [1, 17, 300, 40],
+  },
   { name: "GQA 8:2, hd 128", numHeads: 8, numKvHeads: 2, headDim: 128, lengths: [33, 1, 129] },
   { name: "MQA, hd 256", numHeads: 4, numKvHeads: 1, headDim: 256, lengths: [5, 64, 2] },
   { name: "GQA 6:3, hd 96", numHeads: 6, numKvHeads: 3, headDim: 96, lengths: [16, 2, 31] },
@@ -210,7 +216,13 @@ async function runAttention(
 ): Promise<Float32Array> {
   const count = rows * c.numHeads * c.headDim;
   const out = poisonedF32(gpu, count);
-  const attention = bindAttention(gpu, { ...kernelArgs(c, s), qkv: bufs.qkv, rowSlot: bufs.slot, rowPos: bufs.pos, out });
+  const attention = bindAttention(gpu, {
+    ...kernelArgs(c, s),
+    qkv: bufs.qkv,
+    rowSlot: bufs.slot,
+    rowPos: bufs.pos,
+    out,
+  });
   const encoder = gpu.device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   attention.encode(pass, rows);
@@ -240,7 +252,11 @@ async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<void> {
         const got = cache[base + e];
         const tol = gpu.f16 ? Math.abs(want) * 2 ** -10 : 0;
         if (!(Math.abs(got - want) <= tol)) {
-          throw new Error(`cache of row ${r} (slot ${s.rows.slot[r]}, pos ${pos}) [${e}]: got ${got}, want ${want}`);
+          throw new Error(
+            `cache of row ${r} (slot ${
+              s.rows.slot[r]
+            }, pos ${pos}) [${e}]: got ${got}, want ${want}`,
+          );
         }
       }
     }
@@ -254,7 +270,12 @@ Deno.test("kv_write + attention match the float64 reference", async (t) => {
         const seed = testSeed();
         try {
           const s = setup(gpu, c, rng(seed));
-          const kvWrite = bindKvWrite(gpu, { ...kernelArgs(c, s), qkv: s.qkvBuf, rowSlot: s.slotBuf, rowPos: s.posBuf });
+          const kvWrite = bindKvWrite(gpu, {
+            ...kernelArgs(c, s),
+            qkv: s.qkvBuf,
+            rowSlot: s.slotBuf,
+            rowPos: s.posBuf,
+          });
           const count = s.rows.queried * c.numHeads * c.headDim;
           const out = poisonedF32(gpu, count);
           const attention = bindAttention(gpu, {
@@ -292,14 +313,25 @@ Deno.test("attention of a row does not depend on the rest of the batch", async (
       const seed = testSeed();
       const next = rng(seed);
       const s = setup(gpu, c, next);
-      const kvWrite = bindKvWrite(gpu, { ...kernelArgs(c, s), qkv: s.qkvBuf, rowSlot: s.slotBuf, rowPos: s.posBuf });
+      const kvWrite = bindKvWrite(gpu, {
+        ...kernelArgs(c, s),
+        qkv: s.qkvBuf,
+        rowSlot: s.slotBuf,
+        rowPos: s.posBuf,
+      });
       const encoder = gpu.device.createCommandEncoder();
       const pass = encoder.beginComputePass();
       kvWrite.encode(pass, s.rows.slot.length);
       pass.end();
       gpu.device.queue.submit([encoder.finish()]);
 
-      const full = await runAttention(gpu, c, s, { qkv: s.qkvBuf, slot: s.slotBuf, pos: s.posBuf }, s.rows.queried);
+      const full = await runAttention(
+        gpu,
+        c,
+        s,
+        { qkv: s.qkvBuf, slot: s.slotBuf, pos: s.posBuf },
+        s.rows.queried,
+      );
       // A few rows alone, in another order.
       const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
       const picked = shuffle(Array.from({ length: s.rows.queried }, (_, i) => i), next).slice(0, 5);

@@ -9,8 +9,8 @@ import {
   decodeSampleRecords,
   SAMPLER_PARAMS_BYTES,
   type SampleRecord,
-  type SamplerSlotParams,
   samplerParamsBytes,
+  type SamplerSlotParams,
 } from "../engine/gpu/kernels/sample.ts";
 import { assert, assertEquals } from "./helpers/testing.ts";
 import { POISON_F32 } from "./helpers/compare.ts";
@@ -147,7 +147,11 @@ function chiSquareCritical(df: number, z: number): number {
 }
 
 /** Chi-square statistic of `counts` against `probs` (bins with expectation < 5 pooled). */
-function chiSquare(counts: Map<number, number>, probs: Map<number, number>, n: number): { stat: number; df: number } {
+function chiSquare(
+  counts: Map<number, number>,
+  probs: Map<number, number>,
+  n: number,
+): { stat: number; df: number } {
   let stat = 0;
   let bins = 0;
   let pooledObserved = 0;
@@ -200,7 +204,14 @@ Deno.test("greedy and top-K logprobs match the float64 reference", async (t) => 
         }
         const rows = logits.map((_, i) => ({ logits: i, slot: 4 - i, pos: i }));
         const greedy = { temperature: 0, topK: 0, topP: 1, seed: 1 };
-        const { records, nextIds } = await runSampler(gpu, V, logits, rows, new Array(5).fill(greedy), K);
+        const { records, nextIds } = await runSampler(
+          gpu,
+          V,
+          logits,
+          rows,
+          new Array(5).fill(greedy),
+          K,
+        );
         rows.forEach((row, s) => {
           const x = logits[row.logits];
           const want = order(x);
@@ -209,7 +220,10 @@ Deno.test("greedy and top-K logprobs match the float64 reference", async (t) => 
           const where = `seed ${seed}, row ${s}`;
           assertEquals(rec.id, want[0], `${where}: greedy id`);
           assertEquals(nextIds[row.slot], want[0], `${where}: nextIds[slot]`);
-          assert(Math.abs(rec.logprob - lp[want[0]]) <= LOGPROB_ABS_BOUND, `${where}: logprob ${rec.logprob} vs ${lp[want[0]]}`);
+          assert(
+            Math.abs(rec.logprob - lp[want[0]]) <= LOGPROB_ABS_BOUND,
+            `${where}: logprob ${rec.logprob} vs ${lp[want[0]]}`,
+          );
           rec.top.forEach(([id, logprob], k) => {
             if (k >= V) {
               assertEquals(id, NO_ID, `${where}: top[${k}] beyond V`);
@@ -217,7 +231,10 @@ Deno.test("greedy and top-K logprobs match the float64 reference", async (t) => 
               return;
             }
             assertEquals(id, want[k], `${where}: top[${k}] id`);
-            assert(Math.abs(logprob - lp[id]) <= LOGPROB_ABS_BOUND, `${where}: top[${k}] logprob ${logprob} vs ${lp[id]}`);
+            assert(
+              Math.abs(logprob - lp[id]) <= LOGPROB_ABS_BOUND,
+              `${where}: top[${k}] logprob ${logprob} vs ${lp[id]}`,
+            );
           });
         });
       });
@@ -234,8 +251,16 @@ function samplingCases(next: () => number) {
   tied[s[5]] = tied[s[4]]; // top-5 cutoff tied with the 6th: both kept
   const cases: { name: string; x: Float32Array; p: SamplerSlotParams }[] = [
     { name: "T=0.7, whole vocab", x: base, p: { temperature: 0.7, topK: 0, topP: 1, seed: 11 } },
-    { name: "top-k 5 with a tie at the cutoff", x: tied, p: { temperature: 1, topK: 5, topP: 1, seed: 12 } },
-    { name: "top-k 50 (beyond the list)", x: base, p: { temperature: 1.3, topK: 50, topP: 1, seed: 13 } },
+    {
+      name: "top-k 5 with a tie at the cutoff",
+      x: tied,
+      p: { temperature: 1, topK: 5, topP: 1, seed: 12 },
+    },
+    {
+      name: "top-k 50 (beyond the list)",
+      x: base,
+      p: { temperature: 1.3, topK: 50, topP: 1, seed: 13 },
+    },
     {
       name: "top-p, nucleus of 40",
       x: base,
@@ -251,7 +276,11 @@ function samplingCases(next: () => number) {
       x: base,
       p: { temperature: 2, topK: 0, topP: topPForSize(base, 2, 0, 3), seed: 16 },
     },
-    { name: "top-k 1 at T=1 is greedy", x: base, p: { temperature: 1, topK: 1, topP: 1, seed: 17 } },
+    {
+      name: "top-k 1 at T=1 is greedy",
+      x: base,
+      p: { temperature: 1, topK: 1, topP: 1, seed: 17 },
+    },
   ];
   return { V, cases };
 }
@@ -264,20 +293,35 @@ Deno.test("sampling draws from the allowed set with the renormalized distributio
     await t.step(label, async () => {
       // All cases in one dispatch, rows interleaved: each slot must use its own parameters.
       const rows: SampleRow[] = [];
-      for (let d = 0; d < draws; d++) cases.forEach((_, c) => rows.push({ logits: c, slot: c, pos: 1000 + d }));
-      const { records } = await runSampler(gpu, V, cases.map((c) => c.x), rows, cases.map((c) => c.p), 0);
+      for (let d = 0; d < draws; d++) {
+        cases.forEach((_, c) => rows.push({ logits: c, slot: c, pos: 1000 + d }));
+      }
+      const { records } = await runSampler(
+        gpu,
+        V,
+        cases.map((c) => c.x),
+        rows,
+        cases.map((c) => c.p),
+        0,
+      );
       cases.forEach((c, ci) => {
         const probs = allowedDistribution(c.x, c.p);
         const counts = new Map<number, number>();
         rows.forEach((row, s) => {
           if (row.slot !== ci) return;
           const id = records[s].id;
-          assert(probs.has(id), `${c.name}: drew id ${id} outside the allowed set of ${probs.size}`);
+          assert(
+            probs.has(id),
+            `${c.name}: drew id ${id} outside the allowed set of ${probs.size}`,
+          );
           counts.set(id, (counts.get(id) ?? 0) + 1);
         });
         const { stat, df } = chiSquare(counts, probs, draws);
         const critical = chiSquareCritical(df, 5);
-        assert(stat <= critical, `${c.name}: chi-square ${stat.toFixed(1)} > ${critical.toFixed(1)} (df ${df})`);
+        assert(
+          stat <= critical,
+          `${c.name}: chi-square ${stat.toFixed(1)} > ${critical.toFixed(1)} (df ${df})`,
+        );
       });
     });
   }
@@ -291,7 +335,9 @@ Deno.test("a draw depends only on (logits, params, seed, pos), not on the batch"
       const xs = cases.map((c) => c.x);
       const ps = cases.map((c) => c.p);
       const rows: SampleRow[] = [];
-      for (let d = 0; d < 40; d++) cases.forEach((_, c) => rows.push({ logits: c, slot: c, pos: d }));
+      for (let d = 0; d < 40; d++) {
+        cases.forEach((_, c) => rows.push({ logits: c, slot: c, pos: d }));
+      }
       const full = await runSampler(gpu, V, xs, rows, ps, 3);
       // The same rows alone and reversed, in a different slot layout with the same params.
       const picked = rows.filter((_, i) => i % 7 === 3).reverse();
@@ -299,44 +345,68 @@ Deno.test("a draw depends only on (logits, params, seed, pos), not on the batch"
       const again = await runSampler(gpu, V, xs, moved, [...ps, ...ps], 3);
       picked.forEach((r, i) => {
         const s = rows.indexOf(r);
-        assertEquals(again.records[i], full.records[s], `seed ${seed}: row ${s} (${cases[r.slot].name}) changed`);
+        assertEquals(
+          again.records[i],
+          full.records[s],
+          `seed ${seed}: row ${s} (${cases[r.slot].name}) changed`,
+        );
       });
       // Different positions give different draws for a spread-out distribution.
       const wide = rows.filter((r) => r.slot === 0).map((r) => full.records[rows.indexOf(r)].id);
-      assert(new Set(wide).size > 10, `seed ${seed}: 40 positions drew only ${new Set(wide).size} distinct ids`);
+      assert(
+        new Set(wide).size > 10,
+        `seed ${seed}: 40 positions drew only ${new Set(wide).size} distinct ids`,
+      );
     });
   }
 });
 
-Deno.test("large vocabulary (128256): greedy, logprobs and a top-p draw", async (t) => {
+Deno.test("large vocabulary (128256): greedy, logprobs and top-k / top-p draws", async (t) => {
   const V = 128256;
+  const shapes = ["random", "ascending"] as const;
   for (const { label, gpu } of await testGpus()) {
-    await t.step(label, async () => {
-      const seed = testSeed();
-      const next = rng(seed);
-      // A spread-out tail and 80 clearly separated leaders, so the nucleus of 60 has a clear edge.
-      const x = randomLogits(next, V, 4);
-      for (let k = 0; k < 80; k++) x[Math.floor(next() * V)] = 14 - 0.05 * k;
-      const topP = topPForSize(x, 1, 0, 60);
-      const slots = [
-        { temperature: 0, topK: 0, topP: 1, seed: 0 },
-        { temperature: 1, topK: 0, topP, seed: 99 },
-        { temperature: 1.5, topK: 200, topP: 1, seed: 98 },
-      ];
-      const rows = slots.map((_, i) => ({ logits: 0, slot: i, pos: 7 }));
-      const { records } = await runSampler(gpu, V, [x], rows, slots, 20);
-      const want = order(x);
-      const lp = logSoftmax(x);
-      assertEquals(records[0].id, want[0], `seed ${seed}: greedy`);
-      records[0].top.forEach(([id, logprob], k) => {
-        assertEquals(id, want[k], `seed ${seed}: top[${k}]`);
-        assert(Math.abs(logprob - lp[id]) <= LOGPROB_ABS_BOUND, `seed ${seed}: top[${k}] logprob ${logprob} vs ${lp[id]}`);
-      });
-      for (const s of [1, 2]) {
-        const allowed = allowedDistribution(x, slots[s]);
-        assert(allowed.has(records[s].id), `seed ${seed}: slot ${s} drew ${records[s].id} outside its ${allowed.size} ids`);
-        assert(Math.abs(records[s].logprob - lp[records[s].id]) <= LOGPROB_ABS_BOUND, `seed ${seed}: slot ${s} logprob`);
-      }
-    });
+    for (const shape of shapes) {
+      await t.step(`${label}: ${shape}`, () => largeVocabCase(gpu, V, shape));
+    }
   }
 });
+
+async function largeVocabCase(gpu: Gpu, V: number, shape: "random" | "ascending") {
+  const seed = testSeed();
+  const next = rng(seed);
+  // A spread-out tail and 80 clearly separated leaders, so the nucleus of 60 has a clear edge.
+  // "ascending" logits make every logit enter each lane's top list (the insertion worst case).
+  const x = shape === "random"
+    ? randomLogits(next, V, 4)
+    : Float32Array.from({ length: V }, (_, i) => i * 4e-5);
+  for (let k = 0; k < 80; k++) x[Math.floor(next() * V)] = 14 - 0.05 * k;
+  const topP = topPForSize(x, 1, 0, 60);
+  const slots = [
+    { temperature: 0, topK: 0, topP: 1, seed: 0 },
+    { temperature: 1, topK: 0, topP, seed: 99 },
+    { temperature: 1.5, topK: 200, topP: 1, seed: 98 },
+  ];
+  const rows = slots.map((_, i) => ({ logits: 0, slot: i, pos: 7 }));
+  const { records } = await runSampler(gpu, V, [x], rows, slots, 20);
+  const want = order(x);
+  const lp = logSoftmax(x);
+  assertEquals(records[0].id, want[0], `seed ${seed}: greedy`);
+  records[0].top.forEach(([id, logprob], k) => {
+    assertEquals(id, want[k], `seed ${seed}: top[${k}]`);
+    assert(
+      Math.abs(logprob - lp[id]) <= LOGPROB_ABS_BOUND,
+      `seed ${seed}: top[${k}] logprob ${logprob} vs ${lp[id]}`,
+    );
+  });
+  for (const s of [1, 2]) {
+    const allowed = allowedDistribution(x, slots[s]);
+    assert(
+      allowed.has(records[s].id),
+      `seed ${seed}: slot ${s} drew ${records[s].id} outside its ${allowed.size} ids`,
+    );
+    assert(
+      Math.abs(records[s].logprob - lp[records[s].id]) <= LOGPROB_ABS_BOUND,
+      `seed ${seed}: slot ${s} logprob`,
+    );
+  }
+}

@@ -10,10 +10,11 @@ import { modelInfo } from "./run.ts";
 import { startServer } from "./server_process.ts";
 import { splitFlags } from "./flags.ts";
 import { materialize, type WorkloadRequest } from "./workload.ts";
+import { smolShapedModelDir } from "../decode.ts";
 
 const Flags = z.object({
   clients: z.string().regex(/^\d+(,\d+)*$/).default("1,4,16").transform((s) => s.split(",").map(Number)),
-  model: z.string().default("demo"),
+  model: z.string().default("smollm2-shape"),
   "server-flags": z.string().default(""),
   "prompt-len": z.coerce.number().int().min(1).default(32),
   "output-len": z.coerce.number().int().min(2).default(32),
@@ -24,9 +25,11 @@ export async function benchConcurrency(args: string[]): Promise<string> {
   const options = Object.fromEntries(Object.keys(Flags.shape).map((k) => [k, { type: "string" as const }]));
   const { values } = parseArgs({ args, options, strict: true });
   const f = Flags.parse(values);
+  // "smollm2-shape": the generated SmolLM2-135M-shaped random model the decode bench uses.
+  const modelArg = f.model === "smollm2-shape" ? await smolShapedModelDir() : f.model;
   const server = await startServer({
     command: [Deno.execPath(), "run", "-A", "main.ts", "serve"],
-    model: f.model,
+    model: modelArg,
     flags: ["--max-batch", String(Math.max(...f.clients)), ...splitFlags(f["server-flags"])],
     startTimeoutMs: 600_000,
   });

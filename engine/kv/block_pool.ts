@@ -23,7 +23,10 @@ export class BlockPool {
     requireCount("numBlocksPerLayer", numBlocksPerLayer, 1);
     requireCount("blockSize", blockSize, 1);
     this.total = numBlocksPerLayer;
-    this.freeMap = Array.from({ length: numLayers }, () => new Uint8Array(numBlocksPerLayer).fill(1));
+    this.freeMap = Array.from(
+      { length: numLayers },
+      () => new Uint8Array(numBlocksPerLayer).fill(1),
+    );
     this.freeCount = new Array(numLayers).fill(numBlocksPerLayer);
   }
 
@@ -58,14 +61,21 @@ export class BlockPool {
     const added: number[] = [];
     // Extend the last run in place while the blocks after it are free.
     if (held.length > 0) {
-      for (let b = held[held.length - 1] + 1; b < this.total && added.length < need && free[b]; b++) {
+      for (
+        let b = held[held.length - 1] + 1;
+        b < this.total && added.length < need && free[b];
+        b++
+      ) {
+        free[b] = 0;
         added.push(b);
       }
     }
     const rest = need - added.length;
-    if (rest > 0) added.push(...this.pickRuns(free, rest));
-
-    for (const b of added) free[b] = 0;
+    if (rest > 0) {
+      const picked = this.pickRuns(free, rest);
+      for (const b of picked) free[b] = 0;
+      added.push(...picked);
+    }
     this.freeCount[layer] -= added.length;
     this.layersOf(seqId)[layer].push(...added);
     return added;

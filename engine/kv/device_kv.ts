@@ -40,11 +40,15 @@ export class DeviceKv {
     const kvBytes = DeviceKv.bytesPerBlock(gpu, layout) * layout.numBlocks;
     const limit = Math.min(gpu.maxBinding, gpu.maxBufferSize);
     if (kvBytes > limit) {
-      throw new RangeError(`one layer's K buffer would be ${kvBytes} bytes, above the device limit ${limit}`);
+      throw new RangeError(
+        `one layer's K buffer would be ${kvBytes} bytes, above the device limit ${limit}`,
+      );
     }
     const tableBytes = tableEntries(layout) * 4;
     if (tableBytes > limit) {
-      throw new RangeError(`the block table would be ${tableBytes} bytes, above the device limit ${limit}`);
+      throw new RangeError(
+        `the block table would be ${tableBytes} bytes, above the device limit ${limit}`,
+      );
     }
     this.k = [];
     this.v = [];
@@ -57,7 +61,10 @@ export class DeviceKv {
   }
 
   /** Bytes of one block of K (the same again for V) in one layer. */
-  static bytesPerBlock(gpu: Gpu, dims: { blockSize: number; numKvHeads: number; headDim: number }): number {
+  static bytesPerBlock(
+    gpu: Gpu,
+    dims: { blockSize: number; numKvHeads: number; headDim: number },
+  ): number {
     return dims.blockSize * dims.numKvHeads * dims.headDim * (gpu.f16 ? 2 : 4);
   }
 
@@ -98,7 +105,9 @@ export class DeviceKv {
     requireIndex("layer", layer, numLayers);
     if (!Number.isInteger(first) || first < 0 || first + blockIds.length > maxBlocksPerSeq) {
       throw new RangeError(
-        `table entries ${first}..${first + blockIds.length - 1} exceed maxBlocksPerSeq ${maxBlocksPerSeq}`,
+        `table entries ${first}..${
+          first + blockIds.length - 1
+        } exceed maxBlocksPerSeq ${maxBlocksPerSeq}`,
       );
     }
     if (blockIds.length === 0) return;
@@ -132,9 +141,13 @@ function tableEntries(layout: KvLayout): number {
 
 function validateLayout(layout: KvLayout): void {
   for (const [name, value] of Object.entries(layout)) {
-    if (!Number.isInteger(value) || value < 1) throw new RangeError(`KV layout ${name} must be a positive integer, got ${value}`);
+    if (!Number.isInteger(value) || value < 1) {
+      throw new RangeError(`KV layout ${name} must be a positive integer, got ${value}`);
+    }
   }
-  if (layout.headDim % 4 !== 0) throw new RangeError(`KV headDim must be a multiple of 4, got ${layout.headDim}`);
+  if (layout.headDim % 4 !== 0) {
+    throw new RangeError(`KV headDim must be a multiple of 4, got ${layout.headDim}`);
+  }
 }
 
 function requireIndex(name: string, value: number, bound: number): void {

@@ -35,13 +35,28 @@ export const MAX_ATTENTION_ROWS = 65535;
 
 export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
   const { numHeads, numKvHeads, headDim } = args;
-  if (headDim % 8 !== 0) throw new RangeError(`attention: headDim ${headDim} must be a multiple of 8`);
-  if (args.blockSize % 4 !== 0) throw new RangeError(`attention: blockSize ${args.blockSize} must be a multiple of 4`);
-  if (numKvHeads < 1 || numHeads % numKvHeads !== 0) {
-    throw new RangeError(`attention: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
+  if (headDim % 8 !== 0) {
+    throw new RangeError(`attention: headDim ${headDim} must be a multiple of 8`);
   }
-  const headsPerGroup = headsPerWorkgroup(numHeads / numKvHeads, headDim, gpu.f16);
-  const pipeline = getPipeline(gpu, source, "main", { HD: headDim, HPW: headsPerGroup, KV_F16: gpu.f16 ? 1 : 0 });
+  if (args.blockSize % 4 !== 0) {
+    throw new RangeError(`attention: blockSize ${args.blockSize} must be a multiple of 4`);
+  }
+  if (numKvHeads < 1 || numHeads % numKvHeads !== 0) {
+    throw new RangeError(
+      `attention: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`,
+    );
+  }
+  const headsPerGroup = headsPerWorkgroup(
+    numHeads / numKvHeads,
+    headDim,
+    gpu.f16,
+    gpu.device.limits.maxComputeWorkgroupStorageSize,
+  );
+  const pipeline = getPipeline(gpu, source, "main", {
+    HD: headDim,
+    HPW: headsPerGroup,
+    KV_F16: gpu.f16 ? 1 : 0,
+  });
   const params = new ParamsUniform(gpu, [
     args.layer,
     numHeads,
@@ -62,7 +77,9 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
   ]);
   return {
     encode(pass, rows) {
-      if (rows > MAX_ATTENTION_ROWS) throw new RangeError(`attention: ${rows} rows exceed ${MAX_ATTENTION_ROWS}`);
+      if (rows > MAX_ATTENTION_ROWS) {
+        throw new RangeError(`attention: ${rows} rows exceed ${MAX_ATTENTION_ROWS}`);
+      }
       if (rows <= 0) return;
       params.setRows(rows);
       pass.setPipeline(pipeline);
@@ -75,13 +92,31 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
 /**
  * Query heads one workgroup computes: the largest divisor of the GQA group size whose per-lane
  * state (q and accumulator, one vec4 per 4 values of the lane's share of the head dim) stays within
- * 16 vec4s, so that the shader's loops over it unroll into registers on llvmpipe.
+ * 16 vec4s, so that the shader's loops over it unroll into registers on llvmpipe, and whose
+ * workgroup memory fits the device.
  */
-export function headsPerWorkgroup(group: number, headDim: number, f16: boolean): number {
-  const lanes = 8;
+export function headsPerWorkgroup(
+  group: number,
+  headDim: number,
+  f16: boolean,
+  workgroupBytes = 16384,
+): number {
   const valuesPerChunk = f16 ? 8 : 4;
-  const chunksPerLane = Math.ceil(headDim / valuesPerChunk / lanes);
+  const chunksPerLane = Math.ceil(headDim / valuesPerChunk / LANES);
   const vec4sPerHead = chunksPerLane * (valuesPerChunk / 4);
-  for (let d = group; d > 1; d--) if (group % d === 0 && d * vec4sPerHead <= 16) return d;
+  for (let d = group; d > 1; d--) {
+    if (group % d !== 0 || d * vec4sPerHead > 16) continue;
+    if (sharedBytes(d, d * vec4sPerHead) <= workgroupBytes) return d;
+  }
   return 1;
+}
+
+// Mirrors shaders/attention.wgsl's constants and workgroup arrays.
+const LANES = 8;
+const GROUPS = 4;
+const TP4 = 4;
+
+function sharedBytes(hpw: number, qn: number): number {
+  const vec4s = GROUPS * hpw * TP4 * LANES + GROUPS * hpw * TP4 + GROUPS * qn * LANES;
+  return 16 * vec4s + 2 * 4 * GROUPS * hpw;
 }

@@ -33,7 +33,9 @@ export interface KvWriteArgs {
 export const MAX_KV_WRITE_ROWS = 65535;
 
 export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
-  if (args.headDim % 4 !== 0) throw new RangeError(`kv_write: headDim ${args.headDim} must be a multiple of 4`);
+  if (args.headDim % 4 !== 0) {
+    throw new RangeError(`kv_write: headDim ${args.headDim} must be a multiple of 4`);
+  }
   const pipeline = getPipeline(gpu, source, "main");
   const params = new ParamsUniform(gpu, [
     args.layer,
@@ -55,7 +57,9 @@ export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
   ]);
   return {
     encode(pass, rows) {
-      if (rows > MAX_KV_WRITE_ROWS) throw new RangeError(`kv_write: ${rows} rows exceed ${MAX_KV_WRITE_ROWS}`);
+      if (rows > MAX_KV_WRITE_ROWS) {
+        throw new RangeError(`kv_write: ${rows} rows exceed ${MAX_KV_WRITE_ROWS}`);
+      }
       if (rows <= 0) return;
       params.setRows(rows);
       pass.setPipeline(pipeline);

@@ -57,7 +57,9 @@ export function bindSampler(gpu: Gpu, args: SamplerArgs): BoundKernel {
   if (!Number.isInteger(K) || K < 0 || K > MAX_TOP_LOGPROBS) {
     throw new RangeError(`sampler: topLogprobs ${K} must be an integer in 0..${MAX_TOP_LOGPROBS}`);
   }
-  if (!Number.isInteger(args.V) || args.V < 1) throw new RangeError(`sampler: V ${args.V} must be >= 1`);
+  if (!Number.isInteger(args.V) || args.V < 1) {
+    throw new RangeError(`sampler: V ${args.V} must be >= 1`);
+  }
   const pipeline = getPipeline(gpu, source, "main");
   const params = new ParamsUniform(gpu, [args.V, K]);
   // The logits are bound twice: as vec4s for the passes and as f32s for the buffer's ragged tail.
@@ -73,7 +75,9 @@ export function bindSampler(gpu: Gpu, args: SamplerArgs): BoundKernel {
   ]);
   return {
     encode(pass, rows) {
-      if (rows > MAX_SAMPLE_ROWS) throw new RangeError(`sampler: ${rows} rows exceed ${MAX_SAMPLE_ROWS}`);
+      if (rows > MAX_SAMPLE_ROWS) {
+        throw new RangeError(`sampler: ${rows} rows exceed ${MAX_SAMPLE_ROWS}`);
+      }
       if (rows <= 0) return;
       params.setRows(rows);
       pass.setPipeline(pipeline);
@@ -98,7 +102,9 @@ export function samplerParamsBytes(p: SamplerSlotParams): Uint8Array {
 export function decodeSampleRecords(words: Uint32Array, rows: number, K: number): SampleRecord[] {
   const stride = 2 + 2 * K;
   if (words.length < rows * stride) {
-    throw new RangeError(`sample records: ${words.length} words hold fewer than ${rows} records of ${stride}`);
+    throw new RangeError(
+      `sample records: ${words.length} words hold fewer than ${rows} records of ${stride}`,
+    );
   }
   const f32 = new Float32Array(words.buffer, words.byteOffset, words.length);
   const records: SampleRecord[] = [];
