@@ -176,8 +176,16 @@ export class Engine {
   private async warmUp(): Promise<void> {
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     for (const n of [1, 4, 8, 16].filter((n) => n <= this.info.maxSlots)) {
-      const handles = Array.from({ length: n }, (_, i) =>
-        this.submit({ ids: [i], maxTokens: 2, sampling: greedy, stopIds: [], topLogprobs: i === 0 ? 1 : 0 })
+      const handles = Array.from(
+        { length: n },
+        (_, i) =>
+          this.submit({
+            ids: [i],
+            maxTokens: 2,
+            sampling: greedy,
+            stopIds: [],
+            topLogprobs: i === 0 ? 1 : 0,
+          }),
       );
       await Promise.all(handles.map(async (h) => {
         for await (const _ of h.events);

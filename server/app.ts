@@ -271,9 +271,10 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
       let all = "";
       const tokens: TokenEvent[] = [];
       try {
-        const finish = await play(async (p) => {
+        const finish = await play((p) => {
           all += p.text;
           tokens.push(...p.tokens);
+          return Promise.resolve();
         });
         observer.finish(200);
         const u = usage(ids.length, completionTokens());

@@ -158,8 +158,21 @@ export function completionChunk(
   tokenIds?: number[],
 ) {
   // token_ids (extension) lets clients count tokens exactly even when text is held back.
-  const choice = { index: 0, text, logprobs, finish_reason: finish, ...(tokenIds ? { token_ids: tokenIds } : {}) };
-  return { id, object: "text_completion", created, model, system_fingerprint: "sluice", choices: [choice] };
+  const choice = {
+    index: 0,
+    text,
+    logprobs,
+    finish_reason: finish,
+    ...(tokenIds ? { token_ids: tokenIds } : {}),
+  };
+  return {
+    id,
+    object: "text_completion",
+    created,
+    model,
+    system_fingerprint: "sluice",
+    choices: [choice],
+  };
 }
 
 export function usageChunk(id: string, created: number, model: string, object: string, u: Usage) {

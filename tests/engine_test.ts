@@ -21,7 +21,7 @@ const SPEC = {
 } as const;
 
 async function withEngine(
-  fn: (engine: Engine, dir: string) => Promise<void>,
+  fn: (engine: Engine, dir: string) => Promise<void> | void,
   opts: { maxSlots?: number; maxRows?: number } = {},
 ) {
   const dir = await Deno.makeTempDir({ prefix: "sluice-engine-" });
@@ -143,7 +143,7 @@ Deno.test("cancelled requests free every KV block", async () => {
 });
 
 Deno.test("requests that can never run are refused with a clear error", async () => {
-  await withEngine(async (engine) => {
+  await withEngine((engine) => {
     const V = engine.config.vocabSize;
     assertThrows(() => engine.submit({ ids: [], maxTokens: 1, sampling: greedy }), /empty/);
     assertThrows(

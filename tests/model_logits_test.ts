@@ -74,7 +74,14 @@ async function harness(
   const files = await openModelDir(dir);
   const cfg = files.config;
   const weights = await loadWeights(gpu, files);
-  const layout = DeviceKv.layoutForBudget(gpu, { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim }, 4 << 20, maxSlots, 256, 16);
+  const layout = DeviceKv.layoutForBudget(
+    gpu,
+    { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim },
+    4 << 20,
+    maxSlots,
+    256,
+    16,
+  );
   const kv = new DeviceKv(gpu, layout);
   const pool = new BlockPool(cfg.numLayers, layout.numBlocks);
   const forward = new LlamaForward(gpu, cfg, weights, kv, {

@@ -13,7 +13,9 @@ import { materialize, type WorkloadRequest } from "./workload.ts";
 import { smolShapedModelDir } from "../decode.ts";
 
 const Flags = z.object({
-  clients: z.string().regex(/^\d+(,\d+)*$/).default("1,4,16").transform((s) => s.split(",").map(Number)),
+  clients: z.string().regex(/^\d+(,\d+)*$/).default("1,4,16").transform((s) =>
+    s.split(",").map(Number)
+  ),
   model: z.string().default("smollm2-shape"),
   "server-flags": z.string().default(""),
   "prompt-len": z.coerce.number().int().min(1).default(32),
@@ -22,7 +24,9 @@ const Flags = z.object({
 });
 
 export async function benchConcurrency(args: string[]): Promise<string> {
-  const options = Object.fromEntries(Object.keys(Flags.shape).map((k) => [k, { type: "string" as const }]));
+  const options = Object.fromEntries(
+    Object.keys(Flags.shape).map((k) => [k, { type: "string" as const }]),
+  );
   const { values } = parseArgs({ args, options, strict: true });
   const f = Flags.parse(values);
   // "smollm2-shape": the generated SmolLM2-135M-shaped random model the decode bench uses.
@@ -50,19 +54,23 @@ export async function benchConcurrency(args: string[]): Promise<string> {
         sloTbtMs: 1e9,
       }));
       const runStartMs = performance.now();
-      const records = await Promise.all(reqs.map((w) =>
-        runClient(server.target, w, materialize(w, model), {
-          model: model.id,
-          timeoutMs: f["request-timeout-s"] * 1000,
-          runStartMs,
-        })
-      ));
+      const records = await Promise.all(
+        reqs.map((w) =>
+          runClient(server.target, w, materialize(w, model), {
+            model: model.id,
+            timeoutMs: f["request-timeout-s"] * 1000,
+            runStartMs,
+          })
+        ),
+      );
       const s = summarize(records);
       const tps = s.rawTokensPerS ?? 0;
       if (base === 0) base = tps;
       const ms = (x: number | null) => (x === null ? "–" : x.toFixed(0));
       rows.push(
-        `| ${n} | ${tps.toFixed(1)} | ${(tps / base).toFixed(2)}× | ${ms(s.ttftMs.p50)} | ${ms(s.ttftMs.p99)} | ` +
+        `| ${n} | ${tps.toFixed(1)} | ${(tps / base).toFixed(2)}× | ${ms(s.ttftMs.p50)} | ${
+          ms(s.ttftMs.p99)
+        } | ` +
           `${ms(s.tbtMs.p50)} | ${ms(s.tbtMs.p99)} | ${s.completed}/${s.requests} |`,
       );
     }
@@ -70,7 +78,9 @@ export async function benchConcurrency(args: string[]): Promise<string> {
     await server.stop();
   }
   return [
-    `### Concurrent streaming clients (model ${f.model}, prompt ${f["prompt-len"]} tokens, ${f["output-len"]} output tokens each)`,
+    `### Concurrent streaming clients (model ${f.model}, prompt ${f["prompt-len"]} tokens, ${
+      f["output-len"]
+    } output tokens each)`,
     "",
     "| clients | aggregate tokens/s | vs 1 client | TTFT p50 ms | TTFT p99 ms | inter-token p50 ms | inter-token p99 ms | completed |",
     "|---|---|---|---|---|---|---|---|",

@@ -15,7 +15,11 @@ export function createStorage(gpu: Gpu, bytes: number, label?: string): GPUBuffe
 }
 
 export function createUniform(gpu: Gpu, bytes: number, label?: string): GPUBuffer {
-  return gpu.device.createBuffer({ size: Math.max(16, Math.ceil(bytes / 16) * 16), usage: UNIFORM, label });
+  return gpu.device.createBuffer({
+    size: Math.max(16, Math.ceil(bytes / 16) * 16),
+    usage: UNIFORM,
+    label,
+  });
 }
 
 /** Creates a storage buffer holding `data` (zero-padded to 4 bytes). */
@@ -26,7 +30,12 @@ export function uploadStorage(gpu: Gpu, data: ArrayBufferView, label?: string): 
 }
 
 /** queue.writeBuffer that accepts any byte length (pads the tail to 4 bytes). */
-export function writeBytes(gpu: Gpu, buffer: GPUBuffer, offset: number, data: ArrayBufferView): void {
+export function writeBytes(
+  gpu: Gpu,
+  buffer: GPUBuffer,
+  offset: number,
+  data: ArrayBufferView,
+): void {
   const bytes = new Uint8Array(data.buffer as ArrayBuffer, data.byteOffset, data.byteLength);
   if (bytes.byteLength % 4 === 0) {
     gpu.device.queue.writeBuffer(buffer, offset, bytes);
@@ -41,9 +50,17 @@ export function writeBytes(gpu: Gpu, buffer: GPUBuffer, offset: number, data: Ar
  * Copies `bytes` from `buffer` back to the host. This is a synchronous round trip (milliseconds):
  * tests, loading and benchmarks only, never inside a decode step.
  */
-export async function readBack(gpu: Gpu, buffer: GPUBuffer, bytes = buffer.size, offset = 0): Promise<ArrayBuffer> {
+export async function readBack(
+  gpu: Gpu,
+  buffer: GPUBuffer,
+  bytes = buffer.size,
+  offset = 0,
+): Promise<ArrayBuffer> {
   const size = align4(bytes);
-  const staging = gpu.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const staging = gpu.device.createBuffer({
+    size,
+    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+  });
   const encoder = gpu.device.createCommandEncoder();
   encoder.copyBufferToBuffer(buffer, offset, staging, 0, size);
   gpu.device.queue.submit([encoder.finish()]);
@@ -54,10 +71,20 @@ export async function readBack(gpu: Gpu, buffer: GPUBuffer, bytes = buffer.size,
   return out;
 }
 
-export async function readF32(gpu: Gpu, buffer: GPUBuffer, count: number, offsetElems = 0): Promise<Float32Array> {
+export async function readF32(
+  gpu: Gpu,
+  buffer: GPUBuffer,
+  count: number,
+  offsetElems = 0,
+): Promise<Float32Array> {
   return new Float32Array(await readBack(gpu, buffer, count * 4, offsetElems * 4));
 }
 
-export async function readU32(gpu: Gpu, buffer: GPUBuffer, count: number, offsetElems = 0): Promise<Uint32Array> {
+export async function readU32(
+  gpu: Gpu,
+  buffer: GPUBuffer,
+  count: number,
+  offsetElems = 0,
+): Promise<Uint32Array> {
   return new Uint32Array(await readBack(gpu, buffer, count * 4, offsetElems * 4));
 }

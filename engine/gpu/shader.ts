@@ -12,7 +12,9 @@ export type ShaderConsts = Record<string, number>;
 export function shaderPrelude(gpu: Gpu, consts: ShaderConsts = {}): string {
   const lines = gpu.f16 ? ["enable f16;", "alias W = f16;"] : ["alias W = f32;"];
   for (const [name, value] of Object.entries(consts)) {
-    if (!Number.isInteger(value) || value < 0) throw new Error(`shader const ${name}=${value} must be a u32`);
+    if (!Number.isInteger(value) || value < 0) {
+      throw new Error(`shader const ${name}=${value} must be a u32`);
+    }
     lines.push(`const ${name}: u32 = ${value}u;`);
   }
   return lines.join("\n") + "\n";

@@ -194,7 +194,12 @@ export class LlamaForward {
   }
 
   setSampling(slot: number, params: SamplingParams): void {
-    writeBytes(this.gpu, this.io.samplingParams, slot * SAMPLER_PARAMS_BYTES, samplerParamsBytes(params));
+    writeBytes(
+      this.gpu,
+      this.io.samplingParams,
+      slot * SAMPLER_PARAMS_BYTES,
+      samplerParamsBytes(params),
+    );
   }
 
   /**
@@ -265,7 +270,6 @@ interface ReadbackSlot {
   buffer: GPUBuffer;
   pending: Promise<void> | null;
 }
-
 
 /** Activation scratch and the small per-step index buffers the host writes before each submit. */
 class StepBuffers {

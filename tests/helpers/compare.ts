@@ -6,8 +6,14 @@ export interface ErrorReport {
   worstIndex: number;
 }
 
-export function relativeError(got: ArrayLike<number>, want: ArrayLike<number>, floor = 1e-6): ErrorReport {
-  if (got.length !== want.length) throw new Error(`length mismatch: got ${got.length}, want ${want.length}`);
+export function relativeError(
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  floor = 1e-6,
+): ErrorReport {
+  if (got.length !== want.length) {
+    throw new Error(`length mismatch: got ${got.length}, want ${want.length}`);
+  }
   let scale = floor;
   for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]));
   let maxRelError = 0;

@@ -15,5 +15,8 @@ import FakeTimers from "@sinonjs/fake-timers";
 
 /** Installs a fake clock over Date, setTimeout and friends; call `uninstall()` when done. */
 export function useFakeTime(now = 0) {
-  return FakeTimers.install({ now, toFake: ["Date", "setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"] });
+  return FakeTimers.install({
+    now,
+    toFake: ["Date", "setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"],
+  });
 }
