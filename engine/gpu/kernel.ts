@@ -7,6 +7,9 @@
 import type { Gpu } from "./device.ts";
 import { createUniform } from "./buffers.ts";
 
+/** A kernel's buffer argument: a whole buffer or a range of one. */
+export type BufferArg = GPUBuffer | GPUBufferBinding;
+
 export interface BoundKernel {
   /** Records this kernel's dispatch for `rows` rows (tokens or sample rows) into `pass`. */
   encode(pass: GPUComputePassEncoder, rows: number): void;

@@ -91,7 +91,6 @@ export class LlamaForward {
     this.cfg = cfg;
     const io = this.io = new StepBuffers(gpu, cfg, limits);
     const D = cfg.hiddenSize, hd = cfg.headDim, Hq = cfg.numHeads, Hkv = cfg.numKvHeads;
-    const qkvWidth = (Hq + 2 * Hkv) * hd;
     const layout = kv.layout;
     const attnShape = {
       numHeads: Hq,
@@ -145,7 +144,6 @@ export class LlamaForward {
       this.steps.push(...gluParts(gpu, w.gateUp, io.normed, io.mlp));
       this.steps.push(...matmulParts(gpu, w.down, io.mlp, io.hidden, "add"));
     });
-    if (qkvWidth <= 0) throw new Error("empty attention");
 
     // Tail: runs on sample rows only.
     this.tail.push(

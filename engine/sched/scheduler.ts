@@ -132,7 +132,7 @@ export class Scheduler {
     });
   }
 
-  /** Sequences that got all their tokens issued but must wait for readback are still "running". */
+  /** A max_tokens = 0 request is finished once its prompt is prefilled: it never samples. */
   finishZeroTokenPrefills(): void {
     for (const seq of this.running) {
       if (seq.state === "running" && seq.prefillDone && seq.req.maxTokens === 0) seq.end("length");

@@ -47,7 +47,6 @@ export class Sequence {
   readonly events = new AsyncQueue<TokenEvent>();
   readonly done: Promise<FinishInfo>;
   private resolveDone!: (f: FinishInfo) => void;
-  readonly arrivedAt = performance.now();
 
   constructor(readonly id: number, readonly req: GenerateRequest, readonly stopIds: Set<number>) {
     this.done = new Promise((r) => this.resolveDone = r);

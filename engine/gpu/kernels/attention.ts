@@ -3,7 +3,7 @@
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
-import type { BufferArg } from "./kv_write.ts";
+import type { BufferArg } from "../kernel.ts";
 import source from "../../../shaders/attention.wgsl" with { type: "text" };
 
 export interface AttentionArgs {

@@ -5,7 +5,7 @@ import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import source from "../../../shaders/kv_write.wgsl" with { type: "text" };
 
-export type BufferArg = GPUBuffer | GPUBufferBinding;
+import type { BufferArg } from "../kernel.ts";
 
 export interface KvWriteArgs {
   /** f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]. */

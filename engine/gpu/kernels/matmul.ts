@@ -6,7 +6,7 @@
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
-import type { BufferArg } from "./kv_write.ts";
+import type { BufferArg } from "../kernel.ts";
 import source from "../../../shaders/matmul.wgsl" with { type: "text" };
 
 export type MatmulMode = "store" | "add" | "glu";

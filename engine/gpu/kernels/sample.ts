@@ -4,7 +4,7 @@
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
-import type { BufferArg } from "./kv_write.ts";
+import type { BufferArg } from "../kernel.ts";
 import source from "../../../shaders/sample.wgsl" with { type: "text" };
 
 /** Most top logprobs a record can carry (the shader's merged list length). */
