@@ -2,7 +2,11 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { DEFAULT_MODEL, openEngine, StreamDecoder } from "./engine/engine.ts";
+import { DEFAULT_MODEL } from "./engine/model/hub.ts";
+import { StreamDecoder } from "./engine/model/tokenizer.ts";
+import { openRuntime } from "./runtime/open.ts";
+import { POLICIES, type PolicyName } from "./runtime/policy/index.ts";
+import { MAX_READING_RATE, MIN_READING_RATE } from "./runtime/service.ts";
 
 const idList = z.string().regex(/^\d+(,\d+)*$/, "expected comma-separated token ids")
   .transform((s) => s.split(",").map(Number));
@@ -13,6 +17,7 @@ const EngineFlags = z.object({
   "max-batch": z.coerce.number().int().min(1).max(256).default(32),
   "prefill-chunk": z.coerce.number().int().min(16).max(4096).default(128),
   f32: z.boolean().default(false),
+  sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("fcfs"),
 });
 
 const GenerateFlags = EngineFlags.extend({
@@ -39,7 +44,7 @@ const ServeFlags = EngineFlags.extend({
   "max-queue": z.coerce.number().int().min(0).default(64),
   "max-body-kb": z.coerce.number().int().min(1).default(1024),
   "max-tokens-limit": z.coerce.number().int().min(1).default(4096),
-  "reading-rate": z.coerce.number().positive().optional(),
+  "reading-rate": z.coerce.number().min(MIN_READING_RATE).max(MAX_READING_RATE).optional(),
   "slo-ttft-ms": z.coerce.number().positive().optional(),
   "slo-tbt-ms": z.coerce.number().positive().optional(),
   "shutdown-grace-s": z.coerce.number().min(0).default(10),
@@ -48,6 +53,7 @@ export type ServeFlags = z.infer<typeof ServeFlags>;
 
 const STRING_FLAGS = [
   "model",
+  "sched",
   "gpu-kv-mb",
   "max-batch",
   "prefill-chunk",
@@ -88,25 +94,33 @@ function parseFlags<T extends z.ZodType>(schema: T, args: string[]): z.infer<T> 
 
 class UsageError extends Error {}
 
-function loadEngine(flags: z.infer<typeof EngineFlags>) {
-  return openEngine(flags.model, {
+type EngineFlagValues = z.infer<typeof EngineFlags>;
+
+/** The engine and runtime options every command shares, from its flags. */
+function runtimeOptions(flags: EngineFlagValues) {
+  return {
     gpuKvMb: flags["gpu-kv-mb"],
     maxSlots: flags["max-batch"],
     maxRows: flags["prefill-chunk"],
     forceF32: flags.f32,
-  });
+    policy: flags.sched,
+  };
 }
 
 async function generate(args: string[]): Promise<void> {
   const flags = parseFlags(GenerateFlags, args);
-  const engine = await loadEngine(flags);
+  const { runtime, tokenizer: tok } = await openRuntime(flags.model, {
+    ...runtimeOptions(flags),
+    maxQueue: 1,
+    maxTokensLimit: Number.MAX_SAFE_INTEGER,
+    inProcess: true,
+  });
   try {
-    const tok = engine.tokenizer;
     const ids = flags["prompt-ids"] ??
       (flags.chat
         ? tok.encodeChat([{ role: "user", content: flags.prompt! }])
         : tok.encode(flags.prompt!));
-    const handle = engine.submit({
+    const handle = runtime.submit({
       ids,
       maxTokens: flags["max-tokens"],
       sampling: {
@@ -121,7 +135,7 @@ async function generate(args: string[]): Promise<void> {
     const top: [number, number][][] = [];
     const decoder = new StreamDecoder(tok);
     const out = new TextEncoder();
-    for await (const ev of handle.events) {
+    for await (const ev of handle.tokens) {
       tokens.push(ev.id);
       top.push(ev.top);
       if (!flags.json) await Deno.stdout.write(out.encode(decoder.push(ev.id)));
@@ -134,7 +148,7 @@ async function generate(args: string[]): Promise<void> {
       console.error(`[${finish.completionTokens} tokens, finish: ${finish.reason}]`);
     }
   } finally {
-    await engine.close();
+    await runtime.close();
   }
 }
 
@@ -143,7 +157,8 @@ const USAGE = `usage:
                   [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
                   [--top-logprobs K] [--json] [--gpu-kv-mb MB] [--f32]
   sluice serve    [--host H] [--port P] [--model ...] [--api-key K] [--max-queue N]
-                  [--reading-rate R] [--slo-ttft-ms T] [--slo-tbt-ms T] [--gpu-kv-mb MB]  (see README)
+                  [--reading-rate R] [--slo-ttft-ms T] [--slo-tbt-ms T] [--gpu-kv-mb MB]
+                  [--sched fcfs|reserve]  (see README)
   sluice bench    kernels|decode|serve`;
 
 if (import.meta.main) {
@@ -153,7 +168,14 @@ if (import.meta.main) {
     else if (command === "serve") {
       const { serve } = await import("./server/serve.ts");
       const flags = parseFlags(ServeFlags, rest);
-      await serve(flags, () => loadEngine(flags));
+      await serve(flags, () =>
+        openRuntime(flags.model, {
+          ...runtimeOptions(flags),
+          maxQueue: flags["max-queue"],
+          maxTokensLimit: flags["max-tokens-limit"],
+          defaultReadingRate: flags["reading-rate"],
+          defaultSlo: { ttftMs: flags["slo-ttft-ms"], tbtMs: flags["slo-tbt-ms"] },
+        }));
     } else {
       console.error(USAGE);
       Deno.exit(command === undefined || command === "--help" ? 0 : 2);

@@ -1,28 +1,20 @@
-// The Engine facade: loads a model onto the GPU and runs the step loop. The server talks to this
-// file only. Requests go in with submit(); their tokens come out as async iterables.
+// The engine: a model on the GPU that runs the step plans it is given. It owns the device, the
+// weights, the kernels and the KV memory, and knows nothing of requests, queues or time: the
+// runtime decides what each step holds (rows, samples, block-table and sampling updates).
+//
+// The same interface (StepEngine) is served in-process (tests, `generate`) or from a Worker
+// (engine/worker.ts, for `serve`), so the GPU loop never runs on the thread that serves HTTP.
 
 import { type Gpu, openGpu } from "./gpu/device.ts";
-import { BlockPool } from "./kv/block_pool.ts";
-import { DeviceKv } from "./kv/device_kv.ts";
+import { DeviceKv, type TableWrite } from "./kv/device_kv.ts";
+import { NOT_RESIDENT } from "./kv/block_pool.ts";
 import type { LlamaConfig } from "./model/config.ts";
-import { LlamaForward, type SampleRecord } from "./model/forward.ts";
+import { LlamaForward, type SampleRecord, type SamplingParams } from "./model/forward.ts";
+import type { StepRow, StepSample } from "./model/forward.ts";
 import { openModelDir } from "./model/model_dir.ts";
-import { Tokenizer } from "./model/tokenizer.ts";
-import { resolveModel } from "./model/hub.ts";
-import { progressBar } from "./util/progress.ts";
-import { type LoadProgress, loadWeights, type ModelWeights } from "./model/weights.ts";
-import { Scheduler } from "./sched/scheduler.ts";
-import {
-  type FinishInfo,
-  type GenerateRequest,
-  Sequence,
-  type TokenEvent,
-} from "./sched/sequence.ts";
+import { type LoadProgress, loadWeights } from "./model/weights.ts";
 
-export type { FinishInfo, GenerateRequest, TokenEvent };
-export type { SamplingParams } from "./model/forward.ts";
-export { StreamDecoder, Tokenizer } from "./model/tokenizer.ts";
-export { DEFAULT_MODEL, resolveModel } from "./model/hub.ts";
+export type { SampleRecord, SamplingParams, StepRow, StepSample, TableWrite };
 
 export interface EngineOptions {
   /** A local model directory (resolve hub ids and "demo" before calling). */
@@ -34,102 +26,77 @@ export interface EngineOptions {
   maxRows?: number;
   blockSize?: number;
   maxTopLogprobs?: number;
-  /** Steps in flight before the oldest readback is awaited. */
-  readbackLag?: number;
+  /** Readback buffers: steps that may be in flight at once. */
+  ringSize?: number;
   forceF32?: boolean;
+  /** Skip the warm-up steps that compile shaders at load (tests that time nothing). */
+  skipWarmUp?: boolean;
   onLoadProgress?: LoadProgress;
   gpu?: Gpu;
 }
 
-/** Resolves `model` (directory, hub id or "demo"), loads it with a progress bar, logs a summary. */
-export async function openEngine(
-  model: string,
-  opts: Omit<EngineOptions, "modelDir">,
-  log: (msg: string) => void = (m) => console.error(m),
-): Promise<Engine> {
-  const dir = await resolveModel(model, log);
-  const engine = await Engine.load({
-    ...opts,
-    modelDir: dir,
-    onLoadProgress: opts.onLoadProgress ?? progressBar("loading weights"),
-  });
-  const i = engine.info;
-  const mib = (b: number) => (b / 2 ** 20).toFixed(1);
-  log(
-    `sluice: model ${dir} on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB, KV ${
-      mib(i.kvBytes)
-    } MiB ` +
-      `(${i.kvBlocksPerLayer} blocks × ${i.blockSize} tokens per layer), context ${i.maxContext}, batch ${i.maxSlots}`,
-  );
-  return engine;
-}
-
-export interface RequestHandle {
-  id: number;
-  events: AsyncIterable<TokenEvent>;
-  done: Promise<FinishInfo>;
-}
-
+/** What the runtime needs to know of the engine: limits, KV geometry, and labels for logs. */
 export interface EngineInfo {
   adapter: string;
   dtype: "f16" | "f32";
   weightBytes: number;
   kvBytes: number;
-  kvBlocksPerLayer: number;
+  numLayers: number;
+  vocabSize: number;
   blockSize: number;
+  blocksPerArena: number[];
+  layerArena: number[];
+  maxBlocksPerSeq: number;
   maxSlots: number;
+  maxRows: number;
+  maxTopLogprobs: number;
+  /** Longest prompt + output one request can have: positions, table width and pool size allow. */
   maxContext: number;
+  /** Steps the readback ring lets the runtime keep in flight. */
+  ringSize: number;
+  dispatchesPerStep: number;
 }
 
-export interface EngineStats {
-  waiting: number;
-  running: number;
-  kvBlocksUsed: number;
-  kvBlocksTotal: number;
-  steps: number;
-  tokensGenerated: number;
-  lastStepMs: number;
+/** One step: host-side updates to apply first, then the rows to run and the rows to sample. */
+export interface StepPlan {
+  /** Block-table entries to upload before the step (new blocks, or a slot's new owner). */
+  tables: TableWrite[];
+  /** Sampling parameters of slots whose request changed. */
+  sampling: { slot: number; params: SamplingParams }[];
+  rows: StepRow[];
+  samples: StepSample[];
+  wantTopLogprobs: boolean;
 }
 
-export class Engine {
-  private scheduler: Scheduler;
-  private nextId = 1;
-  private wake: (() => void) | null = null;
-  private loop: Promise<void>;
+/** The engine as the runtime sees it, in-process or behind a Worker. */
+export interface StepEngine {
+  readonly info: EngineInfo;
+  /** Submits a step; resolves with its sample records once the GPU has finished it. */
+  step(plan: StepPlan): Promise<SampleRecord[]>;
+  /** Waits for submitted work, then frees every GPU object the engine made. */
+  close(): Promise<void>;
+}
+
+export class Engine implements StepEngine {
   private closed = false;
-  private stepCount = 0;
-  private tokenCount = 0;
-  private lastStepMs = 0;
-  /** Step durations not yet collected by takeStepTimes (bounded, oldest dropped). */
-  private stepTimes: number[] = [];
 
   private constructor(
     readonly gpu: Gpu,
     readonly config: LlamaConfig,
-    readonly tokenizer: Tokenizer,
-    private weights: ModelWeights,
-    private kv: DeviceKv,
-    private pool: BlockPool,
-    private forward: LlamaForward,
-    private readonly readbackLag: number,
+    private readonly kv: DeviceKv,
+    private readonly forward: LlamaForward,
+    private readonly ownsGpu: boolean,
+    private readonly release: () => void,
     readonly info: EngineInfo,
-  ) {
-    this.scheduler = new Scheduler(pool, kv, {
-      maxSlots: forward.limits.maxSlots,
-      maxRows: forward.limits.maxRows,
-      numLayers: config.numLayers,
-    }, (slot, p) => forward.setSampling(slot, p));
-    this.loop = this.run();
-  }
+  ) {}
 
   static async load(opts: EngineOptions): Promise<Engine> {
     const files = await openModelDir(opts.modelDir);
-    const tokenizer = new Tokenizer(files);
     const gpu = opts.gpu ?? await openGpu({ forceF32: opts.forceF32 });
     const cfg = files.config;
     const maxSlots = opts.maxSlots ?? 32;
     const maxRows = Math.max(opts.maxRows ?? 128, maxSlots);
-    const ringSize = (opts.readbackLag ?? 3) + 1;
+    const ringSize = opts.ringSize ?? 4;
     const weights = await loadWeights(gpu, files, opts.onLoadProgress);
     const budget = opts.gpuKvMb !== undefined
       ? opts.gpuKvMb * 2 ** 20
@@ -143,176 +110,114 @@ export class Engine {
       opts.blockSize ?? 16,
     );
     const kv = new DeviceKv(gpu, layout);
-    const pool = new BlockPool(cfg.numLayers, layout.numBlocks);
     const forward = new LlamaForward(gpu, cfg, weights, kv, {
       maxRows,
       maxSlots,
       maxTopLogprobs: opts.maxTopLogprobs ?? 20,
       ringSize,
     });
+    // A request's KV must fit in the pool on every layer at once (no host tier yet).
+    const layersPerArena = layout.blocksPerArena.map((_, a) =>
+      layout.layerArena.filter((x) => x === a).length
+    );
+    const poolTokens = Math.min(
+      ...layout.blocksPerArena.map((n, a) => Math.floor(n / layersPerArena[a])),
+    ) * layout.blockSize;
     const info: EngineInfo = {
       adapter: gpu.adapterName,
       dtype: gpu.f16 ? "f16" : "f32",
       weightBytes: weights.bytes,
       kvBytes: kv.bytes,
-      kvBlocksPerLayer: layout.numBlocks,
+      numLayers: cfg.numLayers,
+      vocabSize: cfg.vocabSize,
       blockSize: layout.blockSize,
+      blocksPerArena: [...layout.blocksPerArena],
+      layerArena: [...layout.layerArena],
+      maxBlocksPerSeq: layout.maxBlocksPerSeq,
       maxSlots,
+      maxRows,
+      maxTopLogprobs: forward.limits.maxTopLogprobs,
       maxContext: Math.min(
         cfg.maxPositionEmbeddings,
         layout.maxBlocksPerSeq * layout.blockSize,
-        layout.numBlocks * layout.blockSize,
+        poolTokens,
       ),
+      ringSize,
+      dispatchesPerStep: forward.dispatchesPerStep,
     };
-    const engine = new Engine(gpu, cfg, tokenizer, weights, kv, pool, forward, ringSize - 1, info);
-    await engine.warmUp();
+    const release = () => {
+      forward.destroy();
+      kv.destroy();
+      destroyWeights(weights);
+    };
+    const engine = new Engine(gpu, cfg, kv, forward, !opts.gpu, release, info);
+    if (!opts.skipWarmUp) await engine.warmUp();
     return engine;
   }
 
+  step(plan: StepPlan): Promise<SampleRecord[]> {
+    if (this.closed) return Promise.reject(new Error("engine is closed"));
+    for (const t of plan.tables) this.kv.writeTable(t.slot, t.layer, t.blocks, t.first);
+    for (const s of plan.sampling) this.forward.setSampling(s.slot, s.params);
+    return this.forward.submit(plan);
+  }
+
   /**
-   * Runs small batches of 1, 4, 8 and 16 requests (the matmul's row tiles) with and without
-   * logprobs, so shader compilation is paid at load, not by the first clients.
+   * Runs steps of 1, 4, 8 and 16 rows (the matmul's row tiles) with and without top logprobs, so
+   * shader compilation is paid at load, not by the first clients. Every slot points at block 0.
    */
   private async warmUp(): Promise<void> {
+    const { maxSlots, numLayers } = this.info;
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    for (const n of [1, 4, 8, 16].filter((n) => n <= this.info.maxSlots)) {
-      const handles = Array.from(
-        { length: n },
-        (_, i) =>
-          this.submit({
-            ids: [i],
-            maxTokens: 2,
-            sampling: greedy,
-            stopIds: [],
-            topLogprobs: i === 0 ? 1 : 0,
-          }),
-      );
-      await Promise.all(handles.map(async (h) => {
-        for await (const _ of h.events);
-        await h.done;
-      }));
-    }
-    this.stepCount = 0;
-    this.tokenCount = 0;
-    this.stepTimes = [];
-  }
-
-  /** Compute dispatches recorded per step (for benchmarks). */
-  get dispatchesPerStep(): number {
-    return this.forward.dispatchesPerStep;
-  }
-
-  get maxTopLogprobs(): number {
-    return this.forward.limits.maxTopLogprobs;
-  }
-
-  /** Validates and queues a request. Throws (synchronously) on requests that can never run. */
-  submit(req: GenerateRequest): RequestHandle {
-    if (this.closed) throw new Error("engine is shut down");
-    const vocab = this.config.vocabSize;
-    if (req.ids.length === 0) throw new RangeError("prompt is empty");
-    const bad = req.ids.find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
-    if (bad !== undefined) {
-      throw new RangeError(`token id ${bad} is outside the vocabulary (0..${vocab - 1})`);
-    }
-    if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) {
-      throw new RangeError("maxTokens must be a non-negative integer");
-    }
-    if (req.ids.length + req.maxTokens > this.info.maxContext) {
-      throw new RangeError(
-        `prompt (${req.ids.length} tokens) plus max tokens (${req.maxTokens}) exceeds the context limit of ${this.info.maxContext}`,
-      );
-    }
-    if ((req.topLogprobs ?? 0) > this.maxTopLogprobs) {
-      throw new RangeError(`top logprobs is at most ${this.maxTopLogprobs}`);
-    }
-    const stopIds = new Set(req.stopIds ?? this.tokenizer.eosTokenIds);
-    const seq = new Sequence(this.nextId++, req, stopIds);
-    if (req.signal) {
-      if (req.signal.aborted) seq.cancelled = true;
-      else {req.signal.addEventListener("abort", () => {
-          seq.cancelled = true;
-          this.kick();
-        }, { once: true });}
-    }
-    this.scheduler.enqueue(seq);
-    this.kick();
-    return { id: seq.id, events: seq.events, done: seq.done };
-  }
-
-  stats(): EngineStats {
-    let used = 0;
-    for (let l = 0; l < this.config.numLayers; l++) used += this.pool.used(l);
-    return {
-      waiting: this.scheduler.waiting.length,
-      running: this.scheduler.running.length,
-      kvBlocksUsed: used,
-      kvBlocksTotal: this.info.kvBlocksPerLayer * this.config.numLayers,
-      steps: this.stepCount,
-      tokensGenerated: this.tokenCount,
-      lastStepMs: this.lastStepMs,
-    };
-  }
-
-  /** Step durations (ms) since the last call, for the metrics histogram. */
-  takeStepTimes(): number[] {
-    const t = this.stepTimes;
-    this.stepTimes = [];
-    return t;
-  }
-
-  /** Stops accepting work, ends every request, waits for the loop, and frees GPU memory. */
-  async close(): Promise<void> {
-    this.closed = true;
-    for (const seq of [...this.scheduler.waiting, ...this.scheduler.running]) seq.cancelled = true;
-    this.kick();
-    await this.loop;
-    await this.forward.idle();
-    this.kv.destroy();
-  }
-
-  private kick(): void {
-    const w = this.wake;
-    this.wake = null;
-    w?.();
-  }
-
-  private async run(): Promise<void> {
-    const inflight: { records: Promise<SampleRecord[]>; owners: Sequence[] }[] = [];
-    const drainOldest = async () => {
-      const step = inflight.shift()!;
-      const records = await step.records;
-      this.scheduler.deliver(step.owners, records);
-      this.tokenCount += records.length;
-    };
-    while (true) {
-      try {
-        this.scheduler.reap();
-        if (this.closed && !this.scheduler.hasWork && inflight.length === 0) return;
-        this.scheduler.admit();
-        this.scheduler.finishZeroTokenPrefills();
-        const step = this.scheduler.buildStep();
-        if (step) {
-          const t0 = performance.now();
-          const records = this.forward.submit(step.plan);
-          records.catch(() => {}); // awaited below; this only keeps a dropped one from being "unhandled"
-          inflight.push({ records, owners: step.owners });
-          this.stepCount++;
-          if (inflight.length > this.readbackLag) await drainOldest();
-          this.lastStepMs = performance.now() - t0;
-          if (this.stepTimes.length < 4096) this.stepTimes.push(this.lastStepMs);
-        } else if (inflight.length > 0) {
-          await drainOldest();
-        } else {
-          await new Promise<void>((resolve) => this.wake = resolve);
+    for (const n of [1, 4, 8, 16].filter((n) => n <= maxSlots)) {
+      const tables: TableWrite[] = [];
+      const sampling = [];
+      for (let slot = 0; slot < n; slot++) {
+        for (let layer = 0; layer < numLayers; layer++) {
+          tables.push({ slot, layer, first: 0, blocks: [0] });
         }
-      } catch (err) {
-        // A failed step fails the requests it could have touched; the loop itself keeps serving.
-        const message = err instanceof Error ? err.message : String(err);
-        console.error("sluice: engine step failed:", message);
-        inflight.length = 0;
-        this.scheduler.failAll(message);
+        sampling.push({ slot, params: greedy });
       }
+      const rows = Array.from({ length: n }, (_, slot) => ({ slot, pos: 0, token: slot }));
+      const samples = rows.map((_, row) => ({ row }));
+      await this.step({ tables, sampling, rows, samples, wantTopLogprobs: false });
+      await this.step({ tables: [], sampling: [], rows, samples, wantTopLogprobs: true });
     }
+    const clear = new Array(this.info.maxBlocksPerSeq).fill(NOT_RESIDENT);
+    for (let slot = 0; slot < Math.min(16, maxSlots); slot++) {
+      for (let layer = 0; layer < numLayers; layer++) this.kv.writeTable(slot, layer, clear);
+    }
+  }
+
+  /** Reads the raw logits of the last step's sample rows (tests only: a synchronous round trip). */
+  readLogits(samples: number): Promise<Float32Array[]> {
+    return this.forward.readLogits(samples);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.forward.idle();
+    this.release();
+    if (this.ownsGpu) this.gpu.device.destroy();
+  }
+}
+
+function destroyWeights(w: import("./model/weights.ts").ModelWeights): void {
+  const seen = new Set<GPUBuffer>();
+  const drop = (b: GPUBuffer) => {
+    if (!seen.has(b)) seen.add(b), b.destroy();
+  };
+  const parts = (m: { parts: { buffer: GPUBuffer }[] }) => m.parts.forEach((p) => drop(p.buffer));
+  parts(w.embed);
+  parts(w.lmHead);
+  drop(w.finalNorm);
+  for (const l of w.layers) {
+    drop(l.inputNorm);
+    drop(l.postAttentionNorm);
+    parts(l.qkv);
+    parts(l.o);
+    parts(l.gateUp);
+    parts(l.down);
   }
 }

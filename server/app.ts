@@ -6,7 +6,8 @@ import { bodyLimit } from "hono/body-limit";
 import { streamSSE } from "hono/streaming";
 import type { Context } from "hono";
 import type { z } from "zod";
-import type { Engine, TokenEvent } from "../engine/engine.ts";
+import type { Tokenizer } from "../engine/model/tokenizer.ts";
+import { InvalidRequest, Refused, type Runtime, type TokenEvent } from "../runtime/service.ts";
 import {
   ApiError,
   chatChunk,
@@ -19,7 +20,6 @@ import {
   usageChunk,
   zodToApiError,
 } from "./openai.ts";
-import { TokenPacer } from "./pacer.ts";
 import type { ServerMetrics } from "./server_metrics.ts";
 import { TextStream } from "./text_stream.ts";
 import { chatLogprobs, completionLogprobs } from "./logprobs.ts";
@@ -42,7 +42,7 @@ export interface ServerConfig {
 export type EngineState =
   | { status: "loading" }
   | { status: "failed"; error: string }
-  | { status: "ready"; engine: Engine };
+  | { status: "ready"; runtime: Runtime; tokenizer: Tokenizer };
 
 export interface ServerState {
   engine: EngineState;
@@ -81,7 +81,7 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
   });
 
   app.get("/metrics", (c) => {
-    if (state.engine.status === "ready") metrics.observeEngine(state.engine.engine);
+    if (state.engine.status === "ready") metrics.observeRuntime(state.engine.runtime);
     return c.text(metrics.render(), 200, {
       "content-type": "text/plain; version=0.0.4; charset=utf-8",
     });
@@ -115,7 +115,7 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
   );
 
   app.get("/v1/models", (c) => {
-    const engine = readyEngine(state);
+    const { runtime } = readyEngine(state);
     return c.json({
       object: "list",
       data: [{
@@ -123,8 +123,8 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
         object: "model",
         created: 0,
         owned_by: "sluice",
-        max_model_len: engine.info.maxContext,
-        vocab_size: engine.config.vocabSize,
+        max_model_len: runtime.info.maxContext,
+        vocab_size: runtime.info.vocabSize,
       }],
     });
   });
@@ -158,62 +158,25 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
           content: messageText(m.content),
         })),
       )
-      : promptIds(engine, (req as CompletionRequest).prompt);
-    const context = engine.info.maxContext;
-    if (ids.length >= context) {
-      throw new ApiError(
-        400,
-        `The prompt is ${ids.length} tokens; this model's context is ${context} tokens`,
-        kind === "chat" ? "messages" : "prompt",
-        "context_length_exceeded",
-      );
-    }
+      : promptIds(tok, (req as CompletionRequest).prompt);
     const asked = kind === "chat"
       ? (req as ChatRequest).max_completion_tokens ?? req.max_tokens
       : req.max_tokens;
-    if (asked && asked > config.maxTokensLimit) {
-      throw new ApiError(
-        400,
-        `max_tokens is ${asked}; the limit is ${config.maxTokensLimit}`,
-        "max_tokens",
-        "invalid_value",
-      );
-    }
-    const room = context - ids.length;
-    if (asked && asked > room) {
-      throw new ApiError(
-        400,
-        `The prompt (${ids.length} tokens) plus max_tokens (${asked}) exceeds the context of ${context} tokens`,
-        "max_tokens",
-        "context_length_exceeded",
-      );
-    }
-    const maxTokens = asked ??
-      (kind === "chat" ? Math.min(room, config.maxTokensLimit) : Math.min(16, room));
     const topLogprobs = kind === "chat"
       ? ((req as ChatRequest).logprobs ? (req as ChatRequest).top_logprobs ?? 0 : 0)
       : (req as CompletionRequest).logprobs ?? 0;
     const wantLogprobs = kind === "chat"
       ? !!(req as ChatRequest).logprobs
       : (req as CompletionRequest).logprobs != null;
-    if (engine.stats().waiting >= config.maxQueue) {
-      c.header("Retry-After", "1");
-      throw new ApiError(
-        429,
-        "Server is at capacity; retry shortly",
-        null,
-        "rate_limit_exceeded",
-        "rate_limit_error",
-      );
-    }
 
     const abort = new AbortController();
     c.req.raw.signal?.addEventListener("abort", () => abort.abort(), { once: true });
     let handle;
     try {
-      handle = engine.submit({
+      handle = engine.runtime.submit({
         ids,
-        maxTokens,
+        maxTokens: asked ?? undefined,
+        maxTokensDefault: kind === "chat" ? undefined : 16,
         sampling: {
           temperature: req.temperature ?? 1,
           topK: req.top_k ?? 0,
@@ -222,22 +185,26 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
         },
         topLogprobs,
         stopIds: req.ignore_eos ? [] : undefined,
+        readingRate: req.reading_rate ?? undefined,
+        slo: { ttftMs: req.slo_ttft_ms ?? undefined, tbtMs: req.slo_tbt_ms ?? undefined },
         signal: abort.signal,
       });
     } catch (err) {
-      throw new ApiError(400, err instanceof Error ? err.message : String(err));
+      if (err instanceof InvalidRequest) {
+        const param = err.param === "messages" && kind !== "chat" ? "prompt" : err.param;
+        throw new ApiError(400, err.message, param, err.code);
+      }
+      if (err instanceof Refused) {
+        if (err.code === "shutting_down") {
+          throw new ApiError(503, err.message, null, "shutting_down", "server_error");
+        }
+        c.header("Retry-After", String(err.retryAfterS));
+        throw new ApiError(429, err.message, null, "rate_limit_exceeded", "rate_limit_error");
+      }
+      throw err;
     }
     const arrived = performance.now();
-    const rate = req.reading_rate ?? config.defaultReadingRate;
-    const pacer = new TokenPacer<TokenEvent>({ rate });
-    (async () => {
-      try {
-        for await (const ev of handle.events) pacer.deposit(ev);
-        pacer.end();
-      } catch {
-        pacer.end();
-      }
-    })();
+    const pacer = handle.tokens;
     const stops = req.stop == null ? [] : typeof req.stop === "string" ? [req.stop] : req.stop;
     const text = new TextStream(tok, stops);
     const id = (kind === "chat" ? "chatcmpl-" : "cmpl-") + crypto.randomUUID().replaceAll("-", "");
@@ -254,16 +221,30 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
         const piece = text.push(ev);
         if (piece.text || piece.tokens.length) await emit(piece);
         if (text.stopped) {
-          abort.abort(); // the engine frees the request at its next step
-          pacer.abort();
+          handle.cancel(); // the runtime frees the request at its next step
           return "stop";
         }
       }
       const rest = text.flush();
       if (rest.text || rest.tokens.length) await emit(rest);
       const finish = await handle.done;
-      if (finish.reason === "error") throw new ApiError(500, finish.error ?? "generation failed");
-      return finish.reason === "length" ? "length" : "stop";
+      switch (finish.reason) {
+        case "stop":
+        case "length":
+          return finish.reason;
+        case "error":
+          throw new ApiError(500, finish.error ?? "generation failed");
+        case "shutdown":
+          throw new ApiError(
+            503,
+            "The server shut down before the response was complete",
+            null,
+            "server_shutdown",
+            "server_error",
+          );
+        case "cancelled":
+          throw new ApiError(499, "The client closed the request", null, "client_closed");
+      }
     };
     const completionTokens = () => observer.tokens;
 
@@ -276,7 +257,7 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
           tokens.push(...p.tokens);
           return Promise.resolve();
         });
-        observer.finish(200);
+        observer.finish(abort.signal.aborted ? 499 : 200);
         const u = usage(ids.length, completionTokens());
         if (kind === "chat") {
           return c.json({
@@ -313,18 +294,14 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
         if (err instanceof Object) counted.add(err);
         throw err;
       } finally {
-        abort.abort();
-        pacer.abort();
-        metrics.recordStall(pacer.stats().stallMs / 1000);
+        handle.cancel();
+        metrics.recordStall(handle.bufferStats().stallMs / 1000);
       }
     }
 
     const includeUsage = !!req.stream_options?.include_usage;
     return streamSSE(c, async (sse) => {
-      sse.onAbort(() => {
-        abort.abort();
-        pacer.abort();
-      });
+      sse.onAbort(() => handle.cancel());
       const send = (obj: unknown) => sse.writeSSE({ data: JSON.stringify(obj) });
       try {
         let offset = 0;
@@ -385,9 +362,8 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
           await sse.writeSSE({ data: JSON.stringify(apiErr.toJSON()) }).catch(() => {});
         }
       } finally {
-        abort.abort();
-        pacer.abort();
-        metrics.recordStall(pacer.stats().stallMs / 1000);
+        handle.cancel();
+        metrics.recordStall(handle.bufferStats().stallMs / 1000);
       }
     });
   }
@@ -395,9 +371,9 @@ export function createApp(state: ServerState, config: ServerConfig, metrics: Ser
   return app;
 }
 
-function readyEngine(state: ServerState): Engine {
+function readyEngine(state: ServerState): { runtime: Runtime; tokenizer: Tokenizer } {
   const s = state.engine;
-  if (s.status === "ready") return s.engine;
+  if (s.status === "ready") return s;
   if (s.status === "loading") {
     throw new ApiError(503, "The model is still loading", null, "model_loading", "server_error");
   }
@@ -423,19 +399,11 @@ async function parseJson(c: Context): Promise<unknown> {
   }
 }
 
-function promptIds(engine: Engine, prompt: z.infer<typeof CompletionRequest>["prompt"]): number[] {
+function promptIds(
+  tok: Tokenizer,
+  prompt: z.infer<typeof CompletionRequest>["prompt"],
+): number[] {
   const one = Array.isArray(prompt) ? prompt[0] : prompt;
-  if (typeof one === "string") return engine.tokenizer.encode(one);
-  const flat = (Array.isArray(prompt[0]) ? prompt[0] : prompt) as number[];
-  const vocab = engine.config.vocabSize;
-  const bad = flat.find((t) => t >= vocab);
-  if (bad !== undefined) {
-    throw new ApiError(
-      400,
-      `Token id ${bad} is outside the vocabulary (size ${vocab})`,
-      "prompt",
-      "invalid_value",
-    );
-  }
-  return flat;
+  if (typeof one === "string") return tok.encode(one);
+  return (Array.isArray(prompt[0]) ? prompt[0] : prompt) as number[];
 }

@@ -1,6 +1,6 @@
 // Builds OpenAI logprob objects (chat and legacy completions formats) from token events.
 
-import type { TokenEvent } from "../engine/engine.ts";
+import type { TokenEvent } from "../runtime/service.ts";
 import type { ChatLogprob, CompletionLogprobs } from "./openai.ts";
 import type { TextStream } from "./text_stream.ts";
 

@@ -2,7 +2,7 @@
 // gracefully on SIGINT/SIGTERM: refuse new work, let running streams finish within a grace period,
 // then cancel the rest and exit 0.
 
-import type { Engine } from "../engine/engine.ts";
+import type { OpenModel } from "../runtime/open.ts";
 import { createApp, type ServerState } from "./app.ts";
 import { ServerMetrics } from "./server_metrics.ts";
 
@@ -20,7 +20,7 @@ export interface ServeOptions {
   "shutdown-grace-s": number;
 }
 
-export async function serve(flags: ServeOptions, load: () => Promise<Engine>): Promise<void> {
+export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>): Promise<void> {
   const state: ServerState = { engine: { status: "loading" }, draining: false };
   const metrics = new ServerMetrics();
   const app = createApp(state, {
@@ -41,18 +41,18 @@ export async function serve(flags: ServeOptions, load: () => Promise<Engine>): P
       console.error(`sluice: listening on http://${hostname}:${port}`),
   }, app.fetch);
 
-  let engine: Engine | null = null;
+  let model: OpenModel | null = null;
   const shutdown = async (signal: string) => {
     if (state.draining) return;
     state.draining = true;
     console.error(`sluice: ${signal}: draining (up to ${flags["shutdown-grace-s"]} s)`);
     const deadline = performance.now() + flags["shutdown-grace-s"] * 1000;
-    while (engine && performance.now() < deadline) {
-      const s = engine.stats();
-      if (s.running + s.waiting === 0 && metrics.openStreams === 0) break;
+    model?.runtime.drain();
+    while (model && performance.now() < deadline) {
+      if (model.runtime.openRequests === 0 && metrics.openStreams === 0) break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    await engine?.close(); // cancels whatever is still running
+    await model?.runtime.close(); // ends whatever is still running or buffered
     await server.shutdown();
     console.error("sluice: stopped");
     Deno.exit(0);
@@ -62,8 +62,8 @@ export async function serve(flags: ServeOptions, load: () => Promise<Engine>): P
   }
 
   try {
-    engine = await load();
-    state.engine = { status: "ready", engine };
+    model = await load();
+    state.engine = { status: "ready", runtime: model.runtime, tokenizer: model.tokenizer };
     console.error(
       `sluice: ready at http://${flags.host}:${server.addr.port} (model '${flags.model}')`,
     );

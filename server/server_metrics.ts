@@ -1,7 +1,7 @@
 // Feeds Sluice's Prometheus metrics from the HTTP layer (requests, TTFT, inter-token gaps, pacer
 // stalls) and from engine stats sampled at scrape time.
 
-import type { Engine } from "../engine/engine.ts";
+import type { Runtime } from "../runtime/service.ts";
 import { createSluiceMetrics, Registry, type SluiceMetrics } from "./metrics.ts";
 
 /** Tracks one request's client-visible timing. */
@@ -56,8 +56,8 @@ export class ServerMetrics {
     if (seconds > 0) this.m.stallSeconds.inc(seconds);
   }
 
-  observeEngine(engine: Engine): void {
-    const s = engine.stats();
+  observeRuntime(runtime: Runtime): void {
+    const s = runtime.stats();
     this.m.queueDepth.set(s.waiting);
     this.m.runningRequests.set(s.running);
     this.m.kvBlocksUsed.set({ tier: "device" }, s.kvBlocksUsed);
@@ -66,7 +66,7 @@ export class ServerMetrics {
       this.m.tokensGenerated.inc(s.tokensGenerated - this.lastEngineTokens);
     }
     this.lastEngineTokens = s.tokensGenerated;
-    for (const ms of engine.takeStepTimes()) this.m.stepSeconds.observe(ms / 1000);
+    for (const ms of runtime.takeStepTimes()) this.m.stepSeconds.observe(ms / 1000);
   }
 
   render(): string {

@@ -1,8 +1,8 @@
 // Turns generated token events into text deltas: incremental detokenization, stop strings (text
 // that could still become a stop string is held back), and the per-token logprob entries.
 
-import type { TokenEvent } from "../engine/engine.ts";
-import { StreamDecoder, type Tokenizer } from "../engine/engine.ts";
+import type { TokenEvent } from "../runtime/service.ts";
+import { StreamDecoder, type Tokenizer } from "../engine/model/tokenizer.ts";
 
 export interface TextPiece {
   text: string;

@@ -1,33 +1,64 @@
-// Host-side bookkeeping of which KV blocks each sequence holds, per layer. No GPU here.
+// Host-side bookkeeping of the device KV pool: which blocks each (request, layer) holds. No GPU here.
 //
-// Blocks are per layer so that a sequence can keep some layers on the device and others elsewhere.
-// Allocation favours contiguous runs (FastSwitch-style block groups) so that moving a sequence's KV
+// The pool is shared by every layer, so KV freed by one layer (a finished request, a layer moved
+// to the host) is room any other layer can use. The device's binding limit can force the pool
+// into several arenas (one K and one V buffer each); an arena serves a fixed set of layers, and a
+// layer's blocks always come from its own arena.
+//
+// Allocation favours contiguous runs (FastSwitch-style block groups) so that moving a request's KV
 // between tiers is a few large copies rather than many small ones:
-//   - a growing sequence first takes the blocks right after its last block, while they are free;
+//   - a growing table first takes the blocks right after its last block, while they are free;
 //   - the rest comes from the lowest-addressed free run that holds it whole;
 //   - only when no single run is large enough is it split, largest runs first (fewest pieces).
 
 export type SeqId = number | string;
 
+/** Table entry for a position whose KV is not on the device (on the host, dropped, or unwritten). */
+export const NOT_RESIDENT = 0xffffffff;
+
+export interface PoolShape {
+  /** Blocks in each arena. */
+  blocksPerArena: readonly number[];
+  /** The arena each layer draws its blocks from. */
+  layerArena: readonly number[];
+  /** Tokens per block: the block size the KV layout uses. */
+  blockSize: number;
+}
+
 export class BlockPool {
-  /** Blocks per layer. */
-  readonly total: number;
-  /** free[layer][block] = 1 when the block is unallocated. */
+  readonly numLayers: number;
+  readonly blockSize: number;
+  readonly layerArena: readonly number[];
+  /** free[arena][block] = 1 when the block is unallocated. */
   private readonly freeMap: Uint8Array[];
   private readonly freeCount: number[];
-  /** Per sequence, per layer, its blocks in position order. */
+  /** Per request, per layer, its blocks in position order. */
   private readonly owned = new Map<SeqId, number[][]>();
 
-  constructor(readonly numLayers: number, numBlocksPerLayer: number, readonly blockSize = 16) {
-    requireCount("numLayers", numLayers, 1);
-    requireCount("numBlocksPerLayer", numBlocksPerLayer, 1);
-    requireCount("blockSize", blockSize, 1);
-    this.total = numBlocksPerLayer;
-    this.freeMap = Array.from(
-      { length: numLayers },
-      () => new Uint8Array(numBlocksPerLayer).fill(1),
-    );
-    this.freeCount = new Array(numLayers).fill(numBlocksPerLayer);
+  constructor(readonly shape: PoolShape) {
+    requireCount("blockSize", shape.blockSize, 1);
+    requireCount("numLayers", shape.layerArena.length, 1);
+    shape.blocksPerArena.forEach((n, a) => requireCount(`blocks in arena ${a}`, n, 1));
+    for (const a of shape.layerArena) requireIndex("layer arena", a, shape.blocksPerArena.length);
+    this.numLayers = shape.layerArena.length;
+    this.blockSize = shape.blockSize;
+    this.layerArena = shape.layerArena;
+    this.freeMap = shape.blocksPerArena.map((n) => new Uint8Array(n).fill(1));
+    this.freeCount = [...shape.blocksPerArena];
+  }
+
+  get numArenas(): number {
+    return this.freeMap.length;
+  }
+
+  /** Blocks in the whole pool. */
+  get total(): number {
+    return this.shape.blocksPerArena.reduce((a, b) => a + b, 0);
+  }
+
+  /** Allocated blocks in the whole pool. */
+  get used(): number {
+    return this.total - this.freeCount.reduce((a, b) => a + b, 0);
   }
 
   /** Blocks needed to hold `tokens` positions. */
@@ -36,34 +67,58 @@ export class BlockPool {
     return Math.ceil(tokens / this.blockSize);
   }
 
-  /** True when every layer has at least `extra` free blocks (or extra[layer] when given per layer). */
-  canAllocate(extra: number | readonly number[]): boolean {
-    for (let layer = 0; layer < this.numLayers; layer++) {
-      const want = typeof extra === "number" ? extra : extra[layer] ?? 0;
-      if (want > this.freeCount[layer]) return false;
+  freeIn(arena: number): number {
+    requireIndex("arena", arena, this.numArenas);
+    return this.freeCount[arena];
+  }
+
+  /** Blocks each arena still needs so that every layer of `seqId` holds `tokens` positions. */
+  shortfall(seqId: SeqId, tokens: number): number[] {
+    const need = new Array(this.numArenas).fill(0);
+    const layers = this.owned.get(seqId);
+    const want = this.blocksFor(tokens);
+    for (let l = 0; l < this.numLayers; l++) {
+      need[this.layerArena[l]] += Math.max(0, want - (layers?.[l].length ?? 0));
     }
-    return true;
+    return need;
+  }
+
+  /** True when every layer of `seqId` could grow to `tokens` positions now. */
+  canGrowAll(seqId: SeqId, tokens: number): boolean {
+    return this.shortfall(seqId, tokens).every((n, a) => n <= this.freeCount[a]);
+  }
+
+  /**
+   * Grows every layer of `seqId` to `tokens` positions. Returns the new blocks per layer, or null
+   * (and changes nothing) when some arena has too few free blocks.
+   */
+  growAll(seqId: SeqId, tokens: number): number[][] | null {
+    if (!this.canGrowAll(seqId, tokens)) return null;
+    const added: number[][] = [];
+    for (let l = 0; l < this.numLayers; l++) added.push(this.grow(seqId, l, tokens)!);
+    return added;
   }
 
   /**
    * Makes `seqId` hold enough blocks on `layer` for `tokenCount` positions in total. Returns the
-   * newly added block ids in position order ([] when it already had enough), or null when the layer
-   * has too few free blocks, in which case nothing changed.
+   * newly added block ids in position order ([] when it already had enough), or null when the
+   * layer's arena has too few free blocks, in which case nothing changed.
    */
   grow(seqId: SeqId, layer: number, tokenCount: number): number[] | null {
     this.requireLayer(layer);
     const held = this.owned.get(seqId)?.[layer] ?? [];
     const need = this.blocksFor(tokenCount) - held.length;
     if (need <= 0) return [];
-    if (need > this.freeCount[layer]) return null;
+    const arena = this.layerArena[layer];
+    if (need > this.freeCount[arena]) return null;
 
-    const free = this.freeMap[layer];
+    const free = this.freeMap[arena];
     const added: number[] = [];
     // Extend the last run in place while the blocks after it are free.
     if (held.length > 0) {
       for (
         let b = held[held.length - 1] + 1;
-        b < this.total && added.length < need && free[b];
+        b < free.length && added.length < need && free[b];
         b++
       ) {
         free[b] = 0;
@@ -72,11 +127,11 @@ export class BlockPool {
     }
     const rest = need - added.length;
     if (rest > 0) {
-      const picked = this.pickRuns(free, rest);
+      const picked = pickRuns(free, rest);
       for (const b of picked) free[b] = 0;
       added.push(...picked);
     }
-    this.freeCount[layer] -= added.length;
+    this.freeCount[arena] -= added.length;
     this.layersOf(seqId)[layer].push(...added);
     return added;
   }
@@ -107,6 +162,11 @@ export class BlockPool {
     return [...(this.owned.get(seqId)?.[layer] ?? [])];
   }
 
+  /** Blocks `seqId` holds over all layers. */
+  heldBy(seqId: SeqId): number {
+    return (this.owned.get(seqId) ?? []).reduce((n, blocks) => n + blocks.length, 0);
+  }
+
   /** Number of maximal runs of consecutive block ids in `seqId`'s table on `layer`. */
   runsOf(seqId: SeqId, layer: number): number {
     const blocks = this.table(seqId, layer);
@@ -115,51 +175,19 @@ export class BlockPool {
     return runs;
   }
 
-  used(layer: number): number {
-    this.requireLayer(layer);
-    return this.total - this.freeCount[layer];
-  }
-
-  free(layer: number): number {
-    this.requireLayer(layer);
-    return this.freeCount[layer];
-  }
-
-  /** Sequences holding at least one block. */
+  /** Requests holding at least one block. */
   sequences(): SeqId[] {
     return [...this.owned.keys()];
   }
 
-  /**
-   * `count` free blocks (count <= free blocks): the lowest-addressed run that holds them all, else
-   * pieces from the largest runs (ties: lowest address), returned in address order per piece.
-   */
-  private pickRuns(free: Uint8Array, count: number): number[] {
-    const runs: { start: number; length: number }[] = [];
-    for (let b = 0; b < this.total;) {
-      if (!free[b]) {
-        b++;
-        continue;
-      }
-      const start = b;
-      while (b < this.total && free[b]) b++;
-      if (b - start >= count) return range(start, count);
-      runs.push({ start, length: b - start });
-    }
-    runs.sort((a, b) => b.length - a.length || a.start - b.start);
-    const picked: number[] = [];
-    for (const run of runs) {
-      const take = Math.min(run.length, count - picked.length);
-      picked.push(...range(run.start, take));
-      if (picked.length === count) break;
-    }
-    return picked;
-  }
-
   private freeLayer(layers: number[][], layer: number): number {
     const blocks = layers[layer];
-    for (const b of blocks) this.freeMap[layer][b] = 1;
-    this.freeCount[layer] += blocks.length;
+    const arena = this.layerArena[layer];
+    for (const b of blocks) {
+      if (this.freeMap[arena][b]) throw new Error(`block ${b} of arena ${arena} freed twice`);
+      this.freeMap[arena][b] = 1;
+    }
+    this.freeCount[arena] += blocks.length;
     layers[layer] = [];
     return blocks.length;
   }
@@ -171,15 +199,45 @@ export class BlockPool {
   }
 
   private requireLayer(layer: number): void {
-    if (!Number.isInteger(layer) || layer < 0 || layer >= this.numLayers) {
-      throw new RangeError(`layer ${layer} is out of range 0..${this.numLayers - 1}`);
-    }
+    requireIndex("layer", layer, this.numLayers);
   }
+}
+
+/**
+ * `count` free blocks (count <= free blocks): the lowest-addressed run that holds them all, else
+ * pieces from the largest runs (ties: lowest address), returned in address order per piece.
+ */
+function pickRuns(free: Uint8Array, count: number): number[] {
+  const runs: { start: number; length: number }[] = [];
+  for (let b = 0; b < free.length;) {
+    if (!free[b]) {
+      b++;
+      continue;
+    }
+    const start = b;
+    while (b < free.length && free[b]) b++;
+    if (b - start >= count) return range(start, count);
+    runs.push({ start, length: b - start });
+  }
+  runs.sort((a, b) => b.length - a.length || a.start - b.start);
+  const picked: number[] = [];
+  for (const run of runs) {
+    const take = Math.min(run.length, count - picked.length);
+    picked.push(...range(run.start, take));
+    if (picked.length === count) break;
+  }
+  return picked;
 }
 
 function requireCount(name: string, value: number, min: number): void {
   if (!Number.isInteger(value) || value < min) {
     throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
+  }
+}
+
+function requireIndex(name: string, value: number, bound: number): void {
+  if (!Number.isInteger(value) || value < 0 || value >= bound) {
+    throw new RangeError(`${name} ${value} is out of range 0..${bound - 1}`);
   }
 }
 

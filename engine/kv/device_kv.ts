@@ -1,26 +1,16 @@
-// The device tier of the paged KV cache: per-layer K and V buffers and the block table the kernels read.
+// The device tier of the paged KV cache: one pool of blocks shared by every layer, and the block
+// table the kernels read.
 //
-// Layer l's K (and V) buffer is [numBlocks, blockSize, numKvHeads, headDim] of W (f16 on the f16 path,
-// else f32). The block table is u32 [numLayers, maxSlots, maxBlocksPerSeq]; entry
-// (l, slot, i) is the block (within layer l's buffers) holding that slot's positions
-// i*blockSize..(i+1)*blockSize-1. Table rows are uploaded with queue.writeBuffer, never read back.
+// The pool is split into arenas only where the adapter's binding limit requires it: arena a is a K
+// and a V buffer of [blocksPerArena[a], blockSize, numKvHeads, headDim] of W (f16 on the f16 path,
+// else f32), serving the layers with layerArena[l] = a. The block table is u32
+// [numLayers, maxSlots, maxBlocksPerSeq]; entry (l, slot, i) is the block, within layer l's arena,
+// holding that slot's positions i*blockSize..(i+1)*blockSize-1, or NOT_RESIDENT. Table rows are
+// uploaded with queue.writeBuffer, never read back.
 
 import type { Gpu } from "../gpu/device.ts";
 import { createStorage, writeBytes } from "../gpu/buffers.ts";
-
-export interface KvLayout {
-  numLayers: number;
-  numKvHeads: number;
-  headDim: number;
-  /** Tokens per block. */
-  blockSize: number;
-  /** Blocks per layer (each layer has its own K and V buffers of this many blocks). */
-  numBlocks: number;
-  /** Running-batch slots the block table has rows for. */
-  maxSlots: number;
-  /** Table entries per (layer, slot): ceil(max sequence length / blockSize). */
-  maxBlocksPerSeq: number;
-}
+import { NOT_RESIDENT, type PoolShape } from "./block_pool.ts";
 
 export interface KvModelDims {
   numLayers: number;
@@ -28,8 +18,25 @@ export interface KvModelDims {
   headDim: number;
 }
 
+export interface KvLayout extends KvModelDims, PoolShape {
+  /** Running-batch slots the block table has rows for. */
+  maxSlots: number;
+  /** Table entries per (layer, slot): ceil(max sequence length / blockSize). */
+  maxBlocksPerSeq: number;
+}
+
+/** One block-table update: entries (layer, slot, first..first+blocks.length-1). */
+export interface TableWrite {
+  slot: number;
+  layer: number;
+  first: number;
+  blocks: number[];
+}
+
 export class DeviceKv {
+  /** K buffer per arena. */
   readonly k: GPUBuffer[];
+  /** V buffer per arena. */
   readonly v: GPUBuffer[];
   readonly blockTable: GPUBuffer;
   /** Bytes of all buffers together. */
@@ -37,13 +44,8 @@ export class DeviceKv {
 
   constructor(private readonly gpu: Gpu, readonly layout: KvLayout) {
     validateLayout(layout);
-    const kvBytes = DeviceKv.bytesPerBlock(gpu, layout) * layout.numBlocks;
+    const perBlock = DeviceKv.bytesPerBlock(gpu, layout);
     const limit = Math.min(gpu.maxBinding, gpu.maxBufferSize);
-    if (kvBytes > limit) {
-      throw new RangeError(
-        `one layer's K buffer would be ${kvBytes} bytes, above the device limit ${limit}`,
-      );
-    }
     const tableBytes = tableEntries(layout) * 4;
     if (tableBytes > limit) {
       throw new RangeError(
@@ -52,15 +54,23 @@ export class DeviceKv {
     }
     this.k = [];
     this.v = [];
-    for (let l = 0; l < layout.numLayers; l++) {
-      this.k.push(createStorage(gpu, kvBytes, `kv.k${l}`));
-      this.v.push(createStorage(gpu, kvBytes, `kv.v${l}`));
-    }
+    let bytes = tableBytes;
+    layout.blocksPerArena.forEach((blocks, a) => {
+      const size = blocks * perBlock;
+      if (size > limit) {
+        throw new RangeError(
+          `KV arena ${a} would be ${size} bytes, above the device limit ${limit}`,
+        );
+      }
+      this.k.push(createStorage(gpu, size, `kv.k${a}`));
+      this.v.push(createStorage(gpu, size, `kv.v${a}`));
+      bytes += 2 * size;
+    });
     this.blockTable = createStorage(gpu, tableBytes, "kv.blockTable");
-    this.bytes = 2 * layout.numLayers * kvBytes + tableBytes;
+    this.bytes = bytes;
   }
 
-  /** Bytes of one block of K (the same again for V) in one layer. */
+  /** Bytes of one block of K (the same again for V). */
   static bytesPerBlock(
     gpu: Gpu,
     dims: { blockSize: number; numKvHeads: number; headDim: number },
@@ -69,9 +79,10 @@ export class DeviceKv {
   }
 
   /**
-   * The largest layout whose buffers fit in `budgetBytes` in total, with no single buffer above the
-   * device's binding or buffer limit. numBlocks is also capped at what maxSlots sequences of
-   * maxSeqLen tokens could ever use.
+   * The largest pool whose buffers fit in `budgetBytes` in total, with no buffer above the device's
+   * binding or buffer limit. The pool is also capped at what maxSlots requests of maxSeqLen tokens
+   * could ever use. Arenas are as few as the binding limit allows; blocks are shared out in
+   * proportion to the layers each arena serves.
    */
   static layoutForBudget(
     gpu: Gpu,
@@ -81,53 +92,62 @@ export class DeviceKv {
     maxSeqLen: number,
     blockSize = 16,
   ): KvLayout {
+    const L = dims.numLayers;
     const maxBlocksPerSeq = Math.ceil(maxSeqLen / blockSize);
-    const base = { ...dims, blockSize, maxSlots, maxBlocksPerSeq, numBlocks: 1 };
-    validateLayout(base);
-    const perBlock = DeviceKv.bytesPerBlock(gpu, base);
-    const tableBytes = tableEntries(base) * 4;
-    const byBudget = Math.floor((budgetBytes - tableBytes) / (2 * dims.numLayers * perBlock));
-    const byBuffer = Math.floor(Math.min(gpu.maxBinding, gpu.maxBufferSize) / perBlock);
-    const numBlocks = Math.min(byBudget, byBuffer, maxSlots * maxBlocksPerSeq);
-    if (numBlocks < 1) {
+    const perBlock = DeviceKv.bytesPerBlock(gpu, { ...dims, blockSize });
+    const tableBytes = L * maxSlots * maxBlocksPerSeq * 4;
+    const byBudget = Math.floor((budgetBytes - tableBytes) / (2 * perBlock));
+    const total = Math.min(byBudget, L * maxSlots * maxBlocksPerSeq);
+    const perArena = Math.floor(Math.min(gpu.maxBinding, gpu.maxBufferSize) / perBlock);
+    const numArenas = Math.min(L, Math.max(1, Math.ceil(total / perArena)));
+    const layerArena = Array.from({ length: L }, (_, l) => Math.floor((l * numArenas) / L));
+    const blocksPerArena = Array.from({ length: numArenas }, (_, a) => {
+      const layers = layerArena.filter((x) => x === a).length;
+      return Math.min(perArena, Math.floor((total * layers) / L));
+    });
+    if (blocksPerArena.some((n) => n < 1)) {
       throw new RangeError(
-        `KV budget of ${budgetBytes} bytes holds no block: one block in every layer (K and V) needs ` +
-          `${2 * dims.numLayers * perBlock} bytes plus ${tableBytes} for the block table`,
+        `KV budget of ${budgetBytes} bytes holds no block: a block (K and V) needs ${
+          2 * perBlock
+        } ` +
+          `bytes, and the block table ${tableBytes}`,
       );
     }
-    return { ...base, numBlocks };
+    const layout = { ...dims, blockSize, maxSlots, maxBlocksPerSeq, blocksPerArena, layerArena };
+    validateLayout(layout);
+    return layout;
   }
 
-  /** Uploads table entries (layer, slot, first..first+blockIds.length-1). */
-  writeTable(slot: number, layer: number, blockIds: readonly number[], first = 0): void {
-    const { numLayers, maxSlots, maxBlocksPerSeq, numBlocks } = this.layout;
+  /** The K buffer layer `layer` reads and writes. */
+  kOf(layer: number): GPUBuffer {
+    return this.k[this.layout.layerArena[layer]];
+  }
+
+  /** The V buffer layer `layer` reads and writes. */
+  vOf(layer: number): GPUBuffer {
+    return this.v[this.layout.layerArena[layer]];
+  }
+
+  /** Uploads table entries (layer, slot, first..first+blocks.length-1). */
+  writeTable(slot: number, layer: number, blocks: readonly number[], first = 0): void {
+    const { numLayers, maxSlots, maxBlocksPerSeq, blocksPerArena, layerArena } = this.layout;
     requireIndex("slot", slot, maxSlots);
     requireIndex("layer", layer, numLayers);
-    if (!Number.isInteger(first) || first < 0 || first + blockIds.length > maxBlocksPerSeq) {
+    if (!Number.isInteger(first) || first < 0 || first + blocks.length > maxBlocksPerSeq) {
       throw new RangeError(
         `table entries ${first}..${
-          first + blockIds.length - 1
+          first + blocks.length - 1
         } exceed maxBlocksPerSeq ${maxBlocksPerSeq}`,
       );
     }
-    if (blockIds.length === 0) return;
-    const row = new Uint32Array(blockIds.length);
-    blockIds.forEach((b, i) => {
-      requireIndex("block id", b, numBlocks);
+    if (blocks.length === 0) return;
+    const row = new Uint32Array(blocks.length);
+    blocks.forEach((b, i) => {
+      if (b !== NOT_RESIDENT) requireIndex("block id", b, blocksPerArena[layerArena[layer]]);
       row[i] = b;
     });
     const entry = (layer * maxSlots + slot) * maxBlocksPerSeq + first;
     writeBytes(this.gpu, this.blockTable, entry * 4, row);
-  }
-
-  /** Zeroes a slot's table rows on every layer (the slot's request left the batch). */
-  clearSlot(slot: number): void {
-    const { numLayers, maxSlots, maxBlocksPerSeq } = this.layout;
-    requireIndex("slot", slot, maxSlots);
-    const zeros = new Uint32Array(maxBlocksPerSeq);
-    for (let l = 0; l < numLayers; l++) {
-      writeBytes(this.gpu, this.blockTable, (l * maxSlots + slot) * maxBlocksPerSeq * 4, zeros);
-    }
   }
 
   destroy(): void {
@@ -140,13 +160,26 @@ function tableEntries(layout: KvLayout): number {
 }
 
 function validateLayout(layout: KvLayout): void {
-  for (const [name, value] of Object.entries(layout)) {
+  const counts = {
+    numLayers: layout.numLayers,
+    numKvHeads: layout.numKvHeads,
+    headDim: layout.headDim,
+    blockSize: layout.blockSize,
+    maxSlots: layout.maxSlots,
+    maxBlocksPerSeq: layout.maxBlocksPerSeq,
+  };
+  for (const [name, value] of Object.entries(counts)) {
     if (!Number.isInteger(value) || value < 1) {
       throw new RangeError(`KV layout ${name} must be a positive integer, got ${value}`);
     }
   }
   if (layout.headDim % 4 !== 0) {
     throw new RangeError(`KV headDim must be a multiple of 4, got ${layout.headDim}`);
+  }
+  if (layout.layerArena.length !== layout.numLayers) {
+    throw new RangeError(
+      `KV layout maps ${layout.layerArena.length} layers, expected ${layout.numLayers}`,
+    );
   }
 }
 

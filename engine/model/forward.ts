@@ -38,6 +38,7 @@ export interface StepSample {
   row: number;
 }
 
+/** What the forward pass reads of a step plan (the engine's StepPlan adds host-side updates). */
 export interface StepPlan {
   rows: StepRow[];
   samples: StepSample[];
@@ -128,8 +129,8 @@ export class LlamaForward {
         }),
       );
       const cache = {
-        k: kv.k[layer],
-        v: kv.v[layer],
+        k: kv.kOf(layer),
+        v: kv.vOf(layer),
         blockTable: kv.blockTable,
         rowSlot: io.rowSlot,
         rowPos: io.rowPos,
@@ -182,6 +183,7 @@ export class LlamaForward {
           usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
         }),
         pending: null,
+        busy: false,
       });
     }
   }
@@ -201,10 +203,11 @@ export class LlamaForward {
   }
 
   /**
-   * Encodes and submits one step. Returns a promise of the step's sample records that resolves
-   * once the GPU has finished it; awaiting it is the caller's choice (a few steps later).
+   * Encodes and submits one step, synchronously, so steps reach the GPU in call order. Returns a
+   * promise of the step's sample records that resolves once the GPU has finished it; awaiting it is
+   * the caller's choice (a few steps later). At most ringSize steps may be unread at once.
    */
-  async submit(plan: StepPlan): Promise<SampleRecord[]> {
+  submit(plan: StepPlan): Promise<SampleRecord[]> {
     const { rows, samples } = plan;
     if (rows.length === 0 || rows.length > this.limits.maxRows) {
       throw new Error(`step has ${rows.length} rows (max ${this.limits.maxRows})`);
@@ -213,8 +216,10 @@ export class LlamaForward {
       throw new Error(`step samples ${samples.length} rows (max ${this.limits.maxSlots})`);
     }
     const slot = this.ring[this.ringNext];
+    if (slot.busy) {
+      throw new Error(`more than ${this.ring.length} steps unread: await an older step first`);
+    }
     this.ringNext = (this.ringNext + 1) % this.ring.length;
-    if (slot.pending) await slot.pending; // the ring slot's previous readback must be done before reuse
 
     this.io.writePlan(plan);
     const encoder = this.gpu.device.createCommandEncoder();
@@ -237,13 +242,14 @@ export class LlamaForward {
       );
     }
     this.gpu.device.queue.submit([encoder.finish()]);
-    if (recordWords === 0) return [];
+    if (recordWords === 0) return Promise.resolve([]);
 
+    slot.busy = true;
     const readback = slot.buffer.mapAsync(GPUMapMode.READ, 0, recordWords * 4).then(() => {
       const words = new Uint32Array(slot.buffer.getMappedRange(0, recordWords * 4).slice(0));
       slot.buffer.unmap();
       return decodeSampleRecords(words, samples.length, K);
-    });
+    }).finally(() => slot.busy = false);
     slot.pending = readback.then(() => {}, () => {});
     return readback;
   }
@@ -261,12 +267,22 @@ export class LlamaForward {
   /** Resolves when every submitted step has completed on the GPU. */
   async idle(): Promise<void> {
     await this.gpu.device.queue.onSubmittedWorkDone();
+    await Promise.all(this.ring.map((slot) => slot.pending));
+  }
+
+  /** Frees the step's buffers (call after idle()). */
+  destroy(): void {
+    for (const slot of this.ring) slot.buffer.destroy();
+    this.io.destroy();
   }
 }
 
 interface ReadbackSlot {
   buffer: GPUBuffer;
+  /** The readback in flight (settled or not), for idle(). */
   pending: Promise<void> | null;
+  /** True from submit until the readback has resolved and the buffer is unmapped. */
+  busy: boolean;
 }
 
 /** Activation scratch and the small per-step index buffers the host writes before each submit. */
@@ -317,6 +333,12 @@ class StepBuffers {
     this.recordsTop = f32(S * (2 + 2 * limits.maxTopLogprobs), "recordsTop");
     this.rowWords = new Uint32Array(3 * R);
     this.sampleWords = new Uint32Array(3 * S);
+  }
+
+  destroy(): void {
+    for (const value of Object.values(this)) {
+      if (value instanceof GPUBuffer) value.destroy();
+    }
   }
 
   writePlan(plan: StepPlan): void {

@@ -1,13 +1,16 @@
-// Engine behaviour end to end on a generated model: greedy decoding against the reference,
-// batch invariance, cancellation, request validation, and the `generate --json` contract.
+// The runtime over a real engine on a generated model: greedy decoding against the reference,
+// batch invariance, preemption by recompute, cancellation, request validation, and the
+// `generate --json` contract.
 
-import { Engine, type GenerateRequest } from "../engine/engine.ts";
-import { openModelDir } from "../engine/model/model_dir.ts";
-import { writeTinyModel } from "../engine/model/tiny_model.ts";
-import { assert, assertEquals, assertThrows } from "./helpers/testing.ts";
-import { testGpu } from "./helpers/gpu.ts";
-import { rng } from "./helpers/random.ts";
-import { referenceForward } from "./helpers/reference_llama.ts";
+import { Engine } from "../../engine/engine.ts";
+import { openModelDir } from "../../engine/model/model_dir.ts";
+import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { Runtime, type SubmitParams } from "../../runtime/service.ts";
+import type { PolicyName } from "../../runtime/policy/index.ts";
+import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
+import { testGpu } from "../helpers/gpu.ts";
+import { rng } from "../helpers/random.ts";
+import { referenceForward } from "../helpers/reference_llama.ts";
 
 const SPEC = {
   hiddenSize: 96,
@@ -20,19 +23,47 @@ const SPEC = {
   seed: 7,
 } as const;
 
+interface RuntimeSetup {
+  maxSlots?: number;
+  maxRows?: number;
+  gpuKvMb?: number;
+  policy?: PolicyName;
+}
+
 async function withEngine(
-  fn: (engine: Engine, dir: string) => Promise<void> | void,
-  opts: { maxSlots?: number; maxRows?: number } = {},
+  fn: (runtime: Runtime, dir: string) => Promise<void> | void,
+  opts: RuntimeSetup = {},
 ) {
-  const dir = await Deno.makeTempDir({ prefix: "sluice-engine-" });
+  const dir = await Deno.makeTempDir({ prefix: "sluice-runtime-" });
   await writeTinyModel(dir, SPEC);
-  const engine = await Engine.load({ modelDir: dir, gpu: await testGpu(), gpuKvMb: 8, ...opts });
+  const { policy = "fcfs", ...engineOpts } = opts;
+  const engine = await Engine.load({
+    modelDir: dir,
+    gpu: await testGpu(),
+    gpuKvMb: 8,
+    skipWarmUp: true,
+    ...engineOpts,
+  });
+  const runtime = new Runtime(engine, {
+    policy,
+    maxQueue: 1000,
+    maxTokensLimit: 100_000,
+    eosIds: [],
+  });
   try {
-    await fn(engine, dir);
+    await fn(runtime, dir);
   } finally {
-    await engine.close();
+    await runtime.close();
     await Deno.remove(dir, { recursive: true });
   }
+}
+
+/** A KV budget (MiB) that holds `blocks` blocks in total for SPEC on the f16 path, table included. */
+function budgetForBlocks(blocks: number, maxSlots: number, blockSize = 16, maxPos = 2048): number {
+  const headDim = SPEC.hiddenSize / SPEC.numHeads;
+  const perBlock = 2 * blockSize * SPEC.numKvHeads * headDim * 2;
+  const table = SPEC.numLayers * maxSlots * Math.ceil(maxPos / blockSize) * 4;
+  return (table + blocks * perBlock) / 2 ** 20;
 }
 
 function randomIds(seed: number, n: number, vocab: number): number[] {
@@ -42,10 +73,10 @@ function randomIds(seed: number, n: number, vocab: number): number[] {
 
 const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
 
-async function collect(engine: Engine, req: GenerateRequest): Promise<number[]> {
-  const handle = engine.submit(req);
+async function collect(runtime: Runtime, req: SubmitParams): Promise<number[]> {
+  const handle = runtime.submit(req);
   const ids: number[] = [];
-  for await (const ev of handle.events) ids.push(ev.id);
+  for await (const ev of handle.tokens) ids.push(ev.id);
   await handle.done;
   return ids;
 }
@@ -53,7 +84,7 @@ async function collect(engine: Engine, req: GenerateRequest): Promise<number[]> 
 Deno.test("greedy decoding follows the float64 reference", async () => {
   await withEngine(async (engine, dir) => {
     const files = await openModelDir(dir);
-    const prompt = randomIds(3, 11, engine.config.vocabSize);
+    const prompt = randomIds(3, 11, engine.info.vocabSize);
     const got = await collect(engine, {
       ids: prompt,
       maxTokens: 10,
@@ -78,7 +109,7 @@ Deno.test("greedy decoding follows the float64 reference", async () => {
 
 Deno.test("temperature 0: tokens are the same alone and in a batch of 8 mixed-length requests", async () => {
   await withEngine(async (engine) => {
-    const V = engine.config.vocabSize;
+    const V = engine.info.vocabSize;
     const reqs = [3, 40, 1, 17, 65, 9, 28, 5].map((len, i) => ({
       ids: randomIds(100 + i, len, V),
       maxTokens: 6 + (i % 4) * 3,
@@ -94,7 +125,7 @@ Deno.test("temperature 0: tokens are the same alone and in a batch of 8 mixed-le
 
 Deno.test("seeded sampling is reproducible and independent of batching", async () => {
   await withEngine(async (engine) => {
-    const V = engine.config.vocabSize;
+    const V = engine.info.vocabSize;
     const req = (seed: number) => ({
       ids: randomIds(seed, 12, V),
       maxTokens: 12,
@@ -115,7 +146,7 @@ Deno.test("seeded sampling is reproducible and independent of batching", async (
 
 Deno.test("cancelled requests free every KV block", async () => {
   await withEngine(async (engine) => {
-    const V = engine.config.vocabSize;
+    const V = engine.info.vocabSize;
     const before = engine.stats();
     const handles = Array.from({ length: 12 }, (_, i) => {
       const ctrl = new AbortController();
@@ -131,28 +162,59 @@ Deno.test("cancelled requests free every KV block", async () => {
     await Promise.all(handles.map(async ({ h, ctrl, i }) => {
       let n = 0;
       if (i % 3 === 0) ctrl.abort(); // some before admission or during prefill
-      for await (const _ of h.events) if (++n === 2 + (i % 4)) ctrl.abort();
+      for await (const _ of h.tokens) if (++n === 2 + (i % 4)) ctrl.abort();
       assertEquals((await h.done).reason, "cancelled");
     }));
     // Blocks are released at the next step boundary; give the loop a moment with a new request.
     await collect(engine, { ids: [1, 2, 3], maxTokens: 2, sampling: greedy, stopIds: [] });
     const after = engine.stats();
     assertEquals(after.kvBlocksUsed, before.kvBlocksUsed);
-    assertEquals(after.running + after.waiting, 0);
+    assertEquals(after.running + after.waiting + after.paused, 0);
   });
 });
 
+for (const policy of ["fcfs", "reserve"] as const) {
+  Deno.test(`temperature 0: ${policy} gives every request the tokens it gets alone, under a KV budget that forces ${policy === "fcfs" ? "preemption" : "queueing"}`, async () => {
+    const maxSlots = 8;
+    // 40 blocks over 2 layers: 20 per layer = 320 positions, while the 8 requests below need up to
+    // 8 × (prompt + 40) positions per layer.
+    await withEngine(async (engine) => {
+      const V = engine.info.vocabSize;
+      const reqs = [30, 12, 45, 7, 26, 60, 3, 18].map((len, i) => ({
+        ids: randomIds(300 + i, len, V),
+        maxTokens: 40,
+        sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: 11 + i },
+        stopIds: [] as number[],
+      }));
+      const alone: number[][] = [];
+      for (const r of reqs) alone.push(await collect(engine, r));
+      const before = engine.stats().preemptions;
+      const together = await Promise.all(reqs.map((r) => collect(engine, r)));
+      assertEquals(together, alone);
+      const stats = engine.stats();
+      if (policy === "fcfs") {
+        assert(stats.preemptions - before >= 2, `only ${stats.preemptions - before} preemptions`);
+      } else assertEquals(stats.preemptions, 0);
+      assertEquals(stats.kvBlocksUsed, 0);
+    }, { maxSlots, maxRows: 32, gpuKvMb: budgetForBlocks(40, maxSlots), policy });
+  });
+}
+
 Deno.test("requests that can never run are refused with a clear error", async () => {
   await withEngine((engine) => {
-    const V = engine.config.vocabSize;
+    const V = engine.info.vocabSize;
     assertThrows(() => engine.submit({ ids: [], maxTokens: 1, sampling: greedy }), /empty/);
+    assertThrows(
+      () => engine.submit({ ids: [1], maxTokens: 1, sampling: greedy, readingRate: 1e-7 }),
+      /reading_rate/,
+    );
     assertThrows(
       () => engine.submit({ ids: [V], maxTokens: 1, sampling: greedy }),
       /outside the vocabulary/,
     );
     assertThrows(
       () => engine.submit({ ids: [1], maxTokens: engine.info.maxContext, sampling: greedy }),
-      /exceeds the context limit/,
+      /exceeds the context/,
     );
   });
 });

@@ -30,6 +30,13 @@ export const systemClock: PacerClock = {
   clearTimeout: (handle) => clearTimeout(handle as number),
 };
 
+/** Slowest and fastest reading rates (tokens/s) a request may ask for; the schema uses these too. */
+export const MIN_READING_RATE = 0.1;
+export const MAX_READING_RATE = 10_000;
+
+/** Timers take at most a signed 32-bit delay; a longer one fires at once (and would spin). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export interface PacerOptions {
   /** Reading rate in tokens per second; undefined or 0 releases every token at once. */
   rate?: number;
@@ -96,8 +103,10 @@ export class TokenPacer<T> implements AsyncIterable<T> {
 
   constructor(options: PacerOptions = {}) {
     const rate = options.rate ?? 0;
-    if (!Number.isFinite(rate) || rate < 0) {
-      throw new RangeError(`pacer rate must be a finite number >= 0 tokens/s, got ${rate}`);
+    if (rate !== 0 && !(rate >= MIN_READING_RATE && rate <= MAX_READING_RATE)) {
+      throw new RangeError(
+        `reading rate must be 0 (unpaced) or ${MIN_READING_RATE}..${MAX_READING_RATE} tokens/s, got ${rate}`,
+      );
     }
     this.rate = rate;
     this.#intervalMs = rate > 0 ? 1000 / rate : 0;
@@ -253,7 +262,7 @@ export class TokenPacer<T> implements AsyncIterable<T> {
     this.#timer = this.#clock.setTimeout(() => {
       this.#timer = null;
       this.#pump();
-    }, Math.ceil(delayMs));
+    }, Math.min(MAX_TIMER_MS, Math.ceil(delayMs)));
   }
 
   #cancelTimer(): void {

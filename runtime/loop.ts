@@ -1,0 +1,98 @@
+// The step loop: ask the scheduler for a step, hand it to the engine, deliver what comes back.
+// Steps are pipelined: up to `depth` steps are in the engine at once and their sampled ids are
+// delivered as their readbacks arrive, so there is no GPU round trip between steps. The loop only
+// awaits promises, so the thread it runs on stays free for HTTP and timers.
+
+import type { SampleRecord, StepEngine } from "../engine/engine.ts";
+import type { Request } from "./request.ts";
+import type { Scheduler } from "./scheduler.ts";
+
+interface InFlight {
+  records: Promise<SampleRecord[]>;
+  owners: Request[];
+  submittedAt: number;
+}
+
+export class StepLoop {
+  steps = 0;
+  tokens = 0;
+  /** Step durations (ms) not yet collected by takeStepTimes (bounded, oldest kept). */
+  private stepTimes: number[] = [];
+  private lastDoneAt = 0;
+  private readonly inflight: InFlight[] = [];
+  private wake: (() => void) | null = null;
+  private stopping = false;
+  readonly finished: Promise<void>;
+
+  constructor(
+    private readonly engine: StepEngine,
+    private readonly scheduler: Scheduler,
+    private readonly depth: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.finished = this.run();
+  }
+
+  /** New work or a cancel: wake the loop if it sleeps. */
+  kick(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+
+  /** Lets the loop return once every request has ended and every step has come back. */
+  stop(): Promise<void> {
+    this.stopping = true;
+    this.kick();
+    return this.finished;
+  }
+
+  takeStepTimes(): number[] {
+    const t = this.stepTimes;
+    this.stepTimes = [];
+    return t;
+  }
+
+  private async run(): Promise<void> {
+    while (true) {
+      try {
+        if (this.inflight.length >= this.depth) {
+          await this.deliverOldest();
+          continue;
+        }
+        const step = this.scheduler.schedule();
+        if (step) {
+          const records = this.engine.step(step.plan);
+          records.catch(() => {}); // awaited in order below; this only marks a failure as handled
+          this.inflight.push({ records, owners: step.owners, submittedAt: this.now() });
+          this.steps++;
+        } else if (this.inflight.length > 0) {
+          await this.deliverOldest();
+        } else if (this.stopping && !this.scheduler.hasWork) {
+          return;
+        } else {
+          await new Promise<void>((resolve) => this.wake = resolve);
+        }
+      } catch (err) {
+        // A failed step fails the requests it could have touched; the loop itself keeps serving.
+        const message = err instanceof Error ? err.message : String(err);
+        console.error("sluice: engine step failed:", message);
+        this.inflight.length = 0;
+        this.scheduler.failAll(message);
+      }
+    }
+  }
+
+  private async deliverOldest(): Promise<void> {
+    const step = this.inflight[0];
+    const records = await step.records;
+    this.inflight.shift();
+    this.scheduler.deliver(step.owners, records);
+    this.tokens += records.length;
+    // The step's own time: from when it could start (submitted, and the one before it done).
+    const now = this.now();
+    const ms = now - Math.max(step.submittedAt, this.lastDoneAt);
+    this.lastDoneAt = now;
+    if (this.stepTimes.length < 4096) this.stepTimes.push(ms);
+  }
+}

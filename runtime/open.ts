@@ -1,0 +1,67 @@
+// Opens a model for serving: resolves `--model` (directory, hub id or "demo"), builds the
+// tokenizer on this thread, starts the engine (in a Worker by default, so the GPU loop never runs
+// on the thread that serves HTTP) and puts a runtime over it.
+
+import { Engine, type EngineOptions, type StepEngine } from "../engine/engine.ts";
+import { WorkerEngine } from "../engine/worker_engine.ts";
+import { resolveModel } from "../engine/model/hub.ts";
+import { openModelDir } from "../engine/model/model_dir.ts";
+import { Tokenizer } from "../engine/model/tokenizer.ts";
+import { progressBar } from "../engine/util/progress.ts";
+import { Runtime, type RuntimeOptions } from "./service.ts";
+
+export interface OpenOptions
+  extends
+    Omit<EngineOptions, "modelDir" | "gpu" | "onLoadProgress">,
+    Omit<RuntimeOptions, "eosIds"> {
+  /** Run the engine on this thread instead of a Worker (the `generate` command, tests). */
+  inProcess?: boolean;
+}
+
+export interface OpenModel {
+  runtime: Runtime;
+  tokenizer: Tokenizer;
+  modelDir: string;
+}
+
+export async function openRuntime(
+  model: string,
+  options: OpenOptions,
+  log: (msg: string) => void = (m) => console.error(m),
+): Promise<OpenModel> {
+  const modelDir = await resolveModel(model, log);
+  const files = await openModelDir(modelDir);
+  const tokenizer = new Tokenizer(files);
+  const {
+    inProcess,
+    policy,
+    maxQueue,
+    maxTokensLimit,
+    defaultReadingRate,
+    defaultSlo,
+    ...engineOpts
+  } = options;
+  const progress = progressBar("loading weights");
+  const engine: StepEngine = inProcess
+    ? await Engine.load({ ...engineOpts, modelDir, onLoadProgress: progress })
+    : await WorkerEngine.load({ ...engineOpts, modelDir }, progress);
+  const i = engine.info;
+  const mib = (b: number) => (b / 2 ** 20).toFixed(1);
+  const blocks = i.blocksPerArena.reduce((a, b) => a + b, 0);
+  log(
+    `sluice: model ${modelDir} on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB, ` +
+      `KV ${
+        mib(i.kvBytes)
+      } MiB (${blocks} blocks × ${i.blockSize} tokens shared by ${i.numLayers} layers), ` +
+      `context ${i.maxContext}, batch ${i.maxSlots}, scheduler ${policy}`,
+  );
+  const runtime = new Runtime(engine, {
+    policy,
+    maxQueue,
+    maxTokensLimit,
+    defaultReadingRate,
+    defaultSlo,
+    eosIds: tokenizer.eosTokenIds,
+  });
+  return { runtime, tokenizer, modelDir };
+}

@@ -1,0 +1,16 @@
+// The vLLM baseline every paper measures against: admit in arrival order while the prompt's
+// blocks are free, hand out blocks on demand as prefill chunks and decode steps need them, and
+// when a running request needs a block that is not there, preempt the most recently admitted
+// running request (its KV is freed; it is recomputed from its ids when readmitted).
+
+import type { Request } from "../request.ts";
+import type { SchedulingPolicy } from "./policy.ts";
+
+export const fcfsPolicy: SchedulingPolicy = {
+  name: "fcfs",
+  reserves: false,
+  // The prompt (plus ids generated before a preemption) and the first generated position.
+  admissionTokens: (req: Request) => req.prefillTarget + 1,
+  pickVictim: (running: readonly Request[]) =>
+    running.reduce((newest, r) => r.admittedAt > newest.admittedAt ? r : newest),
+};

@@ -1,0 +1,10 @@
+// The scheduling policies by flag name (`--sched`).
+
+import { fcfsPolicy } from "./fcfs.ts";
+import { reservePolicy } from "./reserve.ts";
+import type { SchedulingPolicy } from "./policy.ts";
+
+export type { SchedulingPolicy };
+
+export const POLICIES = { fcfs: fcfsPolicy, reserve: reservePolicy } as const;
+export type PolicyName = keyof typeof POLICIES;

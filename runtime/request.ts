@@ -1,0 +1,165 @@
+// One request's life: a state machine that keeps everything needed to stop it and bring it back.
+//
+//   waiting ──admit──▶ prefilling ──last prompt chunk──▶ decoding ──▶ finished
+//                          ▲   │                            │
+//                          │   └──────── preempt ───────────┤
+//                          └── resume ◀── paused ◀──────────┘
+//
+// A request keeps its prompt and every generated id, so a paused request (its KV freed) resumes in
+// any batch slot by prefilling prompt + generated ids again: the sampler's noise is hashed from
+// (seed, position), so it continues with exactly the tokens it would have produced. Its tokens go
+// into its token buffer, which the server drains at the reader's pace.
+
+import type { SampleRecord, SamplingParams } from "../engine/engine.ts";
+import { TokenPacer } from "./token_buffer.ts";
+
+export type RequestState = "waiting" | "prefilling" | "decoding" | "paused" | "finished";
+
+export interface TokenEvent {
+  id: number;
+  logprob: number;
+  /** The top-K alternatives (id, logprob), when the request asked for them. */
+  top: [number, number][];
+}
+
+/**
+ * Why a request ended. "cancelled": its client went away or asked; "shutdown": the server ended
+ * it while stopping; "error": a step failed.
+ */
+export type FinishReason = "stop" | "length" | "cancelled" | "shutdown" | "error";
+
+export interface FinishInfo {
+  reason: FinishReason;
+  promptTokens: number;
+  completionTokens: number;
+  error?: string;
+}
+
+export interface RequestSlo {
+  /** Time to first token target. */
+  ttftMs?: number;
+  /** Time between tokens target. */
+  tbtMs?: number;
+}
+
+export interface RequestSpec {
+  ids: number[];
+  maxTokens: number;
+  sampling: SamplingParams;
+  /** 0 = none; at most the engine's maxTopLogprobs. */
+  topLogprobs: number;
+  /** Token ids that end generation (not emitted). */
+  stopIds: ReadonlySet<number>;
+  /** Tokens per second the reader takes; 0 = unpaced. */
+  readingRate: number;
+  slo: RequestSlo;
+}
+
+export class Request {
+  state: RequestState = "waiting";
+  /** Batch row while admitted (prefilling or decoding), else -1. */
+  slot = -1;
+  /** Generated ids delivered so far, in order (the stop token is not one of them). */
+  readonly generated: number[] = [];
+  /** Positions whose KV is on the device in the current residency (0 after a preemption). */
+  computed = 0;
+  /** Samples submitted to the GPU over the request's life (delivered + in flight). */
+  issued = 0;
+  /** Times its KV was freed to make room for another request. */
+  preemptions = 0;
+  /** Order of (re)admission; the most recent is preempted first. */
+  admittedAt = -1;
+  cancelled = false;
+  finish: FinishInfo | null = null;
+  /** True when shutdown dropped tokens its reader had not yet taken. */
+  streamCut = false;
+  readonly buffer: TokenPacer<TokenEvent>;
+  readonly done: Promise<FinishInfo>;
+  private resolveDone!: (f: FinishInfo) => void;
+
+  constructor(readonly id: number, readonly spec: RequestSpec, readonly arrivedAt: number) {
+    this.buffer = new TokenPacer({ rate: spec.readingRate });
+    this.done = new Promise((r) => this.resolveDone = r);
+  }
+
+  get promptLength(): number {
+    return this.spec.ids.length;
+  }
+
+  /** Samples issued whose records have not come back yet. */
+  get inflight(): number {
+    return this.issued - this.generated.length;
+  }
+
+  /** Tokens whose KV a (re)started prefill must compute: the prompt and every generated id. */
+  get prefillTarget(): number {
+    return this.promptLength + this.generated.length;
+  }
+
+  /** The token at `pos` of prompt + generated ids. */
+  tokenAt(pos: number): number {
+    const p = this.promptLength;
+    return pos < p ? this.spec.ids[pos] : this.generated[pos - p];
+  }
+
+  get active(): boolean {
+    return this.state === "prefilling" || this.state === "decoding";
+  }
+
+  /** Enters the batch at `slot`; the prefill restarts from position 0. */
+  admit(slot: number, order: number): void {
+    this.slot = slot;
+    this.admittedAt = order;
+    this.computed = 0;
+    this.state = "prefilling";
+  }
+
+  /** Leaves the batch; its KV is gone, its ids and token buffer stay. */
+  pause(): void {
+    this.slot = -1;
+    this.computed = 0;
+    this.preemptions++;
+    this.state = "paused";
+  }
+
+  /** Takes one sampled token back from the GPU; ends the request on a stop id or max tokens. */
+  accept(rec: SampleRecord): void {
+    if (this.finish) return;
+    if (this.spec.stopIds.has(rec.id)) {
+      this.end("stop");
+      return;
+    }
+    this.generated.push(rec.id);
+    this.buffer.deposit({
+      id: rec.id,
+      logprob: rec.logprob,
+      top: rec.top.slice(0, this.spec.topLogprobs),
+    });
+    if (this.generated.length >= this.spec.maxTokens) this.end("length");
+  }
+
+  /** Shutdown: drops whatever the reader has not taken yet. */
+  cutStream(): void {
+    if (this.buffer.finished) return;
+    this.streamCut = true;
+    this.buffer.abort();
+  }
+
+  /**
+   * Marks the request finished; idempotent. Normal ends let the buffer drain at pace; a shutdown
+   * or a cancel drops what is buffered.
+   */
+  end(reason: FinishReason, error?: string): void {
+    if (this.finish) return;
+    this.state = "finished";
+    this.finish = {
+      reason,
+      promptTokens: this.promptLength,
+      completionTokens: this.generated.length,
+      error,
+    };
+    if (reason === "stop" || reason === "length") this.buffer.end();
+    else this.buffer.abort();
+    this.resolveDone(this.finish);
+  }
+}

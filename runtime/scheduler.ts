@@ -1,0 +1,199 @@
+// Continuous batching over a shared, on-demand KV pool. Each call to schedule() is one step:
+//
+//   1. reap:  free what finished or cancelled requests held;
+//   2. admit: in arrival order (paused requests first), while a slot is free and the policy's
+//             admission blocks are;
+//   3. build: a decode row for every decoding request, then prefill chunks in admission order,
+//             each given the blocks it needs first; when the pool is short the policy names a
+//             request to preempt (its KV freed, requeued at the head, recomputed on resume).
+//
+// The scheduler is pure host logic: it returns a plan, and the engine runs it.
+
+import type { BlockPool } from "../engine/kv/block_pool.ts";
+import { NOT_RESIDENT } from "../engine/kv/block_pool.ts";
+import type { SampleRecord, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
+import type { Request } from "./request.ts";
+import type { SchedulingPolicy } from "./policy/policy.ts";
+
+export interface SchedulerLimits {
+  maxSlots: number;
+  /** Most token rows per step; bounds how long one prefill chunk can stall the running decodes. */
+  maxRows: number;
+  /** Block-table entries per (slot, layer). */
+  maxBlocksPerSeq: number;
+}
+
+/** A built step: the plan for the engine and, per sample row, the request it belongs to. */
+export interface BuiltStep {
+  plan: StepPlan;
+  owners: Request[];
+}
+
+export class Scheduler {
+  /** Requests waiting for a slot: arrival order, with preempted ones put back at the head. */
+  readonly waiting: Request[] = [];
+  /** Admitted requests, oldest admission first. */
+  readonly running: Request[] = [];
+  preemptions = 0;
+  private readonly freeSlots: number[];
+  private admissions = 0;
+  /** Host-side updates the next step must carry to the engine. */
+  private tables: TableWrite[] = [];
+  private sampling: { slot: number; params: SamplingParams }[] = [];
+
+  constructor(
+    private readonly pool: BlockPool,
+    private readonly limits: SchedulerLimits,
+    private readonly policy: SchedulingPolicy,
+  ) {
+    this.freeSlots = Array.from({ length: limits.maxSlots }, (_, i) => limits.maxSlots - 1 - i);
+  }
+
+  enqueue(req: Request): void {
+    this.waiting.push(req);
+  }
+
+  get hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /** Requests that have never run, or were preempted, and wait for admission. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  /** One step's plan, or null when nothing can run now. */
+  schedule(): BuiltStep | null {
+    this.reap();
+    this.admit();
+    return this.build();
+  }
+
+  /** Frees everything held by finished or cancelled requests. Called at step boundaries only. */
+  reap(): void {
+    for (const req of this.waiting.filter((r) => r.cancelled || r.finish)) {
+      req.end("cancelled");
+      this.waiting.splice(this.waiting.indexOf(req), 1);
+    }
+    for (const req of this.running.filter((r) => r.cancelled || r.finish)) {
+      req.end("cancelled");
+      this.leaveBatch(req);
+    }
+  }
+
+  /** Admits from the head of the queue while a slot and the policy's blocks are free. */
+  admit(): void {
+    while (this.waiting.length > 0 && this.freeSlots.length > 0) {
+      const req = this.waiting[0];
+      if (req.inflight > 0) break; // its last tokens are still coming back: resume needs them all
+      const tokens = this.policy.admissionTokens(req);
+      if (!this.pool.canGrowAll(req.id, tokens)) break; // first come, first served: no overtaking
+      if (this.policy.reserves) this.pool.growAll(req.id, tokens);
+      this.waiting.shift();
+      req.admit(this.freeSlots.pop()!, this.admissions++);
+      for (let layer = 0; layer < this.pool.numLayers; layer++) {
+        this.tables.push(this.fullRow(req.slot, layer, this.pool.table(req.id, layer)));
+      }
+      this.sampling.push({ slot: req.slot, params: req.spec.sampling });
+      this.running.push(req);
+    }
+  }
+
+  /** Delivers a step's sampled tokens to their requests; tokens after a finish are dropped. */
+  deliver(owners: Request[], records: SampleRecord[]): void {
+    records.forEach((rec, i) => owners[i].accept(rec));
+  }
+
+  failAll(message: string): void {
+    for (const req of [...this.waiting, ...this.running]) req.end("error", message);
+    this.reap();
+  }
+
+  private build(): BuiltStep | null {
+    const rows: StepPlan["rows"] = [];
+    const samples: StepPlan["samples"] = [];
+    const owners: Request[] = [];
+    const inStep = new Set<Request>();
+    const sample = (req: Request) => {
+      samples.push({ row: rows.length - 1 });
+      owners.push(req);
+      req.issued++;
+    };
+
+    for (const req of [...this.running]) {
+      if (req.state !== "decoding" || req.issued >= req.spec.maxTokens) continue;
+      const pos = req.promptLength + req.issued - 1; // the newest sampled id goes in here
+      if (!this.ensureBlocks(req, pos + 1, inStep)) continue;
+      rows.push({ slot: req.slot, pos, token: null });
+      inStep.add(req);
+      sample(req);
+    }
+    for (const req of [...this.running]) {
+      if (rows.length >= this.limits.maxRows) break;
+      if (req.state !== "prefilling") continue;
+      const n = Math.min(req.prefillTarget - req.computed, this.limits.maxRows - rows.length);
+      if (!this.ensureBlocks(req, req.computed + n, inStep)) continue;
+      for (let pos = req.computed; pos < req.computed + n; pos++) {
+        rows.push({ slot: req.slot, pos, token: req.tokenAt(pos) });
+      }
+      inStep.add(req);
+      req.computed += n;
+      if (req.computed < req.prefillTarget) continue;
+      req.state = "decoding";
+      if (req.spec.maxTokens === 0) req.end("length"); // nothing to sample: done once prefilled
+      else sample(req);
+    }
+    if (rows.length === 0) return null;
+    const plan: StepPlan = {
+      tables: this.tables,
+      sampling: this.sampling,
+      rows,
+      samples,
+      wantTopLogprobs: owners.some((r) => r.spec.topLogprobs > 0),
+    };
+    this.tables = [];
+    this.sampling = [];
+    return { plan, owners };
+  }
+
+  /**
+   * Gives `req` blocks for `tokens` positions on every layer, preempting the policy's victims
+   * while the pool is short. False when `req` itself was preempted.
+   */
+  private ensureBlocks(req: Request, tokens: number, inStep: Set<Request>): boolean {
+    while (!this.pool.canGrowAll(req.id, tokens)) {
+      // Requests already in this step keep their rows; only the rest may be preempted.
+      const candidates = this.running.filter((r) => r === req || !inStep.has(r));
+      const victim = this.policy.pickVictim(candidates, req);
+      this.preempt(victim);
+      if (victim === req) return false;
+    }
+    const added = this.pool.growAll(req.id, tokens)!;
+    added.forEach((blocks, layer) => {
+      if (blocks.length === 0) return;
+      const first = this.pool.table(req.id, layer).length - blocks.length;
+      this.tables.push({ slot: req.slot, layer, first, blocks });
+    });
+    return true;
+  }
+
+  /** Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open. */
+  private preempt(req: Request): void {
+    this.leaveBatch(req);
+    req.pause();
+    this.waiting.unshift(req);
+    this.preemptions++;
+  }
+
+  private leaveBatch(req: Request): void {
+    this.pool.release(req.id);
+    this.freeSlots.push(req.slot);
+    this.running.splice(this.running.indexOf(req), 1);
+  }
+
+  private fullRow(slot: number, layer: number, blocks: number[]): TableWrite {
+    const row = new Array(this.limits.maxBlocksPerSeq).fill(NOT_RESIDENT);
+    blocks.forEach((b, i) => row[i] = b);
+    return { slot, layer, first: 0, blocks: row };
+  }
+}

@@ -1,0 +1,295 @@
+// The runtime's facade, the one thing the server talks to: submit a request and get a handle whose
+// tokens arrive through the request's token buffer at the reader's pace; read stats; close.
+// Every limit on a request is checked here, once; refusals (a full queue, a closing server) are
+// decided here too, after the scheduler has had a chance to admit the request.
+
+import type { EngineInfo, SamplingParams, StepEngine } from "../engine/engine.ts";
+import { BlockPool } from "../engine/kv/block_pool.ts";
+import { StepLoop } from "./loop.ts";
+import { POLICIES, type PolicyName } from "./policy/index.ts";
+import {
+  type FinishInfo,
+  type FinishReason,
+  Request,
+  type RequestSlo,
+  type RequestState,
+  type TokenEvent,
+} from "./request.ts";
+import { Scheduler } from "./scheduler.ts";
+import {
+  MAX_READING_RATE,
+  MIN_READING_RATE,
+  type PacerOccupancy,
+  type PacerStats,
+} from "./token_buffer.ts";
+
+export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
+export { MAX_READING_RATE, MIN_READING_RATE };
+
+export interface RuntimeOptions {
+  /** Scheduling policy (`--sched`). */
+  policy: PolicyName;
+  /** Most requests waiting for admission; a request that would be one more is refused. */
+  maxQueue: number;
+  /** Largest max_tokens a request may ask for. */
+  maxTokensLimit: number;
+  /** Reading rate for requests that give none (tokens/s); 0 or undefined = unpaced. */
+  defaultReadingRate?: number;
+  /** SLO targets for requests that give none. */
+  defaultSlo?: RequestSlo;
+  /** Token ids that end generation unless a request gives its own. */
+  eosIds: readonly number[];
+}
+
+export interface SubmitParams {
+  ids: number[];
+  /** Omitted: as many as the context allows, capped by `maxTokensDefault` and the limit. */
+  maxTokens?: number;
+  maxTokensDefault?: number;
+  sampling: SamplingParams;
+  topLogprobs?: number;
+  /** Token ids that end generation; default the model's EOS ids; [] never stops early. */
+  stopIds?: number[];
+  readingRate?: number;
+  slo?: RequestSlo;
+  /** Aborting it cancels the request; its blocks are freed at the next step boundary. */
+  signal?: AbortSignal;
+}
+
+/** A request the runtime will never run as given (the server answers 400). */
+export class InvalidRequest extends Error {
+  constructor(message: string, readonly param: string | null, readonly code: string) {
+    super(message);
+  }
+}
+
+/** A valid request the runtime will not take now (the server answers 429 or 503). */
+export class Refused extends Error {
+  constructor(
+    message: string,
+    readonly code: "queue_full" | "shutting_down",
+    readonly retryAfterS: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface RequestHandle {
+  id: number;
+  /** The request's tokens, released by its token buffer at its reading rate. */
+  tokens: AsyncIterable<TokenEvent>;
+  /**
+   * How the request ended. Read it once the tokens have been drained: a stream whose buffer was
+   * cut at shutdown reads "shutdown" even when generation itself had finished.
+   */
+  done: Promise<FinishInfo>;
+  promptTokens: number;
+  maxTokens: number;
+  /** Cancels the request (idempotent); its stream ends and its KV is freed. */
+  cancel(): void;
+  bufferStats(): PacerStats;
+}
+
+export interface RequestStats {
+  id: number;
+  state: RequestState;
+  generated: number;
+  preemptions: number;
+  /** Tokens deposited in its buffer and not yet taken by the reader, and their playout seconds. */
+  buffered: PacerOccupancy;
+}
+
+export interface RuntimeStats {
+  waiting: number;
+  paused: number;
+  running: number;
+  kvBlocksUsed: number;
+  kvBlocksTotal: number;
+  steps: number;
+  tokensGenerated: number;
+  preemptions: number;
+  requests: RequestStats[];
+}
+
+export class Runtime {
+  private readonly scheduler: Scheduler;
+  private readonly pool: BlockPool;
+  private readonly loop: StepLoop;
+  private nextId = 1;
+  private closing = false;
+  /** Requests whose token buffer may still be playing out (pruned as they finish). */
+  private readonly streams = new Set<Request>();
+
+  constructor(private readonly engine: StepEngine, private readonly options: RuntimeOptions) {
+    const info = engine.info;
+    this.pool = new BlockPool(info);
+    this.scheduler = new Scheduler(this.pool, info, POLICIES[options.policy]);
+    this.loop = new StepLoop(engine, this.scheduler, info.ringSize);
+  }
+
+  get info(): EngineInfo {
+    return this.engine.info;
+  }
+
+  get policy(): PolicyName {
+    return this.options.policy;
+  }
+
+  /** Validates and queues a request. Throws InvalidRequest or Refused, synchronously. */
+  submit(params: SubmitParams): RequestHandle {
+    if (this.closing) throw new Refused("Server is shutting down", "shutting_down", 0);
+    const spec = this.validate(params);
+    const req = new Request(this.nextId++, spec, performance.now());
+    this.scheduler.enqueue(req);
+    // Admission first: the queue bound counts only what must really wait.
+    this.scheduler.admit();
+    if (req.state === "waiting" && this.scheduler.queued > this.options.maxQueue) {
+      this.scheduler.waiting.splice(this.scheduler.waiting.indexOf(req), 1);
+      throw new Refused("Server is at capacity; retry shortly", "queue_full", 1);
+    }
+    const cancel = () => {
+      req.cancelled = true;
+      req.end("cancelled");
+      this.loop.kick();
+    };
+    if (params.signal?.aborted) cancel();
+    params.signal?.addEventListener("abort", cancel, { once: true });
+    this.loop.kick();
+    for (const r of this.streams) if (r.buffer.finished) this.streams.delete(r);
+    this.streams.add(req);
+    return {
+      id: req.id,
+      tokens: req.buffer,
+      done: req.done.then((f) => req.streamCut ? { ...f, reason: "shutdown" as const } : f),
+      promptTokens: req.promptLength,
+      maxTokens: spec.maxTokens,
+      cancel,
+      bufferStats: () => req.buffer.stats(),
+    };
+  }
+
+  stats(): RuntimeStats {
+    const all = [...this.scheduler.running, ...this.scheduler.waiting];
+    return {
+      waiting: this.scheduler.waiting.filter((r) => r.state === "waiting").length,
+      paused: this.scheduler.waiting.filter((r) => r.state === "paused").length,
+      running: this.scheduler.running.length,
+      kvBlocksUsed: this.pool.used,
+      kvBlocksTotal: this.pool.total,
+      steps: this.loop.steps,
+      tokensGenerated: this.loop.tokens,
+      preemptions: this.scheduler.preemptions,
+      requests: all.map((r) => ({
+        id: r.id,
+        state: r.state,
+        generated: r.generated.length,
+        preemptions: r.preemptions,
+        buffered: r.buffer.occupancy(),
+      })),
+    };
+  }
+
+  /** Step durations (ms) since the last call, for the metrics histogram. */
+  takeStepTimes(): number[] {
+    return this.loop.takeStepTimes();
+  }
+
+  /** Requests not yet finished (running or waiting). */
+  get openRequests(): number {
+    return this.scheduler.running.length + this.scheduler.waiting.length;
+  }
+
+  /** Refuses new work from now on; running requests go on. */
+  drain(): void {
+    this.closing = true;
+  }
+
+  /**
+   * Ends every request ("shutdown") and cuts every stream still playing out, waits for the loop,
+   * and closes the engine.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const req of [...this.scheduler.waiting, ...this.scheduler.running]) req.end("shutdown");
+    for (const req of this.streams) req.cutStream();
+    this.streams.clear();
+    await this.loop.stop();
+    await this.engine.close();
+  }
+
+  private validate(p: SubmitParams) {
+    const info = this.engine.info;
+    const context = info.maxContext;
+    if (p.ids.length === 0) {
+      throw new InvalidRequest("The prompt is empty", "prompt", "invalid_value");
+    }
+    const bad = p.ids.find((id) => !Number.isInteger(id) || id < 0 || id >= info.vocabSize);
+    if (bad !== undefined) {
+      throw new InvalidRequest(
+        `Token id ${bad} is outside the vocabulary (0..${info.vocabSize - 1})`,
+        "prompt",
+        "invalid_value",
+      );
+    }
+    if (p.ids.length >= context) {
+      throw new InvalidRequest(
+        `The prompt is ${p.ids.length} tokens; this model's context is ${context} tokens`,
+        "messages",
+        "context_length_exceeded",
+      );
+    }
+    const limit = this.options.maxTokensLimit;
+    const room = context - p.ids.length;
+    if (p.maxTokens !== undefined) {
+      if (!Number.isInteger(p.maxTokens) || p.maxTokens < 0) {
+        throw new InvalidRequest(
+          "max_tokens must be a non-negative integer",
+          "max_tokens",
+          "invalid_value",
+        );
+      }
+      if (p.maxTokens > limit) {
+        throw new InvalidRequest(
+          `max_tokens is ${p.maxTokens}; the limit is ${limit}`,
+          "max_tokens",
+          "invalid_value",
+        );
+      }
+      if (p.maxTokens > room) {
+        throw new InvalidRequest(
+          `The prompt (${p.ids.length} tokens) plus max_tokens (${p.maxTokens}) exceeds the context of ${context} tokens`,
+          "max_tokens",
+          "context_length_exceeded",
+        );
+      }
+    }
+    const maxTokens = p.maxTokens ?? Math.min(room, limit, p.maxTokensDefault ?? Infinity);
+    const topLogprobs = p.topLogprobs ?? 0;
+    if (!Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > info.maxTopLogprobs) {
+      throw new InvalidRequest(
+        `top_logprobs is at most ${info.maxTopLogprobs}`,
+        "top_logprobs",
+        "invalid_value",
+      );
+    }
+    const readingRate = p.readingRate ?? this.options.defaultReadingRate ?? 0;
+    if (
+      readingRate !== 0 && !(readingRate >= MIN_READING_RATE && readingRate <= MAX_READING_RATE)
+    ) {
+      throw new InvalidRequest(
+        `reading_rate must be between ${MIN_READING_RATE} and ${MAX_READING_RATE} tokens/s`,
+        "reading_rate",
+        "invalid_value",
+      );
+    }
+    return {
+      ids: p.ids,
+      maxTokens,
+      sampling: p.sampling,
+      topLogprobs,
+      stopIds: new Set(p.stopIds ?? this.options.eosIds),
+      readingRate,
+      slo: { ...this.options.defaultSlo, ...p.slo },
+    };
+  }
+}
