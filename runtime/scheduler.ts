@@ -87,8 +87,7 @@ export class Scheduler {
       const req = this.waiting[0];
       if (req.inflight > 0) break; // its last tokens are still coming back: resume needs them all
       const tokens = this.policy.admissionTokens(req);
-      if (!this.pool.canGrowAll(req.id, tokens)) break; // first come, first served: no overtaking
-      if (this.policy.reserves) this.pool.growAll(req.id, tokens);
+      if (!this.pool.growAll(req.id, tokens)) break; // first come, first served: no overtaking
       this.waiting.shift();
       req.admit(this.freeSlots.pop()!, this.admissions++);
       for (let layer = 0; layer < this.pool.numLayers; layer++) {

@@ -8,9 +8,8 @@ import type { SchedulingPolicy } from "./policy.ts";
 
 export const fcfsPolicy: SchedulingPolicy = {
   name: "fcfs",
-  reserves: false,
-  // The prompt (plus ids generated before a preemption) and the first generated position.
-  admissionTokens: (req: Request) => req.prefillTarget + 1,
+  // The prompt, plus the ids generated before a preemption: what its prefill will write.
+  admissionTokens: (req: Request) => req.prefillTarget,
   pickVictim: (running: readonly Request[]) =>
     running.reduce((newest, r) => r.admittedAt > newest.admittedAt ? r : newest),
 };

@@ -6,12 +6,10 @@ import type { Request } from "../request.ts";
 export interface SchedulingPolicy {
   readonly name: string;
   /**
-   * KV positions a waiting request must be able to hold on every layer before it is admitted. A
-   * policy that reserves them (see `reserves`) gets them allocated at admission.
+   * KV positions a waiting request is given on every layer when it is admitted; it is admitted
+   * only when they are free. Later positions are handed out on demand.
    */
   admissionTokens(req: Request): number;
-  /** True when admission allocates admissionTokens up front, so a request never grows short. */
-  readonly reserves: boolean;
   /**
    * The running request to preempt so that `needy` can have another block. Returning `needy`
    * itself preempts it. `running` is in admission order, oldest first.

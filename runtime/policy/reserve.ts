@@ -8,7 +8,6 @@ import type { SchedulingPolicy } from "./policy.ts";
 
 export const reservePolicy: SchedulingPolicy = {
   name: "reserve",
-  reserves: true,
   admissionTokens: (req: Request) => req.promptLength + req.spec.maxTokens,
   pickVictim: (_running: readonly Request[], needy: Request) => {
     throw new Error(`request ${needy.id} ran out of reserved KV blocks`);

@@ -26,9 +26,20 @@ export async function testGpus(): Promise<{ label: string; gpu: Gpu }[]> {
 
 function cached(key: string, open: () => Promise<Gpu>): Promise<Gpu> {
   let p = opened.get(key);
-  if (!p) opened.set(key, p = open());
+  if (!p) {
+    opened.set(key, p = open());
+    p.then((gpu) => devices.push(gpu.device), () => {});
+  }
   return p;
 }
+
+// Destroy the shared devices before the process exits rather than leaving them to exit-time
+// finalizers: a cold-cache run once crashed at exit ("double free or corruption") after every
+// test had passed.
+const devices: GPUDevice[] = [];
+globalThis.addEventListener("unload", () => {
+  for (const d of devices.splice(0)) d.destroy();
+});
 
 /** A storage buffer of `count` f32 slots, all NaN, so unwritten outputs fail comparisons. */
 export function poisonedF32(gpu: Gpu, count: number): GPUBuffer {

@@ -1,0 +1,171 @@
+// A StepEngine with no GPU, for runtime tests: a toy "model" whose next token is a hash of every
+// token before it, read back through the block tables the runtime uploads. A wrong table entry,
+// a block reused too early, a position written twice or a stale slot all change its output, so
+// tests can compare each request's tokens with the ones its prompt alone determines.
+
+import type { EngineInfo, SampleRecord, StepEngine, StepPlan } from "../../engine/engine.ts";
+import { NOT_RESIDENT } from "../../engine/kv/block_pool.ts";
+
+export interface FakeEngineShape {
+  numLayers?: number;
+  blockSize?: number;
+  blocksPerArena?: number[];
+  /** Defaults to all layers in arena 0. */
+  layerArena?: number[];
+  maxSlots?: number;
+  maxRows?: number;
+  vocabSize?: number;
+  maxBlocksPerSeq?: number;
+  ringSize?: number;
+}
+
+/** The token the toy model samples after `context` (prompt + generated ids), for `seed`. */
+export function toyNextToken(context: readonly number[], seed: number, vocab: number): number {
+  let h = 0x811c9dc5 ^ seed;
+  for (const t of context) h = Math.imul(h ^ t, 0x01000193) >>> 0;
+  h = Math.imul(h ^ context.length, 0x01000193) >>> 0;
+  return h % vocab;
+}
+
+/** The tokens a request gets when nothing interferes: maxTokens, or up to a stop id. */
+export function toyGeneration(
+  prompt: readonly number[],
+  maxTokens: number,
+  seed: number,
+  vocab: number,
+  stopIds: ReadonlySet<number> = new Set(),
+): number[] {
+  const ctx = [...prompt];
+  const out: number[] = [];
+  while (out.length < maxTokens) {
+    const t = toyNextToken(ctx, seed, vocab);
+    if (stopIds.has(t)) break;
+    out.push(t);
+    ctx.push(t);
+  }
+  return out;
+}
+
+export class FakeEngine implements StepEngine {
+  readonly info: EngineInfo;
+  steps = 0;
+  closed = false;
+  /** Rows per step, for tests that look at batching. */
+  readonly rowsPerStep: number[] = [];
+  private readonly table: Uint32Array;
+  /** Per arena, what was stored at "block:offset": the token, and which layer wrote it. */
+  private readonly kv: Map<string, { layer: number; token: number }>[];
+  private readonly nextIds: number[];
+  private readonly seeds: number[];
+  private unread = 0;
+
+  constructor(
+    shape: FakeEngineShape = {},
+    private readonly delay: () => Promise<void> = () => Promise.resolve(),
+  ) {
+    const numLayers = shape.numLayers ?? 2;
+    const blockSize = shape.blockSize ?? 4;
+    const blocksPerArena = shape.blocksPerArena ?? [64];
+    const maxSlots = shape.maxSlots ?? 8;
+    const maxBlocksPerSeq = shape.maxBlocksPerSeq ?? 64;
+    const layerArena = shape.layerArena ?? new Array(numLayers).fill(0);
+    const perLayer = Math.min(
+      ...blocksPerArena.map((n, a) => Math.floor(n / layerArena.filter((x) => x === a).length)),
+    );
+    this.info = {
+      adapter: "fake",
+      dtype: "f32",
+      weightBytes: 0,
+      kvBytes: 0,
+      numLayers,
+      vocabSize: shape.vocabSize ?? 1000,
+      blockSize,
+      blocksPerArena,
+      layerArena,
+      maxBlocksPerSeq,
+      maxSlots,
+      maxRows: shape.maxRows ?? 16,
+      maxTopLogprobs: 4,
+      maxContext: Math.min(maxBlocksPerSeq, perLayer) * blockSize,
+      ringSize: shape.ringSize ?? 3,
+      dispatchesPerStep: 1,
+    };
+    this.table = new Uint32Array(numLayers * maxSlots * maxBlocksPerSeq).fill(NOT_RESIDENT);
+    this.kv = blocksPerArena.map(() => new Map());
+    this.nextIds = new Array(maxSlots).fill(-1);
+    this.seeds = new Array(maxSlots).fill(0);
+  }
+
+  step(plan: StepPlan): Promise<SampleRecord[]> {
+    if (this.closed) return Promise.reject(new Error("engine is closed"));
+    if (this.unread >= this.info.ringSize) {
+      return Promise.reject(new Error(`more than ${this.info.ringSize} steps unread`));
+    }
+    const { numLayers, maxSlots, maxBlocksPerSeq, maxRows } = this.info;
+    if (plan.rows.length === 0 || plan.rows.length > maxRows) throw new Error("bad row count");
+    for (const t of plan.tables) {
+      t.blocks.forEach((b, i) => {
+        this.table[(t.layer * maxSlots + t.slot) * maxBlocksPerSeq + t.first + i] = b;
+      });
+    }
+    for (const s of plan.sampling) this.seeds[s.slot] = s.params.seed;
+    this.steps++;
+    this.rowsPerStep.push(plan.rows.length);
+
+    // Write every row's token into every layer's KV, then sample from what the tables point at.
+    const rowTokens = plan.rows.map((r) => r.token ?? this.nextIds[r.slot]);
+    plan.rows.forEach((r, i) => {
+      if (rowTokens[i] < 0) throw new Error(`slot ${r.slot} has no sampled id to decode from`);
+      for (let l = 0; l < numLayers; l++) {
+        this.kv[this.info.layerArena[l]].set(this.key(l, r.slot, r.pos), {
+          layer: l,
+          token: rowTokens[i],
+        });
+      }
+    });
+    const records = plan.samples.map((s) => {
+      const row = plan.rows[s.row];
+      const context: number[] = [];
+      for (let pos = 0; pos <= row.pos; pos++) {
+        const seen = new Set<number>();
+        for (let l = 0; l < numLayers; l++) {
+          const t = this.kv[this.info.layerArena[l]].get(this.key(l, row.slot, pos));
+          if (t === undefined) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
+          if (t.layer !== l) throw new Error(`layer ${l} reads a block layer ${t.layer} wrote`);
+          seen.add(t.token);
+        }
+        if (seen.size !== 1) throw new Error(`slot ${row.slot} pos ${pos}: layers disagree`);
+        context.push([...seen][0]);
+      }
+      const id = toyNextToken(context, this.seeds[row.slot], this.info.vocabSize);
+      this.nextIds[row.slot] = id;
+      return { id, logprob: -1, top: [] as [number, number][] };
+    });
+    this.unread++;
+    return this.delay().then(() => {
+      this.unread--;
+      return records;
+    });
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    return Promise.resolve();
+  }
+
+  /** Storage key of (layer, slot, pos): the block the table names, which must be resident. */
+  private key(layer: number, slot: number, pos: number): string {
+    const { maxSlots, maxBlocksPerSeq, blockSize } = this.info;
+    const entry = Math.floor(pos / blockSize);
+    if (entry >= maxBlocksPerSeq) throw new Error(`pos ${pos} beyond the table`);
+    const block = this.table[(layer * maxSlots + slot) * maxBlocksPerSeq + entry];
+    if (block === NOT_RESIDENT) {
+      throw new Error(`layer ${layer} slot ${slot} pos ${pos}: not resident`);
+    }
+    const arenaBlocks = this.info.blocksPerArena[this.info.layerArena[layer]];
+    if (block >= arenaBlocks) throw new Error(`block ${block} outside arena`);
+    // Layers of one arena share its blocks: the key must not include the layer, so two layers
+    // given the same block would overwrite each other and be caught.
+    return `${block}:${pos % blockSize}`;
+  }
+}

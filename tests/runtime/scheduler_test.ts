@@ -1,0 +1,208 @@
+// The runtime's scheduling on a fake engine (no GPU): admission and the queue bound, and property
+// tests over thousands of random workloads with a KV pool small enough to force preemption —
+// every request gets exactly the tokens its prompt alone determines, none lost, duplicated or
+// reordered, cancels end streams, and the pool is empty once everything has ended.
+
+import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
+import type { FakeEngineShape } from "../helpers/fake_engine.ts";
+import { Refused, Runtime } from "../../runtime/service.ts";
+import type { PolicyName } from "../../runtime/policy/index.ts";
+import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
+import { rng } from "../helpers/random.ts";
+
+const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
+
+function runtimeOver(engine: FakeEngine, policy: PolicyName = "fcfs", maxQueue = 100) {
+  return new Runtime(engine, { policy, maxQueue, maxTokensLimit: 10_000, eosIds: [] });
+}
+
+/** Lets the loop run (the fake engine answers in microtasks) until `done` holds, boundedly. */
+async function settle(done: () => boolean = () => false): Promise<void> {
+  for (let i = 0; i < 50 && !done(); i++) await new Promise((r) => setTimeout(r, 0));
+}
+
+/** Yields `n` times to the microtask queue: the loop and the readers make some progress. */
+async function ticks(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await null;
+}
+
+Deno.test("the queue bound counts only requests that must wait: 40 at once, 32 slots, max queue 4", async () => {
+  const engine = new FakeEngine({ maxSlots: 32, maxRows: 64, blocksPerArena: [4096] });
+  const runtime = runtimeOver(engine, "fcfs", 4);
+  let refused = 0;
+  const handles = [];
+  for (let i = 0; i < 40; i++) {
+    try {
+      handles.push(runtime.submit({ ids: [1, 2, 3, i], maxTokens: 3, sampling: greedy() }));
+    } catch (err) {
+      assert(err instanceof Refused && err.code === "queue_full");
+      assert(err.retryAfterS >= 1);
+      refused++;
+    }
+  }
+  assertEquals(refused, 4);
+  const s = runtime.stats();
+  assertEquals([s.running, s.waiting], [32, 4]);
+  await Promise.all(handles.map(async (h) => {
+    for await (const _ of h.tokens);
+    assertEquals((await h.done).reason, "length");
+  }));
+  await runtime.close();
+});
+
+Deno.test("max queue 0 still takes every request that can run at once", async () => {
+  const engine = new FakeEngine({ maxSlots: 2 });
+  const runtime = runtimeOver(engine, "fcfs", 0);
+  const a = runtime.submit({ ids: [5], maxTokens: 2, sampling: greedy() });
+  const b = runtime.submit({ ids: [6], maxTokens: 2, sampling: greedy() });
+  assertThrows(
+    () => runtime.submit({ ids: [7], maxTokens: 2, sampling: greedy() }),
+    (e: unknown) => e instanceof Refused,
+  );
+  for (const h of [a, b]) for await (const _ of h.tokens);
+  await settle();
+  const c = runtime.submit({ ids: [8], maxTokens: 2, sampling: greedy() });
+  for await (const _ of c.tokens);
+  await runtime.close();
+});
+
+Deno.test("a request longer than the pool is refused at submit, not queued forever", async () => {
+  const engine = new FakeEngine({ blocksPerArena: [8], numLayers: 2, blockSize: 4 }); // 16 positions
+  const runtime = runtimeOver(engine);
+  assertThrows(
+    () => runtime.submit({ ids: new Array(16).fill(1), maxTokens: 1, sampling: greedy() }),
+    /context/,
+  );
+  assertThrows(
+    () => runtime.submit({ ids: new Array(10).fill(1), maxTokens: 7, sampling: greedy() }),
+    /context/,
+  );
+  await runtime.close();
+});
+
+interface Scenario {
+  shape: FakeEngineShape;
+  requests: {
+    prompt: number[];
+    maxTokens: number;
+    seed: number;
+    stopIds: number[];
+    /** Cancel after reading this many tokens (or at once when 0); undefined: read to the end. */
+    cancelAfter?: number;
+    /** Submitted after the runtime has had this many rounds of ten microtask turns. */
+    delayTicks: number;
+  }[];
+}
+
+function randomScenario(next: () => number): Scenario {
+  const int = (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1));
+  const numLayers = int(1, 3);
+  const arenas = int(1, numLayers);
+  const layerArena = Array.from(
+    { length: numLayers },
+    (_, l) => Math.floor((l * arenas) / numLayers),
+  );
+  const blockSize = int(1, 5);
+  const perLayer = int(6, 24);
+  const blocksPerArena = Array.from(
+    { length: arenas },
+    (_, a) => perLayer * layerArena.filter((x) => x === a).length,
+  );
+  const vocab = int(5, 60);
+  const shape = {
+    numLayers,
+    layerArena,
+    blockSize,
+    blocksPerArena,
+    maxSlots: int(1, 6),
+    maxRows: int(6, 16),
+    ringSize: int(1, 3),
+    vocabSize: vocab,
+    maxBlocksPerSeq: perLayer,
+  };
+  const context = perLayer * blockSize;
+  const requests = Array.from({ length: int(1, 10) }, () => {
+    const promptLength = int(1, Math.max(1, Math.floor(context / 2)));
+    const maxTokens = int(0, Math.min(24, context - promptLength));
+    const roll = next();
+    return {
+      prompt: Array.from({ length: promptLength }, () => int(0, vocab - 1)),
+      maxTokens,
+      seed: int(0, 1000),
+      stopIds: next() < 0.3 ? [int(0, vocab - 1)] : [],
+      cancelAfter: roll < 0.15 ? int(0, 5) : undefined,
+      delayTicks: int(0, 3),
+    };
+  });
+  return { shape, requests };
+}
+
+async function runScenario(s: Scenario, policy: PolicyName): Promise<{ preemptions: number }> {
+  const engine = new FakeEngine(s.shape);
+  const runtime = runtimeOver(engine, policy);
+  const vocab = engine.info.vocabSize;
+  const runs = [];
+  for (const r of s.requests) {
+    await ticks(r.delayTicks * 10);
+    const ctrl = new AbortController();
+    const handle = runtime.submit({
+      ids: r.prompt,
+      maxTokens: r.maxTokens,
+      sampling: greedy(r.seed),
+      stopIds: r.stopIds,
+      signal: ctrl.signal,
+    });
+    if (r.cancelAfter === 0) ctrl.abort();
+    runs.push((async () => {
+      const got: number[] = [];
+      for await (const ev of handle.tokens) {
+        got.push(ev.id);
+        if (got.length === r.cancelAfter) ctrl.abort();
+      }
+      return { got, finish: await handle.done };
+    })());
+  }
+  const results = await Promise.all(runs);
+  results.forEach(({ got, finish }, i) => {
+    const r = s.requests[i];
+    const want = toyGeneration(r.prompt, r.maxTokens, r.seed, vocab, new Set(r.stopIds));
+    if (finish.reason === "cancelled") {
+      assertEquals(
+        got,
+        want.slice(0, got.length),
+        `request ${i}: cancelled stream is not a prefix`,
+      );
+      return;
+    }
+    assertEquals(got, want, `request ${i} (${policy})`);
+    assertEquals(finish.reason, want.length < r.maxTokens ? "stop" : "length");
+    assertEquals(finish.completionTokens, want.length);
+  });
+  await settle(() => runtime.stats().kvBlocksUsed === 0 && runtime.openRequests === 0);
+  const stats = runtime.stats();
+  assertEquals(stats.kvBlocksUsed, 0, "blocks left allocated after every request ended");
+  assertEquals(stats.running + stats.waiting + stats.paused, 0);
+  await runtime.close();
+  return { preemptions: stats.preemptions };
+}
+
+for (const policy of ["fcfs", "reserve"] as const) {
+  Deno.test(`property: ${policy} over 3000 random workloads loses, duplicates and reorders no token and leaks no block`, async () => {
+    const next = rng(policy === "fcfs" ? 2024 : 7);
+    let preemptions = 0;
+    let scenarios = 0;
+    for (let i = 0; i < 3000; i++) {
+      const s = randomScenario(next);
+      try {
+        preemptions += (await runScenario(s, policy)).preemptions;
+      } catch (err) {
+        throw new Error(`scenario ${i}: ${(err as Error).message}\n${JSON.stringify(s)}`);
+      }
+      scenarios++;
+    }
+    assertEquals(scenarios, 3000);
+    if (policy === "fcfs") {
+      assert(preemptions > 100, `only ${preemptions} preemptions: not exercised`);
+    } else assertEquals(preemptions, 0);
+  });
+}
