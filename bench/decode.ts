@@ -3,6 +3,7 @@
 
 import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
+import { Runtime } from "../runtime/service.ts";
 import { writeTinyModel } from "../engine/model/tiny_model.ts";
 
 /** SmolLM2-135M's shape with random weights (no download possible here). */
@@ -51,17 +52,23 @@ export async function benchDecode(args: string[]): Promise<string> {
     maxRows: 256,
     gpuKvMb: 512,
   });
+  const runtime = new Runtime(engine, {
+    policy: "fcfs",
+    maxQueue: 64,
+    maxTokensLimit: 100_000,
+    eosIds: [],
+  });
   const rows: string[] = [];
   const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-  const V = engine.config.vocabSize;
+  const V = engine.info.vocabSize;
   const prompt = (i: number, n: number) =>
     Array.from({ length: n }, (_, j) => (i * 7919 + j * 104729) % V);
 
   // Prefill: one 256-token prompt, one sampled token.
   {
     const t0 = performance.now();
-    const h = engine.submit({ ids: prompt(0, 256), maxTokens: 1, sampling: greedy, stopIds: [] });
-    for await (const _ of h.events);
+    const h = runtime.submit({ ids: prompt(0, 256), maxTokens: 1, sampling: greedy, stopIds: [] });
+    for await (const _ of h.tokens);
     const s = (performance.now() - t0) / 1000;
     rows.push(
       `| prefill, 256-token prompt | ${(256 / s).toFixed(1)} tokens/s | time to first token ${
@@ -79,7 +86,7 @@ export async function benchDecode(args: string[]): Promise<string> {
     const handles = Array.from(
       { length: batch },
       (_, i) =>
-        engine.submit({
+        runtime.submit({
           ids: prompt(i + 1, 8),
           maxTokens: steps + 1,
           sampling: greedy,
@@ -88,17 +95,17 @@ export async function benchDecode(args: string[]): Promise<string> {
     );
     const t1 = await Promise.all(handles.map(async (h) => {
       let n = 0;
-      for await (const _ of h.events) {
+      for await (const _ of h.tokens) {
         if (++n === 1 && ++started === batch) {
           firstAll = performance.now();
           submitsBefore.n = submits;
-          stepsBefore.n = engine.stats().steps;
+          stepsBefore.n = runtime.stats().steps;
         }
       }
       return performance.now();
     }));
     const end = Math.max(...t1);
-    const decodeSteps = engine.stats().steps - stepsBefore.n;
+    const decodeSteps = runtime.stats().steps - stepsBefore.n;
     const tokS = (batch * steps) / ((end - firstAll) / 1000);
     if (batch === 1) base = tokS;
     const perStep = (submits - submitsBefore.n) / Math.max(1, decodeSteps);
@@ -110,8 +117,8 @@ export async function benchDecode(args: string[]): Promise<string> {
     );
   }
   const info = engine.info;
-  const dispatches = engine.dispatchesPerStep;
-  await engine.close();
+  const dispatches = info.dispatchesPerStep;
+  await runtime.close();
   return [
     `### Decode benchmark (${info.adapter}, ${info.dtype}, SmolLM2-135M shape, random weights)`,
     "",

@@ -99,18 +99,27 @@ export class DeviceKv {
     const byBudget = Math.floor((budgetBytes - tableBytes) / (2 * perBlock));
     const total = Math.min(byBudget, L * maxSlots * maxBlocksPerSeq);
     const perArena = Math.floor(Math.min(gpu.maxBinding, gpu.maxBufferSize) / perBlock);
-    const numArenas = Math.min(L, Math.max(1, Math.ceil(total / perArena)));
+    if (perArena < 1) {
+      throw new RangeError(
+        `one KV block (${perBlock} bytes) is larger than the device's binding limit`,
+      );
+    }
+    // Fewest arenas such that the arena serving the most layers (ceil(L / n) of them) still gets
+    // its proportional share of blocks within one buffer.
+    let numArenas = 1;
+    while (numArenas < L && Math.ceil(L / numArenas) * total > perArena * L) numArenas++;
     const layerArena = Array.from({ length: L }, (_, l) => Math.floor((l * numArenas) / L));
     const blocksPerArena = Array.from({ length: numArenas }, (_, a) => {
       const layers = layerArena.filter((x) => x === a).length;
       return Math.min(perArena, Math.floor((total * layers) / L));
     });
-    if (blocksPerArena.some((n) => n < 1)) {
+    const fewest = Math.min(
+      ...blocksPerArena.map((n, a) => n / layerArena.filter((x) => x === a).length),
+    );
+    if (fewest < 1) {
       throw new RangeError(
-        `KV budget of ${budgetBytes} bytes holds no block: a block (K and V) needs ${
-          2 * perBlock
-        } ` +
-          `bytes, and the block table ${tableBytes}`,
+        `KV budget of ${budgetBytes} bytes holds less than one block per layer: a block ` +
+          `(K and V) needs ${2 * perBlock} bytes, and the block table ${tableBytes}`,
       );
     }
     const layout = { ...dims, blockSize, maxSlots, maxBlocksPerSeq, blocksPerArena, layerArena };

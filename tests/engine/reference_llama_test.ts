@@ -4,20 +4,20 @@
 // connections, dtype decoding. Plus: generated models decode to varied tokens, not one repeated.
 
 import { join } from "node:path";
-import { assert, assertEquals } from "./helpers/testing.ts";
-import { assertClose, relativeError } from "./helpers/compare.ts";
-import { rng, testSeed } from "./helpers/random.ts";
-import { applyRope, referenceForward, rmsNorm } from "./helpers/reference_llama.ts";
-import { type ModelFiles, openModelDir } from "../engine/model/model_dir.ts";
+import { assert, assertEquals } from "../helpers/testing.ts";
+import { assertClose, relativeError } from "../helpers/compare.ts";
+import { rng, testSeed } from "../helpers/random.ts";
+import { applyRope, referenceForward, rmsNorm } from "../helpers/reference_llama.ts";
+import { type ModelFiles, openModelDir } from "../../engine/model/model_dir.ts";
 import {
   decodeTensor,
   encodeTensor,
   readTensorF64,
   type StDtype,
   writeSafetensors,
-} from "../engine/model/safetensors.ts";
-import { DEMO_SPEC, type TinyModelSpec, writeTinyModel } from "../engine/model/tiny_model.ts";
-import { Tokenizer } from "../engine/model/tokenizer.ts";
+} from "../../engine/model/safetensors.ts";
+import { DEMO_SPEC, type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { Tokenizer } from "../../engine/model/tokenizer.ts";
 
 const GQA: TinyModelSpec = {
   hiddenSize: 32,

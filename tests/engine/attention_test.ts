@@ -3,18 +3,20 @@
 // Every case writes the K/V of all positions of several slots in one kv_write dispatch (rows in
 // shuffled order, block tables shuffled, the cache poisoned with NaN first), then runs attention
 // for a prefix of those rows in one dispatch: prefill-like runs of one slot mixed with single rows
-// of other slots.
+// of other slots. Both layers draw their blocks from one shared pool, so the blocks of the layer
+// not under test sit (poisoned) between those of the layer under test; one case gives each layer
+// an arena of its own instead.
 
-import type { Gpu } from "../engine/gpu/device.ts";
-import { readBack, readF32, uploadStorage, writeBytes } from "../engine/gpu/buffers.ts";
-import { f16BitsToF32, f32ToF16Bits } from "../engine/gpu/half.ts";
-import { bindAttention } from "../engine/gpu/kernels/attention.ts";
-import { bindKvWrite } from "../engine/gpu/kernels/kv_write.ts";
-import { DeviceKv, type KvLayout } from "../engine/kv/device_kv.ts";
-import { assert, assertEquals } from "./helpers/testing.ts";
-import { assertClose } from "./helpers/compare.ts";
-import { poisonedF32, testGpus } from "./helpers/gpu.ts";
-import { randomArray, rng, testSeed } from "./helpers/random.ts";
+import type { Gpu } from "../../engine/gpu/device.ts";
+import { readBack, readF32, uploadStorage, writeBytes } from "../../engine/gpu/buffers.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../../engine/gpu/half.ts";
+import { bindAttention } from "../../engine/gpu/kernels/attention.ts";
+import { bindKvWrite } from "../../engine/gpu/kernels/kv_write.ts";
+import { DeviceKv, type KvLayout } from "../../engine/kv/device_kv.ts";
+import { assert, assertEquals } from "../helpers/testing.ts";
+import { assertClose } from "../helpers/compare.ts";
+import { poisonedF32, testGpus } from "../helpers/gpu.ts";
+import { randomArray, rng, testSeed } from "../helpers/random.ts";
 
 /**
  * Output bounds relative to the largest |out|. The reference uses the K/V the cache holds (f16-
@@ -31,6 +33,8 @@ interface Case {
   lengths: number[];
   /** Per slot, how many of its last positions are queried (default: all). */
   queried?: number[];
+  /** "shared": both layers in one arena (default); "split": an arena per layer. */
+  arenas?: "shared" | "split";
 }
 
 const CASES: Case[] = [
@@ -44,6 +48,14 @@ const CASES: Case[] = [
   { name: "GQA 8:2, hd 128", numHeads: 8, numKvHeads: 2, headDim: 128, lengths: [33, 1, 129] },
   { name: "MQA, hd 256", numHeads: 4, numKvHeads: 1, headDim: 256, lengths: [5, 64, 2] },
   { name: "GQA 6:3, hd 96", numHeads: 6, numKvHeads: 3, headDim: 96, lengths: [16, 2, 31] },
+  {
+    name: "GQA 4:2, an arena per layer",
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    lengths: [20, 3, 50],
+    arenas: "split",
+  },
   {
     name: "long context 9000 + decode rows",
     numHeads: 4,
@@ -143,32 +155,41 @@ interface Setup {
   qkvBuf: GPUBuffer;
   slotBuf: GPUBuffer;
   posBuf: GPUBuffer;
-  /** tables[slot] = block ids of layer LAYER, in position order. */
+  /** tables[slot] = block ids of layer LAYER (within its arena), in position order. */
   tables: number[][];
 }
 
 function setup(gpu: Gpu, c: Case, next: () => number): Setup {
   const blocksPerSlot = c.lengths.map((len) => Math.ceil(len / BLOCK));
+  const needed = blocksPerSlot.reduce((a, b) => a + b, 0);
+  const split = c.arenas === "split";
   const layout: KvLayout = {
     numLayers: NUM_LAYERS,
     numKvHeads: c.numKvHeads,
     headDim: c.headDim,
     blockSize: BLOCK,
-    numBlocks: blocksPerSlot.reduce((a, b) => a + b, 0) + 3,
+    blocksPerArena: split ? [needed + 5, needed + 3] : [2 * needed + 3],
+    layerArena: split ? [0, 1] : [0, 0],
     maxSlots: c.lengths.length + 1,
     maxBlocksPerSeq: Math.max(...blocksPerSlot) + 2,
   };
   const kv = new DeviceKv(gpu, layout);
-  // NaN in every element of both dtypes: a read of an unwritten position poisons the output.
-  const poison = new Uint8Array(kv.k[LAYER].size).fill(0xff);
-  writeBytes(gpu, kv.k[LAYER], 0, poison);
-  writeBytes(gpu, kv.v[LAYER], 0, poison);
+  // NaN in every element of both dtypes: a read of an unwritten block poisons the output.
+  for (const buffer of [...kv.k, ...kv.v]) {
+    writeBytes(gpu, buffer, 0, new Uint8Array(buffer.size).fill(0xff));
+  }
 
-  // Shuffled block ids; layer 0 gets a different shuffle so reading the wrong layer's row is caught.
+  // Shuffled block ids. In one arena, the layers' blocks are disjoint and mixed: layer 0's blocks
+  // (never written) lie between LAYER's, so reading or writing through the wrong layer's table
+  // meets NaN. With an arena per layer, each layer gets its own shuffle of its arena.
   const tables: number[][] = [];
-  for (const layer of [0, LAYER]) {
-    const ids = shuffle(Array.from({ length: layout.numBlocks }, (_, i) => i), next);
-    let at = 0;
+  const shuffled = layout.blocksPerArena.map((n) =>
+    shuffle(Array.from({ length: n }, (_, i) => i), next)
+  );
+  let at = 0;
+  for (const layer of [LAYER, 0]) {
+    const ids = shuffled[layout.layerArena[layer]];
+    if (split) at = 0;
     blocksPerSlot.forEach((count, slot) => {
       const blocks = ids.slice(at, at += count);
       kv.writeTable(slot, layer, blocks);
@@ -193,8 +214,8 @@ function setup(gpu: Gpu, c: Case, next: () => number): Setup {
 
 function kernelArgs(c: Case, s: Setup) {
   return {
-    k: s.kv.k[LAYER],
-    v: s.kv.v[LAYER],
+    k: s.kv.kOf(LAYER),
+    v: s.kv.vOf(LAYER),
     blockTable: s.kv.blockTable,
     layer: LAYER,
     numHeads: c.numHeads,
@@ -241,7 +262,7 @@ async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<void> {
     const bytes = await readBack(gpu, buf);
     return gpu.f16 ? Array.from(new Uint16Array(bytes), f16BitsToF32) : new Float32Array(bytes);
   };
-  const [k, v] = [await read(s.kv.k[LAYER]), await read(s.kv.v[LAYER])];
+  const [k, v] = [await read(s.kv.kOf(LAYER)), await read(s.kv.vOf(LAYER))];
   for (let r = 0; r < s.rows.slot.length; r++) {
     const pos = s.rows.pos[r];
     const block = s.tables[s.rows.slot[r]][Math.floor(pos / BLOCK)];

@@ -3,11 +3,11 @@
 // --model resolution (demo, local, hub download through a stubbed fetch; never the network).
 
 import { join } from "node:path";
-import { assert, assertEquals, assertRejects, assertThrows } from "./helpers/testing.ts";
-import { rng, testSeed } from "./helpers/random.ts";
-import { ModelLoadError } from "../engine/model/errors.ts";
-import { type LlamaConfig, parseLlamaConfig } from "../engine/model/config.ts";
-import { ropeInvFreq } from "../engine/model/rope_freqs.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../helpers/testing.ts";
+import { rng, testSeed } from "../helpers/random.ts";
+import { ModelLoadError } from "../../engine/model/errors.ts";
+import { type LlamaConfig, parseLlamaConfig } from "../../engine/model/config.ts";
+import { ropeInvFreq } from "../../engine/model/rope_freqs.ts";
 import {
   decodeTensor,
   encodeTensor,
@@ -17,16 +17,16 @@ import {
   readTensorInto,
   type StDtype,
   writeSafetensors,
-} from "../engine/model/safetensors.ts";
-import { expectedTensors, openModelDir } from "../engine/model/model_dir.ts";
+} from "../../engine/model/safetensors.ts";
+import { expectedTensors, openModelDir } from "../../engine/model/model_dir.ts";
 import {
   demoModelDir,
   type TinyModelSpec,
   TOKENIZER_VOCAB_SIZE,
   writeTinyModel,
-} from "../engine/model/tiny_model.ts";
-import { DEFAULT_MODEL, ModelResolveError, resolveModel } from "../engine/model/hub.ts";
-import { f16BitsToF32, f32ToF16Bits } from "../engine/gpu/half.ts";
+} from "../../engine/model/tiny_model.ts";
+import { DEFAULT_MODEL, ModelResolveError, resolveModel } from "../../engine/model/hub.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../../engine/gpu/half.ts";
 
 const CONFIG_FILE = "/models/x/config.json";
 
