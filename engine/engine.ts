@@ -29,6 +29,8 @@ export interface EngineOptions {
   /** Readback buffers: steps that may be in flight at once. */
   ringSize?: number;
   forceF32?: boolean;
+  /** Host KV tier budget in MiB (0: no host tier). */
+  hostKvMb?: number;
   /** Skip the warm-up steps that compile shaders at load (tests that time nothing). */
   skipWarmUp?: boolean;
   onLoadProgress?: LoadProgress;
@@ -54,11 +56,32 @@ export interface EngineInfo {
   maxContext: number;
   /** Steps the readback ring lets the runtime keep in flight. */
   ringSize: number;
+  /** Blocks of the host KV tier (each holds one block of any layer, K and V); 0 without one. */
+  hostBlocks: number;
   dispatchesPerStep: number;
+}
+
+/**
+ * A copy of some of one layer's KV blocks between the device pool and the host tier. Block i of
+ * `deviceBlocks` (in the layer's arena) pairs with block i of `hostBlocks`; runs that are
+ * contiguous on both sides move as one copy (block groups).
+ */
+export interface KvCopy {
+  /** "out": device → host (swap-out, write-through); "in": host → device (swap-in). */
+  direction: "out" | "in";
+  layer: number;
+  deviceBlocks: number[];
+  hostBlocks: number[];
 }
 
 /** One step: host-side updates to apply first, then the rows to run and the rows to sample. */
 export interface StepPlan {
+  /**
+   * KV copies, before anything else in the step: every "out" copy is submitted first, so a device
+   * block copied out may be reused by an "in" copy or the kernels of the same step. A step's
+   * records resolve only once its "out" copies have landed in host memory.
+   */
+  copies?: KvCopy[];
   /** Block-table entries to upload before the step (new blocks, or a slot's new owner). */
   tables: TableWrite[];
   /** Sampling parameters of slots whose request changed. */
@@ -143,6 +166,7 @@ export class Engine implements StepEngine {
         poolTokens,
       ),
       ringSize,
+      hostBlocks: 0,
       dispatchesPerStep: forward.dispatchesPerStep,
     };
     const release = () => {

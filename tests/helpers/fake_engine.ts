@@ -88,6 +88,7 @@ export class FakeEngine implements StepEngine {
       maxTopLogprobs: 4,
       maxContext: Math.min(maxBlocksPerSeq, perLayer) * blockSize,
       ringSize: shape.ringSize ?? 3,
+      hostBlocks: 0,
       dispatchesPerStep: 1,
     };
     this.table = new Uint32Array(numLayers * maxSlots * maxBlocksPerSeq).fill(NOT_RESIDENT);
