@@ -13,6 +13,7 @@ const benches: Record<string, () => Promise<string>> = {
     rest.some((a) => a.startsWith("--clients"))
       ? (await import("./serve/concurrency.ts")).benchConcurrency(rest)
       : (await import("./serve.ts")).benchServe(rest),
+  responsiveness: async () => (await import("./responsiveness.ts")).benchResponsiveness(rest),
 };
 
 const run = benches[which];
