@@ -18,6 +18,7 @@ const EngineFlags = z.object({
   "prefill-chunk": z.coerce.number().int().min(16).max(4096).default(128),
   f32: z.boolean().default(false),
   sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("fcfs"),
+  "prefix-cache": z.enum(["on", "off"]).default("on"),
 });
 
 const GenerateFlags = EngineFlags.extend({
@@ -54,6 +55,7 @@ export type ServeFlags = z.infer<typeof ServeFlags>;
 const STRING_FLAGS = [
   "model",
   "sched",
+  "prefix-cache",
   "gpu-kv-mb",
   "max-batch",
   "prefill-chunk",
@@ -104,6 +106,7 @@ function runtimeOptions(flags: EngineFlagValues) {
     maxRows: flags["prefill-chunk"],
     forceF32: flags.f32,
     policy: flags.sched,
+    prefixCache: flags["prefix-cache"] === "on",
   };
 }
 
@@ -158,7 +161,7 @@ const USAGE = `usage:
                   [--top-logprobs K] [--json] [--gpu-kv-mb MB] [--f32]
   sluice serve    [--host H] [--port P] [--model ...] [--api-key K] [--max-queue N]
                   [--reading-rate R] [--slo-ttft-ms T] [--slo-tbt-ms T] [--gpu-kv-mb MB]
-                  [--sched fcfs|reserve]  (see README)
+                  [--sched fcfs|reserve] [--prefix-cache on|off]  (see README)
   sluice bench    kernels|decode|serve`;
 
 if (import.meta.main) {

@@ -35,6 +35,7 @@ export async function openRuntime(
   const {
     inProcess,
     policy,
+    prefixCache,
     maxQueue,
     maxTokensLimit,
     defaultReadingRate,
@@ -53,10 +54,13 @@ export async function openRuntime(
       `KV ${
         mib(i.kvBytes)
       } MiB (${blocks} blocks × ${i.blockSize} tokens shared by ${i.numLayers} layers), ` +
-      `context ${i.maxContext}, batch ${i.maxSlots}, scheduler ${policy}`,
+      `context ${i.maxContext}, batch ${i.maxSlots}, scheduler ${policy}, prefix cache ${
+        prefixCache ? "on" : "off"
+      }`,
   );
   const runtime = new Runtime(engine, {
     policy,
+    prefixCache,
     maxQueue,
     maxTokensLimit,
     defaultReadingRate,

@@ -11,6 +11,7 @@
 // into its token buffer, which the server drains at the reader's pace.
 
 import type { SampleRecord, SamplingParams } from "../engine/engine.ts";
+import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
 import { TokenPacer } from "./token_buffer.ts";
 
 export type RequestState = "waiting" | "prefilling" | "decoding" | "paused" | "finished";
@@ -67,6 +68,10 @@ export class Request {
   issued = 0;
   /** Times its KV was freed to make room for another request. */
   preemptions = 0;
+  /** Prefix-cache entries for its first full blocks, in order (matched or registered). */
+  prefix: PrefixEntry[] = [];
+  /** Its tokens were cached first by another request: it caches no more blocks (this residency). */
+  prefixDiverged = false;
   /** Order of (re)admission; the most recent is preempted first. */
   admittedAt = -1;
   cancelled = false;
@@ -102,15 +107,25 @@ export class Request {
     return pos < p ? this.spec.ids[pos] : this.generated[pos - p];
   }
 
+  /** Prompt + generated ids at positions from..to-1. */
+  tokens(from: number, to: number): number[] {
+    return Array.from({ length: to - from }, (_, i) => this.tokenAt(from + i));
+  }
+
   get active(): boolean {
     return this.state === "prefilling" || this.state === "decoding";
   }
 
-  /** Enters the batch at `slot`; the prefill restarts from position 0. */
-  admit(slot: number, order: number): void {
+  /**
+   * Enters the batch at `slot` with `cached` leading positions already in (shared, cached) KV
+   * blocks; the prefill goes on from there.
+   */
+  admit(slot: number, order: number, prefix: PrefixEntry[], cached: number): void {
     this.slot = slot;
     this.admittedAt = order;
-    this.computed = 0;
+    this.prefix = prefix;
+    this.prefixDiverged = false;
+    this.computed = cached;
     this.state = "prefilling";
   }
 
@@ -118,6 +133,7 @@ export class Request {
   pause(): void {
     this.slot = -1;
     this.computed = 0;
+    this.prefix = [];
     this.preemptions++;
     this.state = "paused";
   }

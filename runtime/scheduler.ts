@@ -2,7 +2,7 @@
 //
 //   1. reap:  free what finished or cancelled requests held;
 //   2. admit: in arrival order (paused requests first), while a slot is free and the policy's
-//             admission blocks are;
+//             admission blocks are, sharing whatever leading blocks the prefix cache holds;
 //   3. build: a decode row for every decoding request, then prefill chunks in admission order,
 //             each given the blocks it needs first; when the pool is short the policy names a
 //             request to preempt (its KV freed, requeued at the head, recomputed on resume).
@@ -10,9 +10,11 @@
 // The scheduler is pure host logic: it returns a plan, and the engine runs it.
 
 import type { BlockPool } from "../engine/kv/block_pool.ts";
+import type { PrefixIndex } from "../engine/kv/prefix_index.ts";
 import { NOT_RESIDENT } from "../engine/kv/block_pool.ts";
 import type { SampleRecord, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
 import type { Request } from "./request.ts";
+import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
 import type { SchedulingPolicy } from "./policy/policy.ts";
 
 export interface SchedulerLimits {
@@ -45,6 +47,7 @@ export class Scheduler {
     private readonly pool: BlockPool,
     private readonly limits: SchedulerLimits,
     private readonly policy: SchedulingPolicy,
+    private readonly prefixIndex: PrefixIndex | null = null,
   ) {
     this.freeSlots = Array.from({ length: limits.maxSlots }, (_, i) => limits.maxSlots - 1 - i);
   }
@@ -86,10 +89,18 @@ export class Scheduler {
     while (this.waiting.length > 0 && this.freeSlots.length > 0) {
       const req = this.waiting[0];
       if (req.inflight > 0) break; // its last tokens are still coming back: resume needs them all
-      const tokens = this.policy.admissionTokens(req);
-      if (!this.pool.growAll(req.id, tokens)) break; // first come, first served: no overtaking
+      const prefix = this.sharePrefix(req);
+      if (!this.pool.growAll(req.id, this.policy.admissionTokens(req))) {
+        this.pool.release(req.id);
+        break; // first come, first served: no overtaking
+      }
       this.waiting.shift();
-      req.admit(this.freeSlots.pop()!, this.admissions++);
+      req.admit(
+        this.freeSlots.pop()!,
+        this.admissions++,
+        prefix,
+        prefix.length * this.pool.blockSize,
+      );
       for (let layer = 0; layer < this.pool.numLayers; layer++) {
         this.tables.push(this.fullRow(req.slot, layer, this.pool.table(req.id, layer)));
       }
@@ -125,6 +136,8 @@ export class Scheduler {
       if (!this.ensureBlocks(req, pos + 1, inStep)) continue;
       rows.push({ slot: req.slot, pos, token: null });
       inStep.add(req);
+      req.computed = pos + 1;
+      this.cacheFullBlocks(req);
       sample(req);
     }
     for (const req of [...this.running]) {
@@ -137,6 +150,7 @@ export class Scheduler {
       }
       inStep.add(req);
       req.computed += n;
+      this.cacheFullBlocks(req);
       if (req.computed < req.prefillTarget) continue;
       req.state = "decoding";
       if (req.spec.maxTokens === 0) req.end("length"); // nothing to sample: done once prefilled
@@ -167,13 +181,49 @@ export class Scheduler {
       this.preempt(victim);
       if (victim === req) return false;
     }
-    const added = this.pool.growAll(req.id, tokens)!;
+    const added = this.pool.growAll(req.id, tokens);
+    if (!added) throw new Error(`block pool refused request ${req.id} an allocation it said fits`);
     added.forEach((blocks, layer) => {
       if (blocks.length === 0) return;
       const first = this.pool.table(req.id, layer).length - blocks.length;
       this.tables.push({ slot: req.slot, layer, first, blocks });
     });
     return true;
+  }
+
+  /**
+   * Shares the cached blocks that cover `req`'s leading tokens (all but the last: its logits must
+   * be computed) into its tables; returns their prefix entries.
+   */
+  private sharePrefix(req: Request): PrefixEntry[] {
+    if (!this.prefixIndex) return [];
+    const B = this.pool.blockSize;
+    const target = req.prefillTarget;
+    const prefix = this.prefixIndex.match(req.tokens(0, target), Math.floor((target - 1) / B));
+    for (let layer = 0; layer < this.pool.numLayers; layer++) {
+      this.pool.share(req.id, layer, prefix.map((e) => e.blocks[layer]));
+    }
+    return prefix;
+  }
+
+  /** Offers every full block whose tokens are known and whose KV is written to the prefix cache. */
+  private cacheFullBlocks(req: Request): void {
+    if (!this.prefixIndex) return;
+    const B = this.pool.blockSize;
+    const known = Math.min(req.computed, req.promptLength + req.generated.length);
+    for (let i = req.prefix.length; !req.prefixDiverged && (i + 1) * B <= known; i++) {
+      const blocks = Array.from(
+        { length: this.pool.numLayers },
+        (_, layer) => this.pool.table(req.id, layer)[i],
+      );
+      const parent = req.prefix[i - 1] ?? null;
+      const entry = this.prefixIndex.insert(parent, req.tokens(i * B, (i + 1) * B), blocks);
+      // Another request cached these tokens first, in its own blocks. Chaining ours after its
+      // entry would let a cached block we hold hang under an entry nobody holds, which the index
+      // could then never evict; so this request caches no further blocks.
+      if (entry.blocks.some((b, layer) => b !== blocks[layer])) req.prefixDiverged = true;
+      else req.prefix.push(entry);
+    }
   }
 
   /** Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open. */

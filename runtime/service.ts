@@ -5,6 +5,7 @@
 
 import type { EngineInfo, SamplingParams, StepEngine } from "../engine/engine.ts";
 import { BlockPool } from "../engine/kv/block_pool.ts";
+import { PrefixIndex, type PrefixStats } from "../engine/kv/prefix_index.ts";
 import { StepLoop } from "./loop.ts";
 import { POLICIES, type PolicyName } from "./policy/index.ts";
 import {
@@ -29,6 +30,8 @@ export { MAX_READING_RATE, MIN_READING_RATE };
 export interface RuntimeOptions {
   /** Scheduling policy (`--sched`). */
   policy: PolicyName;
+  /** Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). */
+  prefixCache?: boolean;
   /** Most requests waiting for admission; a request that would be one more is refused. */
   maxQueue: number;
   /** Largest max_tokens a request may ask for. */
@@ -103,8 +106,12 @@ export interface RuntimeStats {
   waiting: number;
   paused: number;
   running: number;
+  /** Device blocks held by requests. */
   kvBlocksUsed: number;
+  /** Device blocks the prefix cache keeps that no request holds (evicted before anyone waits). */
+  kvBlocksCached: number;
   kvBlocksTotal: number;
+  prefix: PrefixStats | null;
   steps: number;
   tokensGenerated: number;
   preemptions: number;
@@ -114,6 +121,7 @@ export interface RuntimeStats {
 export class Runtime {
   private readonly scheduler: Scheduler;
   private readonly pool: BlockPool;
+  private readonly prefixIndex: PrefixIndex | null;
   private readonly loop: StepLoop;
   private nextId = 1;
   private closing = false;
@@ -123,7 +131,8 @@ export class Runtime {
   constructor(private readonly engine: StepEngine, private readonly options: RuntimeOptions) {
     const info = engine.info;
     this.pool = new BlockPool(info);
-    this.scheduler = new Scheduler(this.pool, info, POLICIES[options.policy]);
+    this.prefixIndex = options.prefixCache ? new PrefixIndex(this.pool) : null;
+    this.scheduler = new Scheduler(this.pool, info, POLICIES[options.policy], this.prefixIndex);
     this.loop = new StepLoop(engine, this.scheduler, info.ringSize);
   }
 
@@ -174,8 +183,10 @@ export class Runtime {
       waiting: this.scheduler.waiting.filter((r) => r.state === "waiting").length,
       paused: this.scheduler.waiting.filter((r) => r.state === "paused").length,
       running: this.scheduler.running.length,
-      kvBlocksUsed: this.pool.used,
+      kvBlocksUsed: this.pool.used - this.pool.idle,
+      kvBlocksCached: this.pool.idle,
       kvBlocksTotal: this.pool.total,
+      prefix: this.prefixIndex?.stats() ?? null,
       steps: this.loop.steps,
       tokensGenerated: this.loop.tokens,
       preemptions: this.scheduler.preemptions,

@@ -5,6 +5,10 @@
 // into several arenas (one K and one V buffer each); an arena serves a fixed set of layers, and a
 // layer's blocks always come from its own arena.
 //
+// Blocks can be shared (prefix caching): a block counts its holders, and a block the prefix index
+// has cached stays out of the free list after its last holder leaves ("idle"), until the index
+// evicts it to make room (the pool asks it through `reclaimer` before it says no).
+//
 // Allocation favours contiguous runs (FastSwitch-style block groups) so that moving a request's KV
 // between tiers is a few large copies rather than many small ones:
 //   - a growing table first takes the blocks right after its last block, while they are free;
@@ -29,9 +33,17 @@ export class BlockPool {
   readonly numLayers: number;
   readonly blockSize: number;
   readonly layerArena: readonly number[];
-  /** free[arena][block] = 1 when the block is unallocated. */
+  /** free[arena][block] = 1 when the block is unallocated: no holder and not cached. */
   private readonly freeMap: Uint8Array[];
   private readonly freeCount: number[];
+  /** Tables holding each block. */
+  private readonly refs: Uint32Array[];
+  /** 1 when the prefix index keeps the block. */
+  private readonly cachedMap: Uint8Array[];
+  /** Cached blocks nobody holds, per arena: free for the asking once the index evicts them. */
+  private readonly idleCount: number[];
+  /** Frees at least `count` idle cached blocks of `arena` if it can (set by the prefix index). */
+  reclaimer: ((arena: number, count: number) => void) | null = null;
   /** Per request, per layer, its blocks in position order. */
   private readonly owned = new Map<SeqId, number[][]>();
 
@@ -45,6 +57,9 @@ export class BlockPool {
     this.layerArena = shape.layerArena;
     this.freeMap = shape.blocksPerArena.map((n) => new Uint8Array(n).fill(1));
     this.freeCount = [...shape.blocksPerArena];
+    this.refs = shape.blocksPerArena.map((n) => new Uint32Array(n));
+    this.cachedMap = shape.blocksPerArena.map((n) => new Uint8Array(n));
+    this.idleCount = shape.blocksPerArena.map(() => 0);
   }
 
   get numArenas(): number {
@@ -72,6 +87,17 @@ export class BlockPool {
     return this.freeCount[arena];
   }
 
+  /** Blocks of `arena` an allocation may use: free ones, plus idle cached ones it can reclaim. */
+  availableIn(arena: number): number {
+    requireIndex("arena", arena, this.numArenas);
+    return this.freeCount[arena] + (this.reclaimer ? this.idleCount[arena] : 0);
+  }
+
+  /** Cached blocks that nobody holds, over the whole pool. */
+  get idle(): number {
+    return this.idleCount.reduce((a, b) => a + b, 0);
+  }
+
   /** Blocks each arena still needs so that every layer of `seqId` holds `tokens` positions. */
   shortfall(seqId: SeqId, tokens: number): number[] {
     const need = new Array(this.numArenas).fill(0);
@@ -85,7 +111,7 @@ export class BlockPool {
 
   /** True when every layer of `seqId` could grow to `tokens` positions now. */
   canGrowAll(seqId: SeqId, tokens: number): boolean {
-    return this.shortfall(seqId, tokens).every((n, a) => n <= this.freeCount[a]);
+    return this.shortfall(seqId, tokens).every((n, a) => n <= this.availableIn(a));
   }
 
   /**
@@ -110,6 +136,8 @@ export class BlockPool {
     const need = this.blocksFor(tokenCount) - held.length;
     if (need <= 0) return [];
     const arena = this.layerArena[layer];
+    if (need > this.availableIn(arena)) return null;
+    if (need > this.freeCount[arena]) this.reclaimer?.(arena, need - this.freeCount[arena]);
     if (need > this.freeCount[arena]) return null;
 
     const free = this.freeMap[arena];
@@ -131,9 +159,55 @@ export class BlockPool {
       for (const b of picked) free[b] = 0;
       added.push(...picked);
     }
+    for (const b of added) this.refs[arena][b] = 1;
     this.freeCount[arena] -= added.length;
     this.layersOf(seqId)[layer].push(...added);
     return added;
+  }
+
+  /**
+   * Appends blocks another table already holds, or the prefix index caches, to `seqId`'s table on
+   * `layer` (they must be full: shared blocks are never written again).
+   */
+  share(seqId: SeqId, layer: number, blocks: readonly number[]): void {
+    this.requireLayer(layer);
+    const arena = this.layerArena[layer];
+    for (const b of blocks) {
+      requireIndex("block", b, this.freeMap[arena].length);
+      if (this.refs[arena][b] === 0 && !this.cachedMap[arena][b]) {
+        throw new Error(`block ${b} of arena ${arena} is free: nothing to share`);
+      }
+    }
+    for (const b of blocks) {
+      if (this.refs[arena][b]++ === 0) this.idleCount[arena]--;
+    }
+    this.layersOf(seqId)[layer].push(...blocks);
+  }
+
+  /** Marks a held block as cached: it outlives its holders until uncache(). */
+  cache(layer: number, block: number): void {
+    const arena = this.layerArena[layer];
+    if (this.refs[arena][block] === 0) {
+      throw new Error(`block ${block} of arena ${arena} is not held`);
+    }
+    this.cachedMap[arena][block] = 1;
+  }
+
+  /** Drops the cache's hold on a block; an idle one becomes free. */
+  uncache(layer: number, block: number): void {
+    const arena = this.layerArena[layer];
+    if (!this.cachedMap[arena][block]) return;
+    this.cachedMap[arena][block] = 0;
+    if (this.refs[arena][block] === 0) {
+      this.idleCount[arena]--;
+      this.freeMap[arena][block] = 1;
+      this.freeCount[arena]++;
+    }
+  }
+
+  /** Tables holding `block` of `layer`'s arena (0 when free or idle). */
+  holders(layer: number, block: number): number {
+    return this.refs[this.layerArena[layer]][block];
   }
 
   /** Frees every block `seqId` holds on every layer; returns how many were freed (0 if unknown). */
@@ -180,16 +254,26 @@ export class BlockPool {
     return [...this.owned.keys()];
   }
 
+  /** Drops the table's hold on each block; returns how many blocks became free. */
   private freeLayer(layers: number[][], layer: number): number {
     const blocks = layers[layer];
     const arena = this.layerArena[layer];
+    let freed = 0;
     for (const b of blocks) {
-      if (this.freeMap[arena][b]) throw new Error(`block ${b} of arena ${arena} freed twice`);
+      if (this.freeMap[arena][b] || this.refs[arena][b] === 0) {
+        throw new Error(`block ${b} of arena ${arena} freed twice`);
+      }
+      if (--this.refs[arena][b] > 0) continue;
+      if (this.cachedMap[arena][b]) {
+        this.idleCount[arena]++;
+        continue;
+      }
       this.freeMap[arena][b] = 1;
+      freed++;
     }
-    this.freeCount[arena] += blocks.length;
+    this.freeCount[arena] += freed;
     layers[layer] = [];
-    return blocks.length;
+    return freed;
   }
 
   private layersOf(seqId: SeqId): number[][] {

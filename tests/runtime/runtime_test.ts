@@ -28,6 +28,7 @@ interface RuntimeSetup {
   maxRows?: number;
   gpuKvMb?: number;
   policy?: PolicyName;
+  prefixCache?: boolean;
 }
 
 async function withEngine(
@@ -36,7 +37,7 @@ async function withEngine(
 ) {
   const dir = await Deno.makeTempDir({ prefix: "sluice-runtime-" });
   await writeTinyModel(dir, SPEC);
-  const { policy = "fcfs", ...engineOpts } = opts;
+  const { policy = "fcfs", prefixCache = false, ...engineOpts } = opts;
   const engine = await Engine.load({
     modelDir: dir,
     gpu: await testGpu(),
@@ -46,6 +47,7 @@ async function withEngine(
   });
   const runtime = new Runtime(engine, {
     policy,
+    prefixCache,
     maxQueue: 1000,
     maxTokensLimit: 100_000,
     eosIds: [],
@@ -171,6 +173,32 @@ Deno.test("cancelled requests free every KV block", async () => {
     assertEquals(after.kvBlocksUsed, before.kvBlocksUsed);
     assertEquals(after.running + after.waiting + after.paused, 0);
   });
+});
+
+Deno.test("temperature 0: a request that reuses a cached prefix gets the tokens it gets without one", async () => {
+  const V = 256;
+  const system = randomIds(900, 70, V); // a shared opening: 4 full blocks of 16 and a bit
+  const turns = [
+    [...system, ...randomIds(901, 9, V)],
+    [...system, ...randomIds(902, 23, V)],
+    [...system, ...randomIds(903, 9, V), ...randomIds(904, 40, V)],
+  ];
+  const run = async (prefixCache: boolean) => {
+    const out: number[][] = [];
+    let hits = 0;
+    await withEngine(async (engine) => {
+      for (const ids of turns) {
+        out.push(await collect(engine, { ids, maxTokens: 12, sampling: greedy, stopIds: [] }));
+      }
+      hits = engine.stats().prefix?.hitBlocks ?? 0;
+    }, { prefixCache });
+    return { out, hits };
+  };
+  const cold = await run(false);
+  const warm = await run(true);
+  assertEquals(warm.out, cold.out);
+  // Turn 2 reuses the 4 system blocks; turn 3 also turn 1's fifth block and beyond.
+  assert(warm.hits >= 8, `only ${warm.hits} blocks came from the cache`);
 });
 
 for (const policy of ["fcfs", "reserve"] as const) {

@@ -12,8 +12,13 @@ import { rng } from "../helpers/random.ts";
 
 const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
 
-function runtimeOver(engine: FakeEngine, policy: PolicyName = "fcfs", maxQueue = 100) {
-  return new Runtime(engine, { policy, maxQueue, maxTokensLimit: 10_000, eosIds: [] });
+function runtimeOver(
+  engine: FakeEngine,
+  policy: PolicyName = "fcfs",
+  maxQueue = 100,
+  prefixCache = false,
+) {
+  return new Runtime(engine, { policy, maxQueue, maxTokensLimit: 10_000, eosIds: [], prefixCache });
 }
 
 /** Lets the loop run (the fake engine answers in microtasks) until `done` holds, boundedly. */
@@ -121,12 +126,19 @@ function randomScenario(next: () => number): Scenario {
     maxBlocksPerSeq: perLayer,
   };
   const context = perLayer * blockSize;
+  const randomTokens = (n: number) => Array.from({ length: n }, () => int(0, vocab - 1));
+  // Shared openings (a system prompt, an earlier chat turn) that some prompts start with.
+  const openings = [randomTokens(context), randomTokens(context)];
   const requests = Array.from({ length: int(1, 10) }, () => {
     const promptLength = int(1, Math.max(1, Math.floor(context / 2)));
     const maxTokens = int(0, Math.min(24, context - promptLength));
     const roll = next();
+    const shared = next() < 0.5 ? int(0, promptLength) : 0;
     return {
-      prompt: Array.from({ length: promptLength }, () => int(0, vocab - 1)),
+      prompt: [
+        ...openings[int(0, 1)].slice(0, shared),
+        ...randomTokens(promptLength - shared),
+      ],
       maxTokens,
       seed: int(0, 1000),
       stopIds: next() < 0.3 ? [int(0, vocab - 1)] : [],
@@ -137,9 +149,13 @@ function randomScenario(next: () => number): Scenario {
   return { shape, requests };
 }
 
-async function runScenario(s: Scenario, policy: PolicyName): Promise<{ preemptions: number }> {
+async function runScenario(
+  s: Scenario,
+  policy: PolicyName,
+  prefixCache: boolean,
+): Promise<{ preemptions: number; prefixHits: number }> {
   const engine = new FakeEngine(s.shape);
-  const runtime = runtimeOver(engine, policy);
+  const runtime = runtimeOver(engine, policy, 100, prefixCache);
   const vocab = engine.info.vocabSize;
   const runs = [];
   for (const r of s.requests) {
@@ -183,26 +199,34 @@ async function runScenario(s: Scenario, policy: PolicyName): Promise<{ preemptio
   assertEquals(stats.kvBlocksUsed, 0, "blocks left allocated after every request ended");
   assertEquals(stats.running + stats.waiting + stats.paused, 0);
   await runtime.close();
-  return { preemptions: stats.preemptions };
+  return { preemptions: stats.preemptions, prefixHits: stats.prefix?.hitBlocks ?? 0 };
 }
 
-for (const policy of ["fcfs", "reserve"] as const) {
-  Deno.test(`property: ${policy} over 3000 random workloads loses, duplicates and reorders no token and leaks no block`, async () => {
-    const next = rng(policy === "fcfs" ? 2024 : 7);
+const PROPERTY_CASES = [
+  { policy: "fcfs", prefixCache: false, seed: 2024 },
+  { policy: "reserve", prefixCache: false, seed: 7 },
+  { policy: "fcfs", prefixCache: true, seed: 99 },
+] as const;
+
+for (const { policy, prefixCache, seed } of PROPERTY_CASES) {
+  const what = `${policy}${prefixCache ? " with the prefix cache" : ""}`;
+  Deno.test(`property: ${what} over 3000 random workloads loses, duplicates and reorders no token and leaks no block`, async () => {
+    const next = rng(seed);
     let preemptions = 0;
-    let scenarios = 0;
+    let prefixHits = 0;
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
       try {
-        preemptions += (await runScenario(s, policy)).preemptions;
+        const r = await runScenario(s, policy, prefixCache);
+        preemptions += r.preemptions;
+        prefixHits += r.prefixHits;
       } catch (err) {
         throw new Error(`scenario ${i}: ${(err as Error).message}\n${JSON.stringify(s)}`);
       }
-      scenarios++;
     }
-    assertEquals(scenarios, 3000);
     if (policy === "fcfs") {
       assert(preemptions > 100, `only ${preemptions} preemptions: not exercised`);
     } else assertEquals(preemptions, 0);
+    if (prefixCache) assert(prefixHits > 1000, `only ${prefixHits} prefix hits: not exercised`);
   });
 }
