@@ -26,6 +26,8 @@ import {
 
 export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
 export { MAX_READING_RATE, MIN_READING_RATE };
+// The server renders chat templates and decodes text with the model's tokenizer.
+export { StreamDecoder, Tokenizer } from "../engine/model/tokenizer.ts";
 
 export interface RuntimeOptions {
   /** Scheduling policy (`--sched`). */
@@ -82,8 +84,9 @@ export interface RequestHandle {
   /** The request's tokens, released by its token buffer at its reading rate. */
   tokens: AsyncIterable<TokenEvent>;
   /**
-   * How the request ended. Read it once the tokens have been drained: a stream whose buffer was
-   * cut at shutdown reads "shutdown" even when generation itself had finished.
+   * How the request ended, once its generation has ended and its token buffer has finished
+   * (drained by the reader, or cut): a stream cut at shutdown reads "shutdown" even when its
+   * generation had finished.
    */
   done: Promise<FinishInfo>;
   promptTokens: number;
@@ -159,6 +162,7 @@ export class Runtime {
     const cancel = () => {
       req.cancelled = true;
       req.end("cancelled");
+      req.buffer.abort(); // also when generation had finished and the buffer was still playing
       this.loop.kick();
     };
     if (params.signal?.aborted) cancel();
@@ -169,7 +173,9 @@ export class Runtime {
     return {
       id: req.id,
       tokens: req.buffer,
-      done: req.done.then((f) => req.streamCut ? { ...f, reason: "shutdown" as const } : f),
+      done: Promise.all([req.done, req.buffer.closed]).then(([f]) =>
+        req.streamCut ? { ...f, reason: "shutdown" as const } : f
+      ),
       promptTokens: req.promptLength,
       maxTokens: spec.maxTokens,
       cancel,
@@ -300,7 +306,14 @@ export class Runtime {
       topLogprobs,
       stopIds: new Set(p.stopIds ?? this.options.eosIds),
       readingRate,
-      slo: { ...this.options.defaultSlo, ...p.slo },
+      slo: { ...definedOnly(this.options.defaultSlo), ...definedOnly(p.slo) },
     };
   }
+}
+
+/** The fields of `o` that are not undefined (so they do not hide defaults when spread). */
+function definedOnly<T extends object>(o: T | undefined): Partial<T> {
+  return Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined)) as Partial<
+    T
+  >;
 }

@@ -100,6 +100,9 @@ export class TokenPacer<T> implements AsyncIterable<T> {
   #stalls = 0;
   #firstReleaseAt: number | null = null;
   #lastReleaseAt: number | null = null;
+  #resolveClosed!: () => void;
+  /** Resolves once the stream has ended for the consumer: drained after end(), or aborted. */
+  readonly closed: Promise<void> = new Promise((r) => this.#resolveClosed = r);
 
   constructor(options: PacerOptions = {}) {
     const rate = options.rate ?? 0;
@@ -145,6 +148,7 @@ export class TokenPacer<T> implements AsyncIterable<T> {
     if (this.#aborted) return;
     if (this.#buffered() === 0) this.#closeStall(this.#clock.now());
     this.#aborted = true;
+    this.#resolveClosed();
     this.#items = [];
     this.#head = 0;
     this.#readyAt = null;
@@ -249,6 +253,7 @@ export class TokenPacer<T> implements AsyncIterable<T> {
   }
 
   #finish(): void {
+    this.#resolveClosed();
     this.#cancelTimer();
     const waiters = this.#waiters;
     this.#waiters = [];
@@ -269,41 +274,5 @@ export class TokenPacer<T> implements AsyncIterable<T> {
     if (this.#timer === null) return;
     this.#clock.clearTimeout(this.#timer);
     this.#timer = null;
-  }
-}
-
-/** What the registry reads of a pacer, whatever its token type. */
-export interface PacerView {
-  occupancy(): PacerOccupancy;
-  stats(): PacerStats;
-}
-
-/** Live pacers by request id, so the scheduler can read every buffer's occupancy in one call. */
-export class PacerRegistry<K = string> {
-  #pacers = new Map<K, PacerView>();
-
-  register(id: K, pacer: PacerView): void {
-    if (this.#pacers.has(id)) throw new Error(`pacer already registered for ${String(id)}`);
-    this.#pacers.set(id, pacer);
-  }
-
-  /** Returns whether the id was registered. */
-  unregister(id: K): boolean {
-    return this.#pacers.delete(id);
-  }
-
-  get(id: K): PacerView | undefined {
-    return this.#pacers.get(id);
-  }
-
-  get size(): number {
-    return this.#pacers.size;
-  }
-
-  /** A snapshot: later deposits and releases do not change the returned map. */
-  occupancies(): Map<K, PacerOccupancy> {
-    const out = new Map<K, PacerOccupancy>();
-    for (const [id, pacer] of this.#pacers) out.set(id, pacer.occupancy());
-    return out;
   }
 }

@@ -1,8 +1,9 @@
-// Turns generated token events into text deltas: incremental detokenization, stop strings (text
-// that could still become a stop string is held back), and the per-token logprob entries.
+// Turns generated token events into text deltas: incremental detokenization and stop strings (text
+// that could still become a stop string is held back). Each delta carries the tokens it completes,
+// so their logprob entries go out with their text.
 
-import type { TokenEvent } from "../runtime/service.ts";
-import { StreamDecoder, type Tokenizer } from "../engine/model/tokenizer.ts";
+import type { TokenEvent } from "../../runtime/service.ts";
+import { StreamDecoder, type Tokenizer } from "../../runtime/service.ts";
 
 export interface TextPiece {
   text: string;
@@ -18,7 +19,7 @@ export class TextStream {
   /** True once a stop string matched; later tokens are ignored. */
   stopped = false;
 
-  constructor(private tok: Tokenizer, private stops: string[]) {
+  constructor(tok: Tokenizer, private stops: string[]) {
     this.decoder = new StreamDecoder(tok);
     this.maxStop = Math.max(0, ...stops.map((s) => s.length));
   }
@@ -35,10 +36,6 @@ export class TextStream {
     if (this.stopped) return { text: "", tokens: [] };
     this.held += this.decoder.flush();
     return this.release(true);
-  }
-
-  tokenText(id: number): string {
-    return this.tok.decode([id]);
   }
 
   private release(final: boolean): TextPiece {

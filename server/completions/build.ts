@@ -1,0 +1,62 @@
+// The one request builder for both endpoints: turns a parsed chat or completion body into what the
+// runtime runs (SubmitParams) and what writes its answer (a text stream for detokenizing and stop
+// strings, a response writer for the wire format). The endpoint's differences come from its kind.
+// No limit is checked here: the runtime checks every one, once.
+
+import type { Tokenizer } from "../../runtime/service.ts";
+import type { RequestSlo, SubmitParams } from "../../runtime/service.ts";
+import type { SharedFields } from "../openai/schemas.ts";
+import type { Kind } from "./kinds.ts";
+import { TextStream } from "./text_stream.ts";
+import { ResponseWriter } from "./writer.ts";
+
+export interface BuiltRequest {
+  /** What the runtime runs; the route adds the abort signal. */
+  params: Omit<SubmitParams, "signal">;
+  text: TextStream;
+  writer: ResponseWriter;
+  stream: boolean;
+  /** Send a usage chunk before [DONE]. */
+  includeUsage: boolean;
+}
+
+export function buildRequest<B extends SharedFields>(
+  kind: Kind<B>,
+  body: B,
+  tok: Tokenizer,
+  model: string,
+): BuiltRequest {
+  const ids = kind.promptIds(body, tok);
+  const topLogprobs = kind.logprobs(body);
+  const stops = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
+  const slo: RequestSlo = {};
+  // Only the targets given: an undefined one would hide the server's default.
+  if (body.slo_ttft_ms != null) slo.ttftMs = body.slo_ttft_ms;
+  if (body.slo_tbt_ms != null) slo.tbtMs = body.slo_tbt_ms;
+  return {
+    params: {
+      ids,
+      maxTokens: kind.maxTokens(body),
+      maxTokensDefault: kind.defaultMaxTokens,
+      sampling: {
+        temperature: body.temperature ?? 1,
+        topK: body.top_k ?? 0,
+        topP: body.top_p ?? 1,
+        seed: (body.seed ?? Math.floor(Math.random() * 2 ** 31)) >>> 0,
+      },
+      topLogprobs: topLogprobs ?? 0,
+      stopIds: body.ignore_eos ? [] : undefined,
+      readingRate: body.reading_rate ?? undefined,
+      slo,
+    },
+    text: new TextStream(tok, stops),
+    writer: new ResponseWriter(
+      kind,
+      model,
+      ids.length,
+      topLogprobs === null ? null : (id) => tok.decode([id]),
+    ),
+    stream: body.stream ?? false,
+    includeUsage: body.stream_options?.include_usage ?? false,
+  };
+}

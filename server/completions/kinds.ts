@@ -1,0 +1,100 @@
+// What differs between /v1/chat/completions and /v1/completions, as one object per endpoint: how
+// the body gives its prompt, its token limit and its logprobs, and how text fits in a choice.
+// Everything else (sampling, pacing, SLOs, stop strings, streaming, errors) is shared.
+
+import type { z } from "zod";
+import type { Tokenizer } from "../../runtime/service.ts";
+import type { TokenEvent } from "../../runtime/service.ts";
+import { chatLogprobs, completionLogprobs, type TokenText } from "../openai/logprobs.ts";
+import {
+  ChatRequest,
+  CompletionRequest,
+  messageText,
+  type SharedFields,
+} from "../openai/schemas.ts";
+
+/** Text for the client with the tokens it completes; `offset`: where it starts in the response. */
+export interface Piece {
+  text: string;
+  tokens: TokenEvent[];
+  offset: number;
+}
+
+/** How an endpoint's answers look on the wire (the response writer reads only this). */
+export interface WireFormat {
+  idPrefix: string;
+  /** `object` of a whole response, and of a streamed chunk. */
+  object: string;
+  chunkObject: string;
+  /** A choice's fields (all but index and finish_reason) for a streamed piece of text. */
+  chunkChoice(piece: Piece, tokenText: TokenText | null): object;
+  /** The fields of a first chunk sent before any token, when the format has one. */
+  openingChoice: object | null;
+  /** The fields of the chunk that carries the finish reason. */
+  finalChoice: object;
+  /** The fields of the one choice of a whole (non-streamed) response. */
+  wholeChoice(piece: Piece, tokenText: TokenText | null): object;
+}
+
+/** An endpoint: its wire format, and how its body says what to run. */
+export interface Kind<B extends SharedFields> extends WireFormat {
+  schema: z.ZodType<B>;
+  /** The body field the runtime's prompt errors point at. */
+  promptParam: string;
+  promptIds(body: B, tok: Tokenizer): number[];
+  maxTokens(body: B): number | undefined;
+  /** max_tokens when the body gives none; undefined: as many as the context allows. */
+  defaultMaxTokens?: number;
+  /** Top logprobs asked per token; null: no logprobs at all. */
+  logprobs(body: B): number | null;
+}
+
+export const chat: Kind<ChatRequest> = {
+  schema: ChatRequest,
+  promptParam: "messages",
+  idPrefix: "chatcmpl-",
+  object: "chat.completion",
+  chunkObject: "chat.completion.chunk",
+  promptIds: (body, tok) =>
+    tok.encodeChat(body.messages.map((m) => ({ role: m.role, content: messageText(m.content) }))),
+  maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens ?? undefined,
+  logprobs: (body) => body.logprobs ? body.top_logprobs ?? 0 : null,
+  chunkChoice: (piece, tokenText) => ({
+    delta: { content: piece.text },
+    logprobs: tokenText && { content: chatLogprobs(tokenText, piece.tokens) },
+  }),
+  openingChoice: { delta: { role: "assistant", content: "" }, logprobs: null },
+  finalChoice: { delta: {}, logprobs: null },
+  wholeChoice: (piece, tokenText) => ({
+    message: { role: "assistant", content: piece.text },
+    logprobs: tokenText && { content: chatLogprobs(tokenText, piece.tokens) },
+  }),
+};
+
+export const completion: Kind<CompletionRequest> = {
+  schema: CompletionRequest,
+  promptParam: "prompt",
+  idPrefix: "cmpl-",
+  object: "text_completion",
+  chunkObject: "text_completion",
+  promptIds: (body, tok) => {
+    const one = Array.isArray(body.prompt) ? body.prompt[0] : body.prompt;
+    if (typeof one === "string") return tok.encode(one);
+    return (Array.isArray(one) ? one : body.prompt) as number[];
+  },
+  maxTokens: (body) => body.max_tokens ?? undefined,
+  defaultMaxTokens: 16, // OpenAI's default for completions
+  logprobs: (body) => body.logprobs ?? null,
+  chunkChoice: (piece, tokenText) => ({
+    text: piece.text,
+    logprobs: tokenText && completionLogprobs(tokenText, piece.tokens, piece.offset),
+    // An extension: lets clients count tokens exactly even while text is held back.
+    token_ids: piece.tokens.map((t) => t.id),
+  }),
+  openingChoice: null,
+  finalChoice: { text: "", logprobs: null },
+  wholeChoice: (piece, tokenText) => ({
+    text: piece.text,
+    logprobs: tokenText && completionLogprobs(tokenText, piece.tokens, 0),
+  }),
+};

@@ -1,0 +1,33 @@
+// A running request answered as Server-Sent Events, one chunk per piece of text as its playback
+// releases it. A complete stream ends with the finish chunk, the usage chunk when asked, and
+// `data: [DONE]`. A stream that cannot complete (cut by shutdown, failed) ends instead with one
+// OpenAI error event, `data: {"error":{...}}`, and nothing after it: no finish chunk and no [DONE],
+// so no client can take a cut stream for a complete one (OpenAI's clients raise on that event).
+
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import { ApiError } from "../openai/errors.ts";
+import type { BuiltRequest } from "./build.ts";
+import { play, type Playback } from "./playback.ts";
+
+export function respondSse(c: Context, req: BuiltRequest, run: Playback, abort: AbortController) {
+  run.observer.keepOpen(); // this stream, not the counting middleware, reports the final status
+  return streamSSE(c, async (sse) => {
+    sse.onAbort(() => abort.abort());
+    const send = (obj: object) => sse.writeSSE({ data: JSON.stringify(obj) });
+    let status = 200;
+    try {
+      for (const chunk of req.writer.opening()) await send(chunk);
+      const finish = await play(run, (piece) => send(req.writer.piece(piece)));
+      await send(req.writer.finish(finish));
+      if (req.includeUsage) await send(req.writer.usage(run.observer.tokens));
+      await sse.writeSSE({ data: "[DONE]" });
+    } catch (err) {
+      const apiErr = ApiError.from(err);
+      status = apiErr.status;
+      if (!abort.signal.aborted) await send(apiErr.toJSON());
+    } finally {
+      run.observer.finish(abort.signal.aborted ? 499 : status);
+    }
+  });
+}

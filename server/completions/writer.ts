@@ -1,0 +1,65 @@
+// Writes one request's output in its endpoint's wire format: the chunks of a stream, or one whole
+// response. It holds what every chunk repeats (id, creation time, model) and the text offset of
+// the next piece; its kind knows what goes inside a choice.
+
+import type { TokenText } from "../openai/logprobs.ts";
+import { envelope, type FinishReason, type ResponseMeta, usage } from "../openai/responses.ts";
+import type { WireFormat } from "./kinds.ts";
+import type { TextPiece } from "./text_stream.ts";
+
+export class ResponseWriter {
+  readonly meta: ResponseMeta;
+  /** Characters of text sent so far. */
+  private offset = 0;
+
+  constructor(
+    private readonly kind: WireFormat,
+    model: string,
+    private readonly promptTokens: number,
+    /** Decodes ids for logprob entries; null when the request asked for none. */
+    private readonly tokenText: TokenText | null,
+  ) {
+    const id = kind.idPrefix + crypto.randomUUID().replaceAll("-", "");
+    this.meta = { id, created: Math.floor(Date.now() / 1000), model };
+  }
+
+  /** Chunks that go out before the first token. */
+  opening(): object[] {
+    const fields = this.kind.openingChoice;
+    return fields ? [this.chunk(fields, null)] : [];
+  }
+
+  /** The chunk for the next piece of text. */
+  piece(p: TextPiece): object {
+    const fields = this.kind.chunkChoice({ ...p, offset: this.offset }, this.tokenText);
+    this.offset += p.text.length;
+    return this.chunk(fields, null);
+  }
+
+  /** The chunk that ends a complete stream. */
+  finish(reason: FinishReason): object {
+    return this.chunk(this.kind.finalChoice, reason);
+  }
+
+  /** The usage chunk (stream_options.include_usage): no choices. */
+  usage(completionTokens: number): object {
+    const u = usage(this.promptTokens, completionTokens);
+    return envelope(this.meta, this.kind.chunkObject, [], { usage: u });
+  }
+
+  /** A whole response: every piece's text and tokens at once. */
+  whole(p: TextPiece, reason: FinishReason, completionTokens: number): object {
+    const fields = this.kind.wholeChoice({ ...p, offset: 0 }, this.tokenText);
+    return envelope(this.meta, this.kind.object, [{ index: 0, ...fields, finish_reason: reason }], {
+      usage: usage(this.promptTokens, completionTokens),
+    });
+  }
+
+  private chunk(fields: object, finish: FinishReason | null): object {
+    return envelope(this.meta, this.kind.chunkObject, [{
+      index: 0,
+      ...fields,
+      finish_reason: finish,
+    }]);
+  }
+}

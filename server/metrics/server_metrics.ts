@@ -1,0 +1,92 @@
+// Feeds Sluice's Prometheus metrics from the HTTP layer (requests by status, TTFT, inter-token
+// gaps, pacer stalls) and from the runtime's stats, sampled at scrape time.
+
+import type { Runtime } from "../../runtime/service.ts";
+import { Registry } from "./exposition.ts";
+import { createSluiceMetrics, type SluiceMetrics } from "./sluice_metrics.ts";
+
+/** Tracks one HTTP request from arrival to its final status. */
+export interface RequestObserver {
+  /** Call as each token is released to the client. */
+  token(): void;
+  /** Tokens released so far. */
+  readonly tokens: number;
+  /** Seconds the request's token buffer sat empty while a token was due. */
+  stalled(seconds: number): void;
+  /**
+   * The response body outlives the handler (a stream): whoever writes it calls finish(), and the
+   * middleware that opened the observer leaves it alone.
+   */
+  keepOpen(): void;
+  readonly keptOpen: boolean;
+  /** Counts the request by final status and closes it; later calls do nothing. */
+  finish(status: number): void;
+}
+
+/** What the metrics read of the runtime at each scrape. */
+export type RuntimeView = Pick<Runtime, "stats" | "takeStepTimes">;
+
+export class ServerMetrics {
+  private readonly registry = new Registry();
+  readonly m: SluiceMetrics = createSluiceMetrics(this.registry);
+  /** Requests not yet finished; graceful shutdown waits for this to reach zero. */
+  openRequests = 0;
+  /** The runtime's counters at the last scrape, to add what grew since. */
+  private last = { tokensGenerated: 0, preemptions: 0 };
+
+  requestStarted(arrivedMs = performance.now()): RequestObserver {
+    this.openRequests++;
+    const m = this.m;
+    let last = -1;
+    let tokens = 0;
+    let finished = false;
+    let keptOpen = false;
+    return {
+      finish: (status: number) => {
+        if (finished) return;
+        finished = true;
+        this.openRequests--;
+        m.requests.inc({ status: String(status) });
+      },
+      token() {
+        const now = performance.now();
+        if (last < 0) m.ttft.observe((now - arrivedMs) / 1000);
+        else m.interToken.observe((now - last) / 1000);
+        last = now;
+        tokens++;
+      },
+      stalled(seconds: number) {
+        if (seconds > 0) m.stallSeconds.inc(seconds);
+      },
+      keepOpen() {
+        keptOpen = true;
+      },
+      get keptOpen() {
+        return keptOpen;
+      },
+      get tokens() {
+        return tokens;
+      },
+    };
+  }
+
+  /** Samples the runtime: queue, batch and KV gauges, and what its counters added since. */
+  observeRuntime(runtime: RuntimeView): void {
+    const s = runtime.stats();
+    const m = this.m;
+    m.queueDepth.set(s.waiting);
+    m.runningRequests.set(s.running);
+    m.pausedRequests.set(s.paused);
+    // The host tier is not built yet: it stays at the zero its series were created with.
+    m.kvBlocksUsed.set({ tier: "device" }, s.kvBlocksUsed);
+    m.kvBlocksTotal.set({ tier: "device" }, s.kvBlocksTotal);
+    m.tokensGenerated.inc(Math.max(0, s.tokensGenerated - this.last.tokensGenerated));
+    m.preemptions.inc(Math.max(0, s.preemptions - this.last.preemptions));
+    this.last = { tokensGenerated: s.tokensGenerated, preemptions: s.preemptions };
+    for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
+  }
+
+  render(): string {
+    return this.registry.render();
+  }
+}

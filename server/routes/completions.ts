@@ -1,0 +1,40 @@
+// POST /v1/chat/completions and /v1/completions: one handler for both, over one request builder.
+// Parse the body, build the request, submit it, answer as a stream or as one JSON response; what
+// differs between the two endpoints is their kind (completions/kinds.ts).
+
+import { type Context, Hono } from "hono";
+import { buildRequest } from "../completions/build.ts";
+import { chat, completion, type Kind } from "../completions/kinds.ts";
+import { respondJson } from "../completions/respond_json.ts";
+import { respondSse } from "../completions/respond_sse.ts";
+import { submit } from "../completions/submit.ts";
+import type { ObservedEnv } from "../middleware/count_requests.ts";
+import { parseBody } from "../openai/body.ts";
+import { ApiError } from "../openai/errors.ts";
+import type { SharedFields } from "../openai/schemas.ts";
+import { readyModel, type ServerState } from "../state.ts";
+
+export function completionsRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
+  async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
+    const { runtime, tokenizer } = readyModel(state);
+    const body = await parseBody(c, kind.schema);
+    if (body.model !== modelId && body.model !== "default") {
+      throw new ApiError(
+        404,
+        `The model '${body.model}' does not exist; this server serves '${modelId}'`,
+        "model",
+        "model_not_found",
+      );
+    }
+    const req = buildRequest(kind, body, tokenizer, modelId);
+    const abort = new AbortController();
+    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+    const handle = submit(runtime, { ...req.params, signal: abort.signal }, kind.promptParam);
+    const run = { handle, text: req.text, signal: abort.signal, observer: c.get("observer") };
+    return req.stream ? respondSse(c, req, run, abort) : await respondJson(c, req, run);
+  }
+
+  return new Hono<ObservedEnv>()
+    .post("/chat/completions", (c) => complete(c, chat))
+    .post("/completions", (c) => complete(c, completion));
+}

@@ -1,0 +1,132 @@
+// The one request builder: what each endpoint's body becomes for the runtime (no GPU: a tokenizer
+// and the builder only), and how the response writer shapes each endpoint's chunks.
+
+import { openModelDir } from "../../../engine/model/model_dir.ts";
+import { Tokenizer } from "../../../engine/model/tokenizer.ts";
+import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
+import { buildRequest } from "../../../server/completions/build.ts";
+import { chat, completion } from "../../../server/completions/kinds.ts";
+import { ChatRequest, CompletionRequest } from "../../../server/openai/schemas.ts";
+import { assert, assertEquals } from "../../helpers/testing.ts";
+import { TINY_SPEC } from "../harness.ts";
+
+async function withTokenizer(fn: (tok: Tokenizer) => void) {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-build-" });
+  try {
+    await writeTinyModel(dir, TINY_SPEC);
+    fn(new Tokenizer(await openModelDir(dir)));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", async () => {
+  await withTokenizer((tok) => {
+    const shared = {
+      model: "m",
+      temperature: 0.5,
+      top_k: 7,
+      top_p: 0.9,
+      seed: 42,
+      reading_rate: 12,
+      slo_ttft_ms: 300,
+      ignore_eos: true,
+      stop: "\n",
+    };
+    const c = buildRequest(
+      chat,
+      ChatRequest.parse({
+        ...shared,
+        messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
+        max_completion_tokens: 9,
+        max_tokens: 99, // max_completion_tokens wins
+        logprobs: true,
+        top_logprobs: 3,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+      tok,
+      "m",
+    );
+    assertEquals(c.params.ids, tok.encodeChat([{ role: "user", content: "hi" }]));
+    assertEquals(c.params.maxTokens, 9);
+    assertEquals(c.params.maxTokensDefault, undefined);
+    assertEquals(c.params.topLogprobs, 3);
+    assertEquals(c.params.sampling, { temperature: 0.5, topK: 7, topP: 0.9, seed: 42 });
+    assertEquals(c.params.stopIds, []);
+    assertEquals(c.params.readingRate, 12);
+    assertEquals(c.params.slo, { ttftMs: 300 }, "an SLO not given stays absent");
+    assertEquals([c.stream, c.includeUsage], [true, true]);
+
+    const p = buildRequest(
+      completion,
+      CompletionRequest.parse({ ...shared, prompt: [[5, 6, 7]] }),
+      tok,
+      "m",
+    );
+    assertEquals(p.params.ids, [5, 6, 7]);
+    assertEquals(p.params.maxTokens, undefined);
+    assertEquals(p.params.maxTokensDefault, 16);
+    assertEquals(p.params.topLogprobs, 0);
+    assertEquals([p.stream, p.includeUsage], [false, false]);
+    const text = buildRequest(
+      completion,
+      CompletionRequest.parse({ model: "m", prompt: "ab" }),
+      tok,
+      "m",
+    );
+    assertEquals(text.params.ids, tok.encode("ab"));
+    assertEquals(text.params.stopIds, undefined, "the model's EOS ids");
+    assertEquals(text.params.sampling.temperature, 1);
+    assert(Number.isInteger(text.params.sampling.seed) && text.params.sampling.seed >= 0);
+  });
+});
+
+Deno.test("build: the writer shapes each endpoint's chunks and whole responses", async () => {
+  await withTokenizer((tok) => {
+    const ev = (id: number) => ({ id, logprob: -0.5, top: [[id, -0.5]] as [number, number][] });
+    const c = buildRequest(
+      chat,
+      ChatRequest.parse({ model: "m", messages: [{ role: "user", content: "x" }] }),
+      tok,
+      "m",
+    ).writer;
+    const [opening] = c.opening() as { object: string; choices: unknown[] }[];
+    assertEquals(opening.object, "chat.completion.chunk");
+    assertEquals(opening.choices, [{
+      index: 0,
+      delta: { role: "assistant", content: "" },
+      logprobs: null,
+      finish_reason: null,
+    }]);
+    assertEquals((c.piece({ text: "hi", tokens: [ev(300)] }) as { choices: unknown[] }).choices, [
+      { index: 0, delta: { content: "hi" }, logprobs: null, finish_reason: null },
+    ]);
+    assertEquals((c.finish("length") as { choices: unknown[] }).choices, [
+      { index: 0, delta: {}, logprobs: null, finish_reason: "length" },
+    ]);
+
+    const p = buildRequest(
+      completion,
+      CompletionRequest.parse({ model: "m", prompt: [1, 2], logprobs: 1 }),
+      tok,
+      "m",
+    ).writer;
+    assertEquals(p.opening(), []);
+    p.piece({ text: "ab", tokens: [ev(97), ev(98)] });
+    const second = p.piece({ text: "c", tokens: [ev(99)] }) as {
+      choices: { text: string; token_ids: number[]; logprobs: { text_offset: number[] } }[];
+    };
+    assertEquals(second.choices[0].text, "c");
+    assertEquals(second.choices[0].token_ids, [99]);
+    assertEquals(second.choices[0].logprobs.text_offset, [2], "offsets run on across chunks");
+    const whole = p.whole({ text: "abc", tokens: [ev(97), ev(98), ev(99)] }, "stop", 3) as {
+      object: string;
+      usage: unknown;
+      choices: { finish_reason: string }[];
+    };
+    assertEquals(whole.object, "text_completion");
+    assertEquals(whole.choices[0].finish_reason, "stop");
+    assertEquals(whole.usage, { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 });
+  });
+});

@@ -1,0 +1,189 @@
+// The server tests' fixture: the real HTTP server on a free loopback port over a generated tiny
+// model. By default the runtime runs over an in-process engine (fast); `worker: true` opens it as
+// `serve` does, with the engine in a Worker. Also: SSE and /metrics readers.
+
+import OpenAI from "openai";
+import { Engine, type StepEngine } from "../../engine/engine.ts";
+import { openModelDir } from "../../engine/model/model_dir.ts";
+import { Tokenizer } from "../../engine/model/tokenizer.ts";
+import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { openRuntime } from "../../runtime/open.ts";
+import { Runtime, type RuntimeOptions } from "../../runtime/service.ts";
+import { createApp, type ServerConfig } from "../../server/app.ts";
+import { parsePrometheusText, type Sample } from "../../server/metrics/parse.ts";
+import { ServerMetrics } from "../../server/metrics/server_metrics.ts";
+import { shutdown } from "../../server/shutdown.ts";
+import type { ServerState } from "../../server/state.ts";
+import { assert, assertEquals, assertMatch } from "../helpers/testing.ts";
+import { testGpu } from "../helpers/gpu.ts";
+
+export const MODEL_ID = "tiny-test";
+
+export const TINY_SPEC = {
+  hiddenSize: 64,
+  intermediateSize: 128,
+  numLayers: 2,
+  numHeads: 4,
+  numKvHeads: 2,
+  tied: true,
+  dtype: "F16",
+  seed: 11,
+} as const;
+
+export interface EngineSetup {
+  maxSlots?: number;
+  maxRows?: number;
+  gpuKvMb?: number;
+}
+
+export interface TestServerOptions {
+  config?: Partial<ServerConfig>;
+  engine?: EngineSetup;
+  runtime?: Partial<Omit<RuntimeOptions, "eosIds">>;
+  /** Wraps the in-process engine (to inject step failures). */
+  wrapEngine?: (engine: StepEngine) => StepEngine;
+  /** Open the runtime with the engine in a Worker, as `serve` does. */
+  worker?: boolean;
+}
+
+export interface TestServer {
+  url: string;
+  runtime: Runtime;
+  state: ServerState;
+  metrics: ServerMetrics;
+  server: Deno.HttpServer;
+  client: OpenAI;
+  post(path: string, body: unknown, init?: RequestInit): Promise<Response>;
+  /** GET /metrics, parsed. */
+  scrape(): Promise<Map<string, Sample[]>>;
+  /** Shuts down with no grace (if the test has not) and removes the model. */
+  close(): Promise<void>;
+}
+
+export async function startServer(opts: TestServerOptions = {}): Promise<TestServer> {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-server-" });
+  await writeTinyModel(dir, TINY_SPEC);
+  const engineSetup = { gpuKvMb: 8, maxSlots: 16, maxRows: 64, ...opts.engine };
+  const runtimeOptions: Omit<RuntimeOptions, "eosIds"> = {
+    policy: "fcfs",
+    maxQueue: 64,
+    maxTokensLimit: 512,
+    ...opts.runtime,
+  };
+  let runtime: Runtime;
+  let tokenizer: Tokenizer;
+  if (opts.worker) {
+    ({ runtime, tokenizer } = await openRuntime(
+      dir,
+      { ...engineSetup, ...runtimeOptions, skipWarmUp: true, inProcess: false },
+      () => {},
+    ));
+  } else {
+    tokenizer = new Tokenizer(await openModelDir(dir));
+    const engine = await Engine.load({
+      modelDir: dir,
+      gpu: await testGpu(),
+      skipWarmUp: true,
+      ...engineSetup,
+    });
+    runtime = new Runtime(opts.wrapEngine?.(engine) ?? engine, {
+      ...runtimeOptions,
+      eosIds: tokenizer.eosTokenIds,
+    });
+  }
+  const state: ServerState = { model: { status: "ready", runtime, tokenizer }, draining: false };
+  const metrics = new ServerMetrics();
+  const config = { modelId: MODEL_ID, maxBodyBytes: 64 * 1024, ...opts.config };
+  const app = createApp(state, config, metrics);
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, app.fetch);
+  const url = `http://127.0.0.1:${server.addr.port}`;
+  const auth: Record<string, string> = config.apiKey
+    ? { authorization: `Bearer ${config.apiKey}` }
+    : {};
+  return {
+    url,
+    runtime,
+    state,
+    metrics,
+    server,
+    client: new OpenAI({ baseURL: `${url}/v1`, apiKey: config.apiKey ?? "none", maxRetries: 0 }),
+    post: (path, body, init = {}) =>
+      fetch(url + path, {
+        method: "POST",
+        ...init,
+        headers: { "content-type": "application/json", ...auth, ...init.headers },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      }),
+    scrape: async () => parsePrometheusText(await (await fetch(url + "/metrics")).text()),
+    close: async () => {
+      if (!state.draining) await shutdown(state, metrics, server, 0);
+      await server.finished;
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+/** Reads a whole SSE response into its data payloads, checking the framing of every event. */
+export async function sseData(res: Response): Promise<string[]> {
+  assertEquals(res.headers.get("content-type"), "text/event-stream");
+  return sseEvents(await res.text());
+}
+
+/** Splits SSE text into its data payloads. */
+export function sseEvents(text: string): string[] {
+  assert(text === "" || text.endsWith("\n\n"), "a stream ends with a blank line");
+  return text.split("\n\n").filter((e) => e.length > 0).map((e) => {
+    assertMatch(e, /^data: /);
+    return e.slice("data: ".length);
+  });
+}
+
+/** Reads an SSE body incrementally: events as they arrive, then the rest. */
+export class SseReader {
+  private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
+  private readonly decoder = new TextDecoder();
+  private buffered = "";
+
+  constructor(res: Response) {
+    this.reader = res.body!.getReader();
+  }
+
+  /** The next event's data, or null once the stream has ended. */
+  async next(): Promise<string | null> {
+    for (;;) {
+      const end = this.buffered.indexOf("\n\n");
+      if (end >= 0) {
+        const event = this.buffered.slice(0, end + 2);
+        this.buffered = this.buffered.slice(end + 2);
+        return sseEvents(event)[0];
+      }
+      const { done, value } = await this.reader.read();
+      if (done) return null;
+      this.buffered += this.decoder.decode(value, { stream: true });
+    }
+  }
+
+  /** Every event left, until the stream ends. */
+  async rest(): Promise<string[]> {
+    const out: string[] = [];
+    for (let e = await this.next(); e !== null; e = await this.next()) out.push(e);
+    return out;
+  }
+
+  cancel(): Promise<void> {
+    return this.reader.cancel();
+  }
+}
+
+/** Polls `check` every 25 ms until it holds; fails with `what` after `timeoutMs`. */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

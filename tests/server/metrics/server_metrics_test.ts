@@ -1,0 +1,81 @@
+// ServerMetrics: what one scrape takes from the runtime's stats (gauges, counter deltas, KV per
+// tier) and how a request observer counts a request once, by status.
+
+import type { RuntimeStats } from "../../../runtime/service.ts";
+import { parsePrometheusText, sampleValue } from "../../../server/metrics/parse.ts";
+import { type RuntimeView, ServerMetrics } from "../../../server/metrics/server_metrics.ts";
+import { assertEquals } from "../../helpers/testing.ts";
+
+function fakeRuntime(stats: Partial<RuntimeStats>, stepMs: number[] = []): RuntimeView {
+  const idle = {
+    waiting: 0,
+    paused: 0,
+    running: 0,
+    kvBlocksUsed: 0,
+    kvBlocksTotal: 0,
+    steps: 0,
+    tokensGenerated: 0,
+    preemptions: 0,
+    requests: [],
+  };
+  return {
+    // A cast: fields the metrics do not read may be added to RuntimeStats without touching this.
+    stats: () => ({ ...idle, ...stats }) as RuntimeStats,
+    takeStepTimes: () => stepMs.splice(0),
+  };
+}
+
+Deno.test("server metrics: a scrape sets the gauges and adds what the runtime's counters grew", () => {
+  const metrics = new ServerMetrics();
+  const scrape = (stats: Partial<RuntimeStats>, stepMs: number[] = []) => {
+    metrics.observeRuntime(fakeRuntime(stats, stepMs));
+    return parsePrometheusText(metrics.render());
+  };
+  let s = scrape({
+    waiting: 3,
+    paused: 2,
+    running: 5,
+    kvBlocksUsed: 40,
+    kvBlocksTotal: 64,
+    tokensGenerated: 100,
+    preemptions: 4,
+  }, [12, 30]);
+  assertEquals(sampleValue(s, "sluice_queue_depth"), 3);
+  assertEquals(sampleValue(s, "sluice_paused_requests"), 2);
+  assertEquals(sampleValue(s, "sluice_running_requests"), 5);
+  assertEquals(sampleValue(s, "sluice_kv_blocks_used", { tier: "device" }), 40);
+  assertEquals(sampleValue(s, "sluice_kv_blocks_total", { tier: "device" }), 64);
+  assertEquals(sampleValue(s, "sluice_kv_blocks_used", { tier: "host" }), 0);
+  assertEquals(sampleValue(s, "sluice_kv_blocks_total", { tier: "host" }), 0);
+  assertEquals(sampleValue(s, "sluice_tokens_generated_total"), 100);
+  assertEquals(sampleValue(s, "sluice_preemptions_total"), 4);
+  assertEquals(sampleValue(s, "sluice_step_seconds_count"), 2);
+
+  s = scrape({ paused: 0, tokensGenerated: 130, preemptions: 7 });
+  assertEquals(sampleValue(s, "sluice_paused_requests"), 0);
+  assertEquals(sampleValue(s, "sluice_tokens_generated_total"), 130);
+  assertEquals(sampleValue(s, "sluice_preemptions_total"), 7);
+  assertEquals(sampleValue(s, "sluice_step_seconds_count"), 2);
+});
+
+Deno.test("server metrics: an observer counts its request once and closes it", () => {
+  const metrics = new ServerMetrics();
+  const a = metrics.requestStarted();
+  const b = metrics.requestStarted();
+  assertEquals(metrics.openRequests, 2);
+  a.token();
+  a.token();
+  a.stalled(0.25);
+  a.finish(200);
+  a.finish(500);
+  b.finish(499);
+  assertEquals(metrics.openRequests, 0);
+  assertEquals(a.tokens, 2);
+  const s = parsePrometheusText(metrics.render());
+  assertEquals(sampleValue(s, "sluice_requests_total", { status: "200" }), 1);
+  assertEquals(sampleValue(s, "sluice_requests_total", { status: "499" }), 1);
+  assertEquals(sampleValue(s, "sluice_requests_total", { status: "500" }), undefined);
+  assertEquals(sampleValue(s, "sluice_ttft_seconds_count"), 1);
+  assertEquals(sampleValue(s, "sluice_inter_token_seconds_count"), 1);
+  assertEquals(sampleValue(s, "sluice_stall_seconds_total"), 0.25);
+});
