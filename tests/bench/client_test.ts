@@ -3,23 +3,23 @@
 // and buffer values), every request outcome, the replayer, the server launcher, and one whole
 // `bench serve` run against a fake server program. Fake servers run on a port chosen by the OS.
 
-import { benchServe } from "../bench/serve.ts";
-import { runClient, tokensInChunk } from "../bench/serve/client.ts";
-import { getText, loopbackRequest, readText } from "../bench/serve/http.ts";
+import { benchServe } from "../../bench/serve.ts";
+import { runClient, tokensInChunk } from "../../bench/serve/client.ts";
+import { getText, loopbackRequest, readText } from "../../bench/serve/http.ts";
 import {
   type LoopbackTarget,
   loopbackTarget,
   NotLoopbackError,
   targetFromUrl,
-} from "../bench/serve/loopback.ts";
-import { requestMetrics } from "../bench/serve/metrics.ts";
-import { bufferAtArrivals } from "../bench/serve/playout.ts";
-import { modelInfo, replay } from "../bench/serve/run.ts";
-import { assertSafeFlags, startServer } from "../bench/serve/server_process.ts";
-import { SseParser } from "../bench/serve/sse.ts";
-import { parseTrace, type WorkloadRequest } from "../bench/serve/workload.ts";
-import { assert, assertEquals, assertRejects, assertThrows } from "./helpers/testing.ts";
-import { rng, testSeed } from "./helpers/random.ts";
+} from "../../bench/serve/loopback.ts";
+import { requestMetrics } from "../../bench/serve/metrics.ts";
+import { bufferAtArrivals } from "../../bench/serve/playout.ts";
+import { modelInfo, replay } from "../../bench/serve/run.ts";
+import { assertSafeFlags, startServer } from "../../bench/serve/server_process.ts";
+import { SseParser } from "../../bench/serve/sse.ts";
+import { parseTrace, type WorkloadRequest } from "../../bench/serve/workload.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../helpers/testing.ts";
+import { rng, testSeed } from "../helpers/random.ts";
 
 const enc = new TextEncoder();
 

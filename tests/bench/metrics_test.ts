@@ -9,7 +9,7 @@ import {
   summarize,
   tokenWeight,
   ttftCdf,
-} from "../bench/serve/metrics.ts";
+} from "../../bench/serve/metrics.ts";
 import {
   bufferAtArrivals,
   bufferSeries,
@@ -17,14 +17,14 @@ import {
   Reader,
   stallMs,
   stallsMs,
-} from "../bench/serve/playout.ts";
-import { parsePrometheus, type Scrape } from "../bench/serve/prometheus.ts";
-import type { RequestRecord } from "../bench/serve/record.ts";
-import { buildReport, resultsTable, verdict } from "../bench/serve/report.ts";
-import type { ConfigResult } from "../bench/serve/run.ts";
-import { summarizeServerMetrics } from "../bench/serve/server_metrics.ts";
-import { lineChart, niceTicks } from "../bench/serve/svg.ts";
-import { assert, assertEquals, assertThrows } from "./helpers/testing.ts";
+} from "../../bench/serve/playout.ts";
+import { parsePrometheus, type Scrape } from "../../bench/serve/prometheus.ts";
+import type { RequestRecord } from "../../bench/serve/record.ts";
+import { buildReport, resultsTable, verdict } from "../../bench/serve/report.ts";
+import type { ConfigResult } from "../../bench/serve/run.ts";
+import { summarizeServerMetrics } from "../../bench/serve/server_metrics.ts";
+import { lineChart, niceTicks } from "../../bench/serve/svg.ts";
+import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
 
 const close = (got: number | null, want: number, what: string) =>
   assert(

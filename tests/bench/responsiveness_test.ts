@@ -10,9 +10,9 @@ import {
   meanRate,
   rateDuring,
   summarize,
-} from "../bench/responsiveness/stats.ts";
-import { requestBody } from "../bench/responsiveness/stream.ts";
-import { assert, assertEquals } from "./helpers/testing.ts";
+} from "../../bench/responsiveness/stats.ts";
+import { requestBody } from "../../bench/responsiveness/stream.ts";
+import { assert, assertEquals } from "../helpers/testing.ts";
 
 const near = (got: number | null, want: number, what: string) =>
   assert(got !== null && Math.abs(got - want) <= 1e-9, `${what}: got ${got}, want ${want}`);

@@ -7,8 +7,8 @@ import {
   parseServeBenchFlags,
   splitFlags,
   UsageError,
-} from "../bench/serve/flags.ts";
-import { parseDist, sampleDist, seededRandom } from "../bench/serve/random.ts";
+} from "../../bench/serve/flags.ts";
+import { parseDist, sampleDist, seededRandom } from "../../bench/serve/random.ts";
 import {
   arrivals,
   drawLengths,
@@ -17,9 +17,9 @@ import {
   materialize,
   parseTrace,
   workloadToJsonl,
-} from "../bench/serve/workload.ts";
-import { assert, assertEquals, assertThrows } from "./helpers/testing.ts";
-import { testSeed } from "./helpers/random.ts";
+} from "../../bench/serve/workload.ts";
+import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
+import { testSeed } from "../helpers/random.ts";
 
 const BASE: GenerateOptions = {
   kind: "burst",
