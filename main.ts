@@ -17,7 +17,8 @@ const EngineFlags = z.object({
   "max-batch": z.coerce.number().int().min(1).max(256).default(32),
   "prefill-chunk": z.coerce.number().int().min(16).max(4096).default(128),
   f32: z.boolean().default(false),
-  sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("fcfs"),
+  // reserve: best measured on this adapter (README, "Scheduling"); fcfs is the vLLM baseline.
+  sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("reserve"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
 });
 
