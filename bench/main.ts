@@ -1,4 +1,4 @@
-// `deno task bench kernels|decode|serve [flags]`: prints a Markdown report and saves it under bench/reports/.
+// `deno task bench kernels|decode|kv|serve [flags]`: prints a Markdown report and saves it under bench/reports/.
 
 const [which, ...rest] = Deno.args;
 const benches: Record<string, () => Promise<string>> = {
@@ -8,6 +8,7 @@ const benches: Record<string, () => Promise<string>> = {
     return benchKernels(await openGpu());
   },
   decode: async () => (await import("./decode.ts")).benchDecode(rest),
+  kv: async () => (await import("./kv.ts")).benchKv(rest),
   // `--clients 1,4,16` measures concurrency scaling; otherwise the workload replayer runs.
   serve: async () =>
     rest.some((a) => a.startsWith("--clients"))

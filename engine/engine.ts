@@ -8,13 +8,34 @@
 import { type Gpu, openGpu } from "./gpu/device.ts";
 import { DeviceKv, type TableWrite } from "./kv/device_kv.ts";
 import { NOT_RESIDENT } from "./kv/block_pool.ts";
+import { HostKv } from "./kv/host_kv.ts";
+import type { KvCopy } from "./kv/kv_copies.ts";
+import { type KvCopyStats, KvTransfers } from "./kv/kv_transfers.ts";
+import type { CostModel } from "./kv/cost_model.ts";
+import {
+  measureOverlap,
+  type OverlapMeasurement,
+  profileCosts,
+  type ProfileOptions,
+  type ProfileTarget,
+} from "./kv/cost_profile.ts";
 import type { LlamaConfig } from "./model/config.ts";
 import { LlamaForward, type SampleRecord, type SamplingParams } from "./model/forward.ts";
 import type { StepRow, StepSample } from "./model/forward.ts";
 import { openModelDir } from "./model/model_dir.ts";
 import { type LoadProgress, loadWeights } from "./model/weights.ts";
 
-export type { SampleRecord, SamplingParams, StepRow, StepSample, TableWrite };
+export type {
+  CostModel,
+  KvCopy,
+  KvCopyStats,
+  OverlapMeasurement,
+  SampleRecord,
+  SamplingParams,
+  StepRow,
+  StepSample,
+  TableWrite,
+};
 
 export interface EngineOptions {
   /** A local model directory (resolve hub ids and "demo" before calling). */
@@ -31,7 +52,9 @@ export interface EngineOptions {
   forceF32?: boolean;
   /** Host KV tier budget in MiB (0: no host tier). */
   hostKvMb?: number;
-  /** Skip the warm-up steps that compile shaders at load (tests that time nothing). */
+  /** false: one copy per KV block instead of per contiguous run (the kv benchmark's baseline). */
+  coalesceCopies?: boolean;
+  /** Skip the warm-up steps that compile shaders, and the cost profile, at load (tests). */
   skipWarmUp?: boolean;
   onLoadProgress?: LoadProgress;
   gpu?: Gpu;
@@ -58,20 +81,11 @@ export interface EngineInfo {
   ringSize: number;
   /** Blocks of the host KV tier (each holds one block of any layer, K and V); 0 without one. */
   hostBlocks: number;
+  /** Bytes of one KV block of one layer, K and V together (what a copy moves per block). */
+  kvBlockBytes: number;
   dispatchesPerStep: number;
-}
-
-/**
- * A copy of some of one layer's KV blocks between the device pool and the host tier. Block i of
- * `deviceBlocks` (in the layer's arena) pairs with block i of `hostBlocks`; runs that are
- * contiguous on both sides move as one copy (block groups).
- */
-export interface KvCopy {
-  /** "out": device → host (swap-out, write-through); "in": host → device (swap-in). */
-  direction: "out" | "in";
-  layer: number;
-  deviceBlocks: number[];
-  hostBlocks: number[];
+  /** Step and copy costs profiled at load; absent when the load skipped warm-up. */
+  costModel?: CostModel;
 }
 
 /** One step: host-side updates to apply first, then the rows to run and the rows to sample. */
@@ -79,7 +93,11 @@ export interface StepPlan {
   /**
    * KV copies, before anything else in the step: every "out" copy is submitted first, so a device
    * block copied out may be reused by an "in" copy or the kernels of the same step. A step's
-   * records resolve only once its "out" copies have landed in host memory.
+   * records resolve only once its "out" copies have landed in host memory. "In" copies read host
+   * memory when step() is called, and the queue orders them before this step's kernels: a request
+   * may run in the step that brings it in, and its host blocks may be rewritten once step()
+   * returns. An "in" copy from a host block whose "out" copy has not landed is refused. A step
+   * with copies may have no rows (a copy-only step; its records are []).
    */
   copies?: KvCopy[];
   /** Block-table entries to upload before the step (new blocks, or a slot's new owner). */
@@ -96,6 +114,11 @@ export interface StepEngine {
   readonly info: EngineInfo;
   /** Submits a step; resolves with its sample records once the GPU has finished it. */
   step(plan: StepPlan): Promise<SampleRecord[]>;
+  /**
+   * KV copies executed so far (counted at submission). Behind a Worker, as of the last records
+   * received. Optional so engines without a host tier (test fakes) need not count.
+   */
+  copyStats?(): KvCopyStats;
   /** Waits for submitted work, then frees every GPU object the engine made. */
   close(): Promise<void>;
 }
@@ -106,8 +129,10 @@ export class Engine implements StepEngine {
   private constructor(
     readonly gpu: Gpu,
     readonly config: LlamaConfig,
-    private readonly kv: DeviceKv,
+    /** The device KV tier (tests write to it directly). */
+    readonly kv: DeviceKv,
     private readonly forward: LlamaForward,
+    private readonly transfers: KvTransfers,
     private readonly ownsGpu: boolean,
     private readonly release: () => void,
     readonly info: EngineInfo,
@@ -136,13 +161,17 @@ export class Engine implements StepEngine {
       opts.blockSize ?? 16,
     );
     const kv = new DeviceKv(gpu, layout);
+    const blockBytes = DeviceKv.bytesPerBlock(gpu, layout);
+    const host = new HostKv(blockBytes, (opts.hostKvMb ?? 0) * 2 ** 20);
+    const transfers = new KvTransfers(gpu, kv, host, opts.coalesceCopies ?? true);
     const forward = new LlamaForward(gpu, cfg, weights, kv, {
       maxRows,
       maxSlots,
       maxTopLogprobs: opts.maxTopLogprobs ?? 20,
       ringSize,
     });
-    // A request's KV must fit in the pool on every layer at once (no host tier yet).
+    // A running request's KV must fit in the pool on every layer at once (the host tier holds
+    // requests or layers that are not running).
     const layersPerArena = layout.blocksPerArena.map((_, a) =>
       layout.layerArena.filter((x) => x === a).length
     );
@@ -169,24 +198,51 @@ export class Engine implements StepEngine {
         poolTokens,
       ),
       ringSize,
-      hostBlocks: 0,
+      hostBlocks: host.blocks,
+      kvBlockBytes: 2 * blockBytes,
       dispatchesPerStep: forward.dispatchesPerStep,
     };
     const release = () => {
+      transfers.destroy();
       forward.destroy();
       kv.destroy();
       destroyWeights(weights);
     };
-    const engine = new Engine(gpu, cfg, kv, forward, !opts.gpu, release, info);
-    if (!opts.skipWarmUp) await engine.warmUp();
+    const engine = new Engine(gpu, cfg, kv, forward, transfers, !opts.gpu, release, info);
+    if (!opts.skipWarmUp) {
+      await engine.warmUp();
+      info.costModel = await engine.profile();
+    }
     return engine;
   }
 
+  /**
+   * Checks the whole plan (throwing, with nothing done, when any part is bad), then runs its
+   * copies, table and sampling updates and kernels, in that order. The records resolve once the
+   * kernels' samples are read back and the "out" copies have landed in host memory.
+   */
   step(plan: StepPlan): Promise<SampleRecord[]> {
     if (this.closed) return Promise.reject(new Error("engine is closed"));
+    const copies = plan.copies ?? [];
+    const runs = this.transfers.plan(copies);
+    const copyOnly = plan.rows.length === 0 && copies.length > 0;
+    if (copyOnly && plan.samples.length > 0) {
+      throw new Error(`a step with no rows cannot sample (${plan.samples.length} samples)`);
+    }
+    if (!copyOnly) this.forward.check(plan);
+    for (const t of plan.tables) this.kv.checkTable(t.slot, t.layer, t.blocks, t.first);
+
+    const landed = this.transfers.execute(runs);
     for (const t of plan.tables) this.kv.writeTable(t.slot, t.layer, t.blocks, t.first);
     for (const s of plan.sampling) this.forward.setSampling(s.slot, s.params);
-    return this.forward.submit(plan);
+    const records = copyOnly ? Promise.resolve([]) : this.forward.submit(plan);
+    if (runs.length === 0) return records;
+    return Promise.all([records, landed]).then(([r]) => r);
+  }
+
+  /** KV copies executed since load (counted when submitted). */
+  copyStats(): KvCopyStats {
+    return this.transfers.snapshot();
   }
 
   /**
@@ -210,10 +266,72 @@ export class Engine implements StepEngine {
       await this.step({ tables, sampling, rows, samples, wantTopLogprobs: false });
       await this.step({ tables: [], sampling: [], rows, samples, wantTopLogprobs: true });
     }
+    this.clearTables(Math.min(16, maxSlots));
+  }
+
+  /** Points every table entry of slots 0..slots-1 at nothing. */
+  private clearTables(slots: number): void {
     const clear = new Array(this.info.maxBlocksPerSeq).fill(NOT_RESIDENT);
-    for (let slot = 0; slot < Math.min(16, maxSlots); slot++) {
-      for (let layer = 0; layer < numLayers; layer++) this.kv.writeTable(slot, layer, clear);
+    for (let slot = 0; slot < slots; slot++) {
+      for (let layer = 0; layer < this.info.numLayers; layer++) {
+        this.kv.writeTable(slot, layer, clear);
+      }
     }
+  }
+
+  /**
+   * Profiles step and copy costs (engine/kv/cost_profile.ts) on dummy rows that write block 0 of
+   * every layer: only while no request holds KV. Returns the fitted model.
+   */
+  profile(opts?: ProfileOptions): Promise<CostModel> {
+    return this.profiling((t) => profileCosts(t, opts));
+  }
+
+  /** Times a step of `rows` dummy rows and a device copy, alone and together (as profile). */
+  measureOverlap(o: { rows: number; bytes: number; reps?: number }): Promise<OverlapMeasurement> {
+    return this.profiling((t) => measureOverlap(t, o));
+  }
+
+  private async profiling<T>(run: (t: ProfileTarget) => Promise<T>): Promise<T> {
+    if (this.closed) throw new Error("engine is closed");
+    try {
+      return await run(this.profileTarget());
+    } finally {
+      this.clearTables(this.info.maxSlots);
+    }
+  }
+
+  /** The profile's view of this engine: steps of n dummy rows, slot i % maxSlots each. */
+  private profileTarget(): ProfileTarget {
+    const { numLayers, maxRows, maxSlots, ringSize, vocabSize, blockSize } = this.info;
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const entries = Math.ceil(Math.ceil(maxRows / maxSlots) / blockSize);
+    for (let slot = 0; slot < maxSlots; slot++) {
+      for (let layer = 0; layer < numLayers; layer++) {
+        this.kv.writeTable(slot, layer, new Array(entries).fill(0));
+      }
+      this.forward.setSampling(slot, greedy);
+    }
+    return {
+      gpu: this.gpu,
+      numLayers,
+      maxRows,
+      maxSlots,
+      ringSize,
+      step: (n, samples, prelude) => {
+        const rows = Array.from({ length: n }, (_, i) => ({
+          slot: i % maxSlots,
+          pos: Math.floor(i / maxSlots),
+          token: i % vocabSize,
+        }));
+        const plan = {
+          rows,
+          samples: rows.slice(0, samples).map((_, row) => ({ row })),
+          wantTopLogprobs: false,
+        };
+        return this.forward.submit(plan, prelude);
+      },
+    };
   }
 
   /** Reads the raw logits of the last step's sample rows (tests only: a synchronous round trip). */
@@ -225,6 +343,7 @@ export class Engine implements StepEngine {
     if (this.closed) return;
     this.closed = true;
     await this.forward.idle();
+    await this.transfers.idle();
     this.release();
     if (this.ownsGpu) this.gpu.device.destroy();
   }

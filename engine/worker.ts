@@ -33,7 +33,8 @@ self.onmessage = (event: MessageEvent<ToEngine>) => {
       // Submitted at once (engine.step encodes synchronously), so steps run in arrival order.
       try {
         engine!.step(msg.plan).then(
-          (records) => post({ type: "records", id: msg.id, records }),
+          (records) =>
+            post({ type: "records", id: msg.id, records, copyStats: engine!.copyStats() }),
           (err) => post({ type: "step-failed", id: msg.id, message: messageOf(err) }),
         );
       } catch (err) {

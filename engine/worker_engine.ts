@@ -1,7 +1,14 @@
 // The runtime's side of the engine Worker: a StepEngine whose steps run on another thread.
 // One message per step out, one per step back; nothing here waits on the GPU.
 
-import type { EngineInfo, EngineOptions, SampleRecord, StepEngine, StepPlan } from "./engine.ts";
+import type {
+  EngineInfo,
+  EngineOptions,
+  KvCopyStats,
+  SampleRecord,
+  StepEngine,
+  StepPlan,
+} from "./engine.ts";
 import type { FromEngine, ToEngine } from "./worker_protocol.ts";
 
 interface Pending {
@@ -14,6 +21,11 @@ export class WorkerEngine implements StepEngine {
   private readonly pending = new Map<number, Pending>();
   private closing: Promise<void> | null = null;
   private failure: Error | null = null;
+  private stats: KvCopyStats = {
+    steps: 0,
+    out: { copies: 0, blocks: 0, bytes: 0 },
+    in: { copies: 0, blocks: 0, bytes: 0 },
+  };
 
   private constructor(private readonly worker: Worker, readonly info: EngineInfo) {
     worker.onmessage = (e: MessageEvent<FromEngine>) => this.receive(e.data);
@@ -61,6 +73,11 @@ export class WorkerEngine implements StepEngine {
     });
   }
 
+  /** The engine's copy counters as of the last records received. */
+  copyStats(): KvCopyStats {
+    return this.stats;
+  }
+
   close(): Promise<void> {
     this.closing ??= new Promise<void>((resolve) => {
       this.onClosed = resolve;
@@ -75,8 +92,10 @@ export class WorkerEngine implements StepEngine {
     if (msg.type === "records" || msg.type === "step-failed") {
       const p = this.pending.get(msg.id);
       this.pending.delete(msg.id);
-      if (msg.type === "records") p?.resolve(msg.records);
-      else p?.reject(new Error(msg.message));
+      if (msg.type === "records") {
+        this.stats = msg.copyStats;
+        p?.resolve(msg.records);
+      } else p?.reject(new Error(msg.message));
     } else if (msg.type === "closed") {
       for (const p of this.pending.values()) p.reject(new Error("engine closed"));
       this.pending.clear();

@@ -1,7 +1,7 @@
 // The typed messages between the runtime's thread and the engine Worker (engine/worker.ts).
 // Plans and records are plain data, so they cross by structured clone.
 
-import type { EngineInfo, EngineOptions, SampleRecord, StepPlan } from "./engine.ts";
+import type { EngineInfo, EngineOptions, KvCopyStats, SampleRecord, StepPlan } from "./engine.ts";
 
 export type ToEngine =
   | { type: "load"; options: Omit<EngineOptions, "gpu" | "onLoadProgress"> }
@@ -12,6 +12,7 @@ export type FromEngine =
   | { type: "progress"; loaded: number; total: number }
   | { type: "loaded"; info: EngineInfo }
   | { type: "load-failed"; message: string }
-  | { type: "records"; id: number; records: SampleRecord[] }
+  // The copy counters as of this step's records (its "out" copies landed), for copyStats().
+  | { type: "records"; id: number; records: SampleRecord[]; copyStats: KvCopyStats }
   | { type: "step-failed"; id: number; message: string }
   | { type: "closed" };

@@ -139,6 +139,15 @@ export class DeviceKv {
 
   /** Uploads table entries (layer, slot, first..first+blocks.length-1). */
   writeTable(slot: number, layer: number, blocks: readonly number[], first = 0): void {
+    this.checkTable(slot, layer, blocks, first);
+    if (blocks.length === 0) return;
+    const { maxSlots, maxBlocksPerSeq } = this.layout;
+    const entry = (layer * maxSlots + slot) * maxBlocksPerSeq + first;
+    writeBytes(this.gpu, this.blockTable, entry * 4, Uint32Array.from(blocks));
+  }
+
+  /** Throws what writeTable would throw, writing nothing. */
+  checkTable(slot: number, layer: number, blocks: readonly number[], first = 0): void {
     const { numLayers, maxSlots, maxBlocksPerSeq, blocksPerArena, layerArena } = this.layout;
     requireIndex("slot", slot, maxSlots);
     requireIndex("layer", layer, numLayers);
@@ -149,14 +158,9 @@ export class DeviceKv {
         } exceed maxBlocksPerSeq ${maxBlocksPerSeq}`,
       );
     }
-    if (blocks.length === 0) return;
-    const row = new Uint32Array(blocks.length);
-    blocks.forEach((b, i) => {
+    for (const b of blocks) {
       if (b !== NOT_RESIDENT) requireIndex("block id", b, blocksPerArena[layerArena[layer]]);
-      row[i] = b;
-    });
-    const entry = (layer * maxSlots + slot) * maxBlocksPerSeq + first;
-    writeBytes(this.gpu, this.blockTable, entry * 4, row);
+    }
   }
 
   destroy(): void {

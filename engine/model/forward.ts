@@ -202,12 +202,8 @@ export class LlamaForward {
     );
   }
 
-  /**
-   * Encodes and submits one step, synchronously, so steps reach the GPU in call order. Returns a
-   * promise of the step's sample records that resolves once the GPU has finished it; awaiting it is
-   * the caller's choice (a few steps later). At most ringSize steps may be unread at once.
-   */
-  submit(plan: StepPlan): Promise<SampleRecord[]> {
+  /** Throws what submit would throw for `plan`, before anything is encoded or written. */
+  check(plan: StepPlan): void {
     const { rows, samples } = plan;
     if (rows.length === 0 || rows.length > this.limits.maxRows) {
       throw new Error(`step has ${rows.length} rows (max ${this.limits.maxRows})`);
@@ -215,14 +211,30 @@ export class LlamaForward {
     if (samples.length > this.limits.maxSlots) {
       throw new Error(`step samples ${samples.length} rows (max ${this.limits.maxSlots})`);
     }
-    const slot = this.ring[this.ringNext];
-    if (slot.busy) {
+    if (this.ring[this.ringNext].busy) {
       throw new Error(`more than ${this.ring.length} steps unread: await an older step first`);
     }
+  }
+
+  /**
+   * Encodes and submits one step, synchronously, so steps reach the GPU in call order. Returns a
+   * promise of the step's sample records that resolves once the GPU has finished it; awaiting it is
+   * the caller's choice (a few steps later). At most ringSize steps may be unread at once.
+   * `prelude` encodes commands into the step's command buffer before its compute pass (the cost
+   * profile uses it to time a copy and a step in one submission).
+   */
+  submit(
+    plan: StepPlan,
+    prelude?: (encoder: GPUCommandEncoder) => void,
+  ): Promise<SampleRecord[]> {
+    this.check(plan);
+    const { rows, samples } = plan;
+    const slot = this.ring[this.ringNext];
     this.ringNext = (this.ringNext + 1) % this.ring.length;
 
     this.io.writePlan(plan);
     const encoder = this.gpu.device.createCommandEncoder();
+    prelude?.(encoder);
     const pass = encoder.beginComputePass();
     for (const k of this.steps) k.encode(pass, rows.length);
     if (samples.length > 0) {

@@ -1,0 +1,226 @@
+// `deno task bench kv`: what moving KV between the device and the host costs here, and whether
+// block groups (FastSwitch) pay. A whole 1024-token request of the SmolLM2-135M-shaped model
+// (30 layers) is swapped out and back with block groups and with one copy per block, for three
+// block layouts; then the cost model the load profiled, and whether a copy overlaps a step's
+// kernels (FastSwitch assumes a swap stream overlapping inference; WebGPU has one queue).
+
+import { type CostModel, Engine, type KvCopy } from "../engine/engine.ts";
+import { BlockPool } from "../engine/kv/block_pool.ts";
+import { copyMs, gbPerS } from "../engine/kv/cost_model.ts";
+import type { OverlapMeasurement } from "../engine/kv/cost_profile.ts";
+import { type Gpu, openGpu } from "../engine/gpu/device.ts";
+import { demoModelDir } from "../engine/model/tiny_model.ts";
+import { smolShapedModelDir } from "./decode.ts";
+
+const TOKENS = 1024;
+const REPS = 5;
+const OVERLAP_REPS = 9;
+
+interface Layout {
+  name: string;
+  copies: (direction: "out" | "in") => KvCopy[];
+}
+
+interface SwapResult {
+  layout: string;
+  grouped: boolean;
+  bytes: number;
+  outMs: number;
+  inMs: number;
+  outCopies: number;
+  inCopies: number;
+}
+
+export async function benchKv(args: string[]): Promise<string> {
+  const tokens = Number(args.find((a) => a.startsWith("--tokens="))?.split("=")[1] ?? TOKENS);
+  const gpu = await openGpu();
+  const dir = await smolShapedModelDir();
+  const options = { modelDir: dir, gpu, gpuKvMb: 96, hostKvMb: 48, maxSlots: 4, maxRows: 64 };
+
+  const results: SwapResult[] = [];
+  let smolModel: CostModel | undefined;
+  let info: Engine["info"] | undefined;
+  for (const grouped of [true, false]) {
+    // The block-group engine also warms up and profiles: its cost model is reported below.
+    const engine = await Engine.load({ ...options, coalesceCopies: grouped, skipWarmUp: !grouped });
+    try {
+      smolModel ??= engine.info.costModel;
+      info = engine.info;
+      for (const layout of layouts(engine, tokens)) {
+        results.push(await swaps(engine, layout, grouped));
+      }
+    } finally {
+      await engine.close();
+    }
+  }
+  const demo = await Engine.load({ modelDir: await demoModelDir(), gpu, gpuKvMb: 64 });
+  let overlaps: OverlapMeasurement[];
+  try {
+    overlaps = await measureOverlaps(demo);
+  } finally {
+    await demo.close();
+  }
+  return report(gpu, info!, tokens, results, smolModel!, demo.info.costModel!, overlaps);
+}
+
+/**
+ * One request of `tokens` tokens, in three layouts: a fresh pool (every layer one run, layers
+ * side by side); a prefill in 128-token chunks interleaved with another request's, host blocks
+ * assigned layer by layer; the same, host blocks assigned in device-block order.
+ */
+function layouts(engine: Engine, tokens: number): Layout[] {
+  const { numLayers } = engine.info;
+  const fresh = new BlockPool(engine.info);
+  fresh.growAll("a", tokens);
+  const mixed = new BlockPool(engine.info);
+  for (let t = 128; t <= tokens; t += 128) {
+    mixed.growAll("a", t);
+    mixed.growAll("b", t);
+  }
+  const layers = Array.from({ length: numLayers }, (_, l) => l);
+  const byLayer = (pool: BlockPool) => (direction: "out" | "in") => {
+    let next = 0;
+    return layers.map((layer) => {
+      const deviceBlocks = pool.table("a", layer);
+      return { direction, layer, deviceBlocks, hostBlocks: deviceBlocks.map(() => next++) };
+    });
+  };
+  const byDevice = (direction: "out" | "in") => {
+    const order = layers.flatMap((l) => mixed.table("a", l)).sort((x, y) => x - y);
+    const host = new Map(order.map((d, i) => [d, i]));
+    return layers.map((layer) => {
+      const deviceBlocks = mixed.table("a", layer);
+      return { direction, layer, deviceBlocks, hostBlocks: deviceBlocks.map((d) => host.get(d)!) };
+    });
+  };
+  return [
+    { name: "fresh pool", copies: byLayer(fresh) },
+    { name: "interleaved, host by layer", copies: byLayer(mixed) },
+    { name: "interleaved, host in device order", copies: byDevice },
+  ];
+}
+
+/** Swaps the layout's request out and back REPS times; median times, copies per swap. */
+async function swaps(engine: Engine, layout: Layout, grouped: boolean): Promise<SwapResult> {
+  const step = { tables: [], sampling: [], rows: [], samples: [], wantTopLogprobs: false };
+  const outMs: number[] = [], inMs: number[] = [];
+  const s0 = engine.copyStats();
+  for (let r = 0; r < REPS; r++) {
+    let t0 = performance.now();
+    await engine.step({ ...step, copies: layout.copies("out") });
+    outMs.push(performance.now() - t0);
+    t0 = performance.now();
+    await engine.step({ ...step, copies: layout.copies("in") });
+    engine.gpu.device.queue.submit([]);
+    await engine.gpu.device.queue.onSubmittedWorkDone();
+    inMs.push(performance.now() - t0);
+  }
+  const s1 = engine.copyStats();
+  return {
+    layout: layout.name,
+    grouped,
+    bytes: (s1.out.bytes - s0.out.bytes) / REPS,
+    outMs: median(outMs),
+    inMs: median(inMs),
+    outCopies: (s1.out.copies - s0.out.copies) / REPS,
+    inCopies: (s1.in.copies - s0.in.copies) / REPS,
+  };
+}
+
+/** On the demo model, whose steps are short enough to pair with a copy of similar length. */
+async function measureOverlaps(engine: Engine): Promise<OverlapMeasurement[]> {
+  const out = [];
+  for (const [rows, mib] of [[1, 16], [8, 64], [32, 256]]) {
+    out.push(await engine.measureOverlap({ rows, bytes: mib << 20, reps: OVERLAP_REPS }));
+  }
+  return out;
+}
+
+function report(
+  gpu: Gpu,
+  info: Engine["info"],
+  tokens: number,
+  results: SwapResult[],
+  smol: CostModel,
+  demo: CostModel,
+  overlaps: OverlapMeasurement[],
+): string {
+  const rt = smol.roundTripMs;
+  const gb = (bytes: number, ms: number) =>
+    `${(bytes / ms / 1e6).toFixed(2)} (${(bytes / Math.max(ms - rt, 1e-3) / 1e6).toFixed(2)})`;
+  const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+  const swapRows = results.map((r) => {
+    const base = results.find((b) => b.layout === r.layout && !b.grouped)!;
+    const fewer = r.grouped ? ` (${(base.outCopies / r.outCopies).toFixed(0)}× fewer)` : "";
+    const outModel = copyMs(smol, { rows: 0, bytesOut: r.bytes, copiesOut: r.outCopies }) + rt;
+    const inModel = copyMs(smol, { rows: 0, bytesIn: r.bytes, copiesIn: r.inCopies }) + rt;
+    return [
+      r.layout,
+      r.grouped ? "block groups" : "one per block",
+      `${r.outCopies}${fewer}`,
+      (r.bytes / r.outCopies / 1024).toFixed(1),
+      `${r.outMs.toFixed(1)} (${outModel.toFixed(1)})`,
+      gb(r.bytes, r.outMs),
+      `${r.inMs.toFixed(1)} (${inModel.toFixed(1)})`,
+      gb(r.bytes, r.inMs),
+    ].join(" | ").replace(/^/, "| ").concat(" |");
+  });
+  const line = (l: { fixedMs: number; perUnitMs: number }, unit: string) =>
+    `${l.fixedMs.toFixed(3)} ms + ${l.perUnitMs.toFixed(3)} ms/${unit}`;
+  const copyLine = (l: { fixedMs: number; perUnitMs: number }) =>
+    `${l.fixedMs.toFixed(3)} ms + bytes at ${gbPerS(l).toFixed(2)} GB/s`;
+  const model = (name: string, f: (m: CostModel) => string) =>
+    `| ${name} | ${f(smol)} | ${f(demo)} |`;
+  const overlapRows = overlaps.map((o) =>
+    `| ${o.rows} | ${mb(o.bytes)} MiB | ${o.computeMs.toFixed(1)} | ${o.copyMs.toFixed(1)} | ${
+      o.oneSubmissionMs.toFixed(1)
+    } (${o.oneSubmissionRatio.toFixed(2)}) | ${o.twoSubmissionsMs.toFixed(1)} (${
+      o.twoSubmissionsRatio.toFixed(2)
+    }) | ${(Math.max(o.computeMs, o.copyMs) / (o.computeMs + o.copyMs)).toFixed(2)} | ${
+      o.overlap.toFixed(2)
+    } |`
+  );
+  return [
+    `### KV swap benchmark (${gpu.adapterName}, ${info.dtype}, SmolLM2-135M shape)`,
+    "",
+    `One request of ${tokens} tokens × ${info.numLayers} layers: ${
+      mb(results[0].bytes)
+    } MiB of K and V in ${(tokens / info.blockSize) * info.numLayers} blocks of ${
+      info.kvBlockBytes / 1024
+    } KiB. Swap-out: a copy-only step until its records (the bytes are in host memory); ` +
+    `swap-in: a copy-only step, then a wait for the queue. Medians of ${REPS}. Times include ` +
+    `one round trip (${rt.toFixed(1)} ms); in brackets after a time, the cost model's ` +
+    `prediction, and after GB/s, GB/s with the round trip taken off.`,
+    "",
+    "| layout | copies | per swap-out | KiB per copy | swap-out ms | GB/s | swap-in ms | GB/s |",
+    "|---|---|---|---|---|---|---|---|",
+    ...swapRows,
+    "",
+    "#### Cost model fitted at load",
+    "",
+    "| | SmolLM2 shape | demo model |",
+    "|---|---|---|",
+    model("round trip", (m) => `${m.roundTripMs.toFixed(1)} ms`),
+    model("one layer, n rows", (m) => line(m.layer, "row")),
+    model("LM head + sampler, s rows", (m) => line(m.sample, "row")),
+    model("host → device copy", (m) => copyLine(m.hostToDevice)),
+    model("device → host copy", (m) => copyLine(m.deviceToHost)),
+    "",
+    "#### Do copies overlap compute? (demo model; device-to-device copy)",
+    "",
+    `Queue times in ms, medians of ${OVERLAP_REPS} repetitions of all four back to back, round ` +
+    "trip subtracted. In brackets, the median within-repetition ratio of together to step + " +
+    "copy apart: 1.00 is serial; the ratio a full overlap would give is in its own column. " +
+    "overlap: median share of the shorter one hidden (one submission).",
+    "",
+    "| rows | copy | step alone | copy alone | one submission | two submissions | full overlap | " +
+    "overlap |",
+    "|---|---|---|---|---|---|---|---|",
+    ...overlapRows,
+  ].join("\n");
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}

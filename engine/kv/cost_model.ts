@@ -1,0 +1,139 @@
+// What a step costs on this adapter: compute per layer and per sampled row, and KV copies each
+// way. Profiled at load (engine/kv/cost_profile.ts), re-fitted from observed step times, and read
+// by the offload planner. Plain data and pure functions, so it crosses the Worker boundary.
+//
+// WebGPU has one queue: a copy and a step's kernels run one after the other unless the adapter
+// overlaps them itself. The profile measures how much it does (`overlap`); the prediction adds
+// copy time to compute time, less that share of the shorter of the two.
+
+/** ms = fixedMs + perUnitMs × x. */
+export interface Line {
+  fixedMs: number;
+  perUnitMs: number;
+}
+
+/** Exponentially decayed least-squares sums of (x, y) points, for re-fitting a Line. */
+export interface FitSums {
+  w: number;
+  x: number;
+  y: number;
+  xx: number;
+  xy: number;
+}
+
+export interface CostModel {
+  numLayers: number;
+  /**
+   * Queue time (ms) is what every other figure measures. This is the latency the engine thread
+   * adds on top to learn that submitted work is done (Deno polls the device): once per wait.
+   */
+  roundTripMs: number;
+  /** One layer's compute for x rows (the embedding is folded into it). */
+  layer: Line;
+  /** The LM head and sampler for x sampled rows. */
+  sample: Line;
+  /** One host → device copy (queue.writeBuffer) of x bytes. */
+  hostToDevice: Line;
+  /** One device → host copy of x bytes: copy to staging, map, copy into host memory. */
+  deviceToHost: Line;
+  /** Share (0..1) of the shorter of copy and compute hidden when both are in flight together. */
+  overlap: number;
+  /** Decayed sums over (rows, one layer's ms) behind `layer`, for observeStep. */
+  layerFit: FitSums;
+}
+
+/** What one step does, for predictStepMs and observeStep. */
+export interface StepLoad {
+  rows: number;
+  /** Sampled rows (default 0). */
+  samples?: number;
+  /** Bytes copied host → device and device → host (default 0). */
+  bytesIn?: number;
+  bytesOut?: number;
+  /** Copies each way (default: 2 — one block group's K and V — when any bytes move). */
+  copiesIn?: number;
+  copiesOut?: number;
+}
+
+/** Weight each profiled point keeps against observed steps (one observed step weighs 1). */
+export const PROFILE_WEIGHT = 8;
+/** Per-observation decay of older points in observeStep: about the last 200 steps count. */
+export const DECAY = 0.995;
+
+/** Least-squares line through (x, y) points; slope and intercept clamped at >= 0. */
+export function fitLine(points: readonly [number, number][]): Line {
+  return lineOf(sumsOf(points, 1));
+}
+
+/** Decayed sums of `points`, each of weight `weight`. */
+export function sumsOf(points: readonly [number, number][], weight: number): FitSums {
+  const s: FitSums = { w: 0, x: 0, y: 0, xx: 0, xy: 0 };
+  for (const [x, y] of points) addPoint(s, x, y, weight);
+  return s;
+}
+
+/** The line the sums describe; with one distinct x, a flat line through the mean. */
+export function lineOf(s: FitSums): Line {
+  if (s.w <= 0) return { fixedMs: 0, perUnitMs: 0 };
+  const mx = s.x / s.w, my = s.y / s.w;
+  const vx = s.xx / s.w - mx * mx;
+  const slope = vx > 1e-12 * Math.max(1, mx * mx) ? (s.xy / s.w - mx * my) / vx : 0;
+  const perUnitMs = Math.max(0, slope);
+  return { fixedMs: Math.max(0, my - perUnitMs * mx), perUnitMs };
+}
+
+/** ms of the step's kernels: every layer over its rows, plus the sampling tail. */
+export function computeMs(m: CostModel, load: StepLoad): number {
+  const samples = load.samples ?? 0;
+  const layers = m.numLayers * at(m.layer, load.rows);
+  return layers + (samples > 0 ? at(m.sample, samples) : 0);
+}
+
+/** ms of the step's KV copies, as if nothing overlapped them. */
+export function copyMs(m: CostModel, load: StepLoad): number {
+  const bytesIn = load.bytesIn ?? 0, bytesOut = load.bytesOut ?? 0;
+  const copiesIn = load.copiesIn ?? (bytesIn > 0 ? 2 : 0);
+  const copiesOut = load.copiesOut ?? (bytesOut > 0 ? 2 : 0);
+  return copiesIn * m.hostToDevice.fixedMs + bytesIn * m.hostToDevice.perUnitMs +
+    copiesOut * m.deviceToHost.fixedMs + bytesOut * m.deviceToHost.perUnitMs;
+}
+
+/** Predicted queue time (ms) of one step; add roundTripMs for its latency when waited alone. */
+export function predictStepMs(m: CostModel, load: StepLoad): number {
+  const c = computeMs(m, load), x = copyMs(m, load);
+  return c + x - m.overlap * Math.min(c, x);
+}
+
+/**
+ * The model re-fitted to one observed step of `ms` (queue time, as predictStepMs gives it): what
+ * the copies and the tail are predicted to take is set aside, and the rest, per layer, is a new
+ * point of the layer line. Older points decay, so the line follows the adapter's current speed.
+ */
+export function observeStep(m: CostModel, load: StepLoad, ms: number): CostModel {
+  if (!(ms >= 0) || load.rows < 1) return m;
+  const copies = copyMs(m, load);
+  const tail = (load.samples ?? 0) > 0 ? at(m.sample, load.samples!) : 0;
+  const hidden = m.overlap * Math.min(copies, computeMs(m, load));
+  const perLayer = Math.max(0, ms - copies + hidden - tail) / m.numLayers;
+  const s = { ...m.layerFit };
+  for (const k of ["w", "x", "y", "xx", "xy"] as const) s[k] *= DECAY;
+  addPoint(s, load.rows, perLayer, 1);
+  return { ...m, layer: lineOf(s), layerFit: s };
+}
+
+/** Bytes per ms of a copy line, as GB/s (1e9 bytes), for reports. */
+export function gbPerS(line: Line): number {
+  return line.perUnitMs > 0 ? 1 / line.perUnitMs / 1e6 : Infinity;
+}
+
+function at(line: Line, x: number): number {
+  return line.fixedMs + line.perUnitMs * x;
+}
+
+function addPoint(s: FitSums, x: number, y: number, w: number): void {
+  s.w += w;
+  s.x += w * x;
+  s.y += w * y;
+  s.xx += w * x * x;
+  s.xy += w * x * y;
+}

@@ -1,0 +1,282 @@
+// Measures the cost model's primitives on this adapter at load: the round trip, host → device and
+// device → host copies (per copy and per byte), and steps of two row counts with and without
+// sampling. Each figure is queue time: the operations are submitted, one wait ends them, and the round trip
+// is subtracted. The minimum over a few repetitions stands for each point (the machine is shared,
+// so noise only adds time); slow steps get fewer repetitions, so a large model's profile costs a
+// few of its steps, and the demo model's well under a second.
+//
+// Whether a copy overlaps a step's kernels is measured by measureOverlap, which the kv benchmark
+// runs: it needs a copy about as long as a step to be visible above the noise, which a large
+// model's step makes too slow for load time. The load's model assumes none (overlap 0).
+
+import type { Gpu } from "../gpu/device.ts";
+import { type CostModel, fitLine, type Line, PROFILE_WEIGHT, sumsOf } from "./cost_model.ts";
+
+/** What the profile drives: the engine's steps on dummy rows (their KV and tables are scratch). */
+export interface ProfileTarget {
+  gpu: Gpu;
+  numLayers: number;
+  maxRows: number;
+  maxSlots: number;
+  ringSize: number;
+  /**
+   * Submits one step of `rows` rows, sampling the first `samples` of them, with `prelude` encoded
+   * into its command buffer first; returns its records.
+   */
+  step(rows: number, samples: number, prelude?: (e: GPUCommandEncoder) => void): Promise<unknown>;
+}
+
+export interface ProfileOptions {
+  /** Most repetitions per point (default 3). */
+  reps?: number;
+  /** Row counts of the compute points (default 1 and 8, within maxRows). */
+  rows?: number[];
+  /** A point stops repeating once it has taken this long (default 100 ms). */
+  pointMs?: number;
+}
+
+/**
+ * Queue times (ms, medians) of a copy and a step alone, and together in one or two submissions;
+ * ratios are medians over repetitions of together / (step + copy) within one repetition.
+ */
+export interface OverlapMeasurement {
+  rows: number;
+  bytes: number;
+  reps: number;
+  computeMs: number;
+  copyMs: number;
+  /** The copy encoded into the step's own command buffer. */
+  oneSubmissionMs: number;
+  /** The copy submitted alone, then the step, back to back (the engine's order for "out" copies). */
+  twoSubmissionsMs: number;
+  /** 1: serial; (max(step, copy)) / (step + copy): fully overlapped. */
+  oneSubmissionRatio: number;
+  twoSubmissionsRatio: number;
+  /** Share of the shorter of copy and compute hidden in one submission (0: none, 1: all). */
+  overlap: number;
+}
+
+/** Copy points: 1 MiB as SMALL_COPIES copies and as one, and LARGE_BYTES as one. */
+const SMALL_COPIES = 256;
+const MIB = 1 << 20;
+const LARGE_BYTES = 16 * MIB;
+
+interface Timing {
+  reps: number;
+  rt: number;
+  pointMs: number;
+}
+
+/** Fits the cost model (overlap 0: see the header). */
+export async function profileCosts(
+  t: ProfileTarget,
+  opts: ProfileOptions = {},
+): Promise<CostModel> {
+  const reps = opts.reps ?? 3;
+  const timing = { reps, rt: await roundTripMs(t.gpu, reps), pointMs: opts.pointMs ?? 100 };
+  const hostToDevice = await copyLine((b, n) => hostToDeviceMs(t.gpu, b, n, timing));
+  const deviceToHost = await copyLine((b, n) => deviceToHostMs(t.gpu, b, n, timing));
+  // Two row counts fit the layer line exactly; the sampling tail is the same step's extra time.
+  const rowCounts = unique((opts.rows ?? [1, 8]).map((n) => Math.min(n, t.maxRows)));
+  const layerPoints: [number, number][] = [], samplePoints: [number, number][] = [];
+  for (const n of rowCounts) {
+    const plain = await stepMs(t, n, 0, timing);
+    layerPoints.push([n, plain / t.numLayers]);
+    const s = Math.min(n, t.maxSlots);
+    samplePoints.push([s, Math.max(0, (await stepMs(t, n, s, timing)) - plain)]);
+  }
+  return {
+    numLayers: t.numLayers,
+    roundTripMs: timing.rt,
+    layer: fitLine(layerPoints),
+    sample: fitLine(samplePoints),
+    hostToDevice,
+    deviceToHost,
+    overlap: 0,
+    layerFit: sumsOf(layerPoints, PROFILE_WEIGHT),
+  };
+}
+
+/**
+ * Times a step of `rows` rows alone, a device-to-device copy of `bytes` alone, and both: in one
+ * command buffer, and in two submissions back to back; `reps` (default 5) repetitions of all four.
+ */
+export async function measureOverlap(
+  t: ProfileTarget,
+  o: { rows: number; bytes: number; reps?: number },
+): Promise<OverlapMeasurement> {
+  const reps = o.reps ?? 5;
+  const timing = { reps, rt: await roundTripMs(t.gpu, reps), pointMs: Infinity };
+  const dev = t.gpu.device;
+  const usage = GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const src = dev.createBuffer({ size: o.bytes, usage, label: "profile.src" });
+  const dst = dev.createBuffer({ size: o.bytes, usage, label: "profile.dst" });
+  const copy = (e: GPUCommandEncoder) => e.copyBufferToBuffer(src, 0, dst, 0, o.bytes);
+  const copyAlone = () => {
+    const e = dev.createCommandEncoder();
+    copy(e);
+    dev.queue.submit([e.finish()]);
+  };
+  try {
+    // All four back to back in each repetition, so a burst of load from elsewhere hits them alike.
+    const variants = [
+      () => copyAlone(),
+      () => t.step(o.rows, 0),
+      () => t.step(o.rows, 0, copy),
+      () => (copyAlone(), t.step(o.rows, 0)),
+    ];
+    const once = { ...timing, reps: 1 };
+    await queueMs(t.gpu, once, copyAlone); // touches the buffers first
+    const runs: number[][] = [];
+    for (let r = 0; r < reps; r++) {
+      const ms = [];
+      for (const v of variants) ms.push(await queueMs(t.gpu, once, v, { warm: false }));
+      runs.push(ms);
+    }
+    const ratio = (v: number) => median(runs.map((ms) => ms[v] / (ms[0] + ms[1])));
+    const hidden = median(
+      runs.map(([x, c, one]) => (c + x - one) / Math.max(1e-9, Math.min(c, x))),
+    );
+    return {
+      rows: o.rows,
+      bytes: o.bytes,
+      reps,
+      copyMs: median(runs.map((ms) => ms[0])),
+      computeMs: median(runs.map((ms) => ms[1])),
+      oneSubmissionMs: median(runs.map((ms) => ms[2])),
+      twoSubmissionsMs: median(runs.map((ms) => ms[3])),
+      oneSubmissionRatio: ratio(2),
+      twoSubmissionsRatio: ratio(3),
+      overlap: Math.min(1, Math.max(0, hidden)),
+    };
+  } finally {
+    src.destroy();
+    dst.destroy();
+  }
+}
+
+/**
+ * A copy line from differences, so that what every wait costs anyway (a staging buffer, a map)
+ * cancels: per copy, 1 MiB as many copies less 1 MiB as one; per byte, LARGE_BYTES less 1 MiB.
+ */
+async function copyLine(
+  waitMs: (bytesPerCopy: number, copies: number) => Promise<number>,
+): Promise<Line> {
+  const many = await waitMs(MIB / SMALL_COPIES, SMALL_COPIES);
+  const one = await waitMs(MIB, 1);
+  const large = await waitMs(LARGE_BYTES, 1);
+  return {
+    fixedMs: Math.max(0, (many - one) / (SMALL_COPIES - 1)),
+    perUnitMs: Math.max(0, (large - one) / (LARGE_BYTES - MIB)),
+  };
+}
+
+/** Queue time of one step of `rows` rows sampling `samples` (the engine's warm-up ran it). */
+function stepMs(t: ProfileTarget, rows: number, samples: number, timing: Timing): Promise<number> {
+  return queueMs(t.gpu, timing, () => t.step(rows, samples), { warm: false });
+}
+
+/** Queue time of `count` queue.writeBuffer calls of `bytes` each, to consecutive ranges. */
+async function hostToDeviceMs(
+  gpu: Gpu,
+  bytes: number,
+  count: number,
+  timing: Timing,
+): Promise<number> {
+  const buffer = gpu.device.createBuffer({
+    size: count * bytes,
+    usage: GPUBufferUsage.COPY_DST,
+    label: "profile.h2d",
+  });
+  const host = new Uint8Array(count * bytes).fill(1);
+  try {
+    return await queueMs(gpu, timing, () => {
+      for (let i = 0; i < count; i++) {
+        gpu.device.queue.writeBuffer(buffer, i * bytes, host, i * bytes, bytes);
+      }
+    });
+  } finally {
+    buffer.destroy();
+  }
+}
+
+/** Queue time of `count` device → host copies of `bytes` each, the way KvTransfers does them. */
+async function deviceToHostMs(
+  gpu: Gpu,
+  bytes: number,
+  count: number,
+  timing: Timing,
+): Promise<number> {
+  const dev = gpu.device;
+  const src = dev.createBuffer({
+    size: count * bytes,
+    usage: GPUBufferUsage.COPY_SRC,
+    label: "profile.d2h",
+  });
+  const host = new Uint8Array(count * bytes);
+  const copyOut = async () => {
+    const staging = dev.createBuffer({
+      size: count * bytes,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    const e = dev.createCommandEncoder();
+    for (let i = 0; i < count; i++) {
+      e.copyBufferToBuffer(src, i * bytes, staging, i * bytes, bytes);
+    }
+    dev.queue.submit([e.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    host.set(new Uint8Array(staging.getMappedRange()));
+    staging.unmap();
+    staging.destroy();
+  };
+  try {
+    return await queueMs(gpu, timing, copyOut);
+  } finally {
+    src.destroy();
+  }
+}
+
+/** Latency of waiting for an empty submission: the floor under every wait. */
+export async function roundTripMs(gpu: Gpu, reps: number): Promise<number> {
+  let best = Infinity;
+  for (let i = 0; i < Math.max(1, reps); i++) {
+    const t0 = performance.now();
+    gpu.device.queue.submit([]);
+    await gpu.device.queue.onSubmittedWorkDone();
+    best = Math.min(best, performance.now() - t0);
+  }
+  return best;
+}
+
+/**
+ * Runs `op`, then waits for the queue (and what `op` returned): the best of up to `reps` runs
+ * (fewer once `pointMs` has passed), less the round trip. With `warm`, a first unmeasured run
+ * touches fresh memory first.
+ */
+async function queueMs(
+  gpu: Gpu,
+  timing: Timing,
+  op: () => unknown,
+  { warm = true } = {},
+): Promise<number> {
+  let best = Infinity;
+  const start = performance.now();
+  for (let r = warm ? -1 : 0; r < Math.max(1, timing.reps); r++) {
+    const t0 = performance.now();
+    const pending = op();
+    gpu.device.queue.submit([]);
+    await Promise.all([pending, gpu.device.queue.onSubmittedWorkDone()]);
+    if (r >= 0) best = Math.min(best, performance.now() - t0);
+    if (r >= 0 && performance.now() - start > timing.pointMs) break;
+  }
+  return Math.max(0, best - timing.rt);
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+function unique(xs: number[]): number[] {
+  return xs.filter((x, i) => xs.indexOf(x) === i);
+}

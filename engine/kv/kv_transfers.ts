@@ -1,0 +1,203 @@
+// Executes KV copies between the device pool and the host tier, asynchronously to the step loop.
+//
+// WebGPU has one queue, so order is what makes this safe without fences:
+//   - "out" copies are encoded into their own command buffer and submitted before anything else of
+//     the step, so a device block copied out may be overwritten by the step's "in" copies and
+//     kernels (queue.writeBuffer and later submits run after earlier submits). Their staging
+//     buffers are mapped, and the bytes land in host memory a step or more later; landings are
+//     chained so they happen in submission order.
+//   - "in" copies are queue.writeBuffer calls straight from host storage, one per run and K/V.
+//   - an "in" copy may not read a host block whose "out" copy has not landed (checkCopies refuses).
+// Staging buffers live from submit to landing, then are destroyed.
+
+import type { Gpu } from "../gpu/device.ts";
+import type { DeviceKv } from "./device_kv.ts";
+import type { HostKv } from "./host_kv.ts";
+import {
+  checkCopies,
+  type CopyRun,
+  type CopyTally,
+  emptyTally,
+  type KvCopy,
+  tally,
+  toRuns,
+} from "./kv_copies.ts";
+
+/** Copies executed since load, per direction (plain data: it crosses the Worker boundary). */
+export interface KvCopyStats {
+  /** Steps that carried copies. */
+  steps: number;
+  out: CopyTally;
+  in: CopyTally;
+}
+
+/** Largest staging buffer: copies are packed into buffers of at most this size. */
+const STAGING_BYTES = 64 << 20;
+
+/** One contiguous byte range of K or V: where it is in the arena and where it goes on the host. */
+interface Segment {
+  src: GPUBuffer;
+  offset: number;
+  bytes: number;
+  host: Uint8Array;
+}
+
+export class KvTransfers {
+  private readonly stats: KvCopyStats = { steps: 0, out: emptyTally(), in: emptyTally() };
+  /** Host block → "out" copies into it that have not landed yet. */
+  private readonly filling = new Map<number, number>();
+  /** The last landing in submission order (never rejects). */
+  private landed: Promise<void> = Promise.resolve();
+  private readonly staging = new Set<GPUBuffer>();
+
+  constructor(
+    private readonly gpu: Gpu,
+    private readonly kv: DeviceKv,
+    private readonly host: HostKv,
+    private readonly coalesce = true,
+  ) {}
+
+  /** Checks `copies` (throwing, with nothing done, on the first bad one) and plans their runs. */
+  plan(copies: readonly KvCopy[]): CopyRun[] {
+    const { layerArena, blocksPerArena } = this.kv.layout;
+    checkCopies(
+      copies,
+      { layerArena, blocksPerArena, hostBlocks: this.host.blocks },
+      (h) => this.filling.has(h),
+    );
+    return toRuns(copies, layerArena, {
+      hostChunkBlocks: this.host.chunkBlocks,
+      coalesce: this.coalesce,
+    });
+  }
+
+  /**
+   * Submits the "out" runs, then writes the "in" runs. Resolves once the "out" bytes are in host
+   * memory; rejects if their readback fails.
+   */
+  execute(runs: readonly CopyRun[]): Promise<void> {
+    if (runs.length === 0) return Promise.resolve();
+    const t = tally(runs, this.host.bytesPerBlock);
+    this.stats.steps++;
+    addTally(this.stats.out, t.out);
+    addTally(this.stats.in, t.in);
+    const landing = this.copyOut(runs.filter((r) => r.direction === "out"));
+    for (const r of runs) if (r.direction === "in") this.copyIn(r);
+    return landing;
+  }
+
+  /** A snapshot of the counters. */
+  snapshot(): KvCopyStats {
+    return { steps: this.stats.steps, out: { ...this.stats.out }, in: { ...this.stats.in } };
+  }
+
+  /** Resolves when every "out" copy submitted so far has landed (or failed). */
+  idle(): Promise<void> {
+    return this.landed;
+  }
+
+  /** Frees staging buffers still held (call after idle()). */
+  destroy(): void {
+    for (const b of this.staging) b.destroy();
+    this.staging.clear();
+  }
+
+  private copyIn(r: CopyRun): void {
+    const q = this.gpu.device.queue;
+    const offset = r.deviceBlock * this.host.bytesPerBlock;
+    q.writeBuffer(this.kv.k[r.arena], offset, this.host.k(r.hostBlock, r.blocks));
+    q.writeBuffer(this.kv.v[r.arena], offset, this.host.v(r.hostBlock, r.blocks));
+  }
+
+  private copyOut(runs: readonly CopyRun[]): Promise<void> {
+    if (runs.length === 0) return Promise.resolve();
+    const segments = runs.flatMap((r) => this.segmentsOf(r));
+    const groups = packSegments(segments, STAGING_BYTES);
+    const encoder = this.gpu.device.createCommandEncoder({ label: "kv.out" });
+    const buffers = groups.map((group) => {
+      const size = group.reduce((n, s) => n + s.bytes, 0);
+      const buffer = this.gpu.device.createBuffer({
+        size,
+        usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+        label: "kv.out.staging",
+      });
+      this.staging.add(buffer);
+      let at = 0;
+      for (const s of group) {
+        encoder.copyBufferToBuffer(s.src, s.offset, buffer, at, s.bytes);
+        at += s.bytes;
+      }
+      return buffer;
+    });
+    this.gpu.device.queue.submit([encoder.finish()]);
+
+    const blocks = runs.flatMap((r) => range(r.hostBlock, r.blocks));
+    for (const h of blocks) this.filling.set(h, (this.filling.get(h) ?? 0) + 1);
+    const mapped = Promise.all(buffers.map((b) => b.mapAsync(GPUMapMode.READ)));
+    const previous = this.landed;
+    const landing = Promise.all([mapped, previous]).then(() => {
+      groups.forEach((group, i) => land(buffers[i], group));
+    }).finally(() => {
+      for (const b of buffers) this.dropStaging(b);
+      for (const h of blocks) this.unfill(h);
+    });
+    this.landed = landing.then(() => {}, () => {});
+    return landing;
+  }
+
+  private segmentsOf(r: CopyRun): Segment[] {
+    const per = this.host.bytesPerBlock;
+    const at = { offset: r.deviceBlock * per, bytes: r.blocks * per };
+    return [
+      { src: this.kv.k[r.arena], ...at, host: this.host.k(r.hostBlock, r.blocks) },
+      { src: this.kv.v[r.arena], ...at, host: this.host.v(r.hostBlock, r.blocks) },
+    ];
+  }
+
+  private dropStaging(buffer: GPUBuffer): void {
+    if (!this.staging.delete(buffer)) return;
+    buffer.destroy();
+  }
+
+  private unfill(h: number): void {
+    const n = this.filling.get(h)! - 1;
+    if (n === 0) this.filling.delete(h);
+    else this.filling.set(h, n);
+  }
+}
+
+/** Copies a mapped staging buffer's segments into host storage, then unmaps it. */
+function land(buffer: GPUBuffer, group: readonly Segment[]): void {
+  const bytes = new Uint8Array(buffer.getMappedRange());
+  let at = 0;
+  for (const s of group) {
+    s.host.set(bytes.subarray(at, at + s.bytes));
+    at += s.bytes;
+  }
+  buffer.unmap();
+}
+
+/** Greedy packing in order: a group grows until the next segment would pass `cap` bytes. */
+function packSegments(segments: readonly Segment[], cap: number): Segment[][] {
+  const groups: Segment[][] = [];
+  let size = Infinity;
+  for (const s of segments) {
+    if (size + s.bytes > cap) {
+      groups.push([]);
+      size = 0;
+    }
+    groups[groups.length - 1].push(s);
+    size += s.bytes;
+  }
+  return groups;
+}
+
+function addTally(into: CopyTally, t: CopyTally): void {
+  into.copies += t.copies;
+  into.blocks += t.blocks;
+  into.bytes += t.bytes;
+}
+
+function range(start: number, count: number): number[] {
+  return Array.from({ length: count }, (_, i) => start + i);
+}
