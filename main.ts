@@ -20,6 +20,9 @@ const EngineFlags = z.object({
   // reserve: best measured on this adapter (README, "Scheduling"); fcfs is the vLLM baseline.
   sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("reserve"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
+  "host-kv-mb": z.coerce.number().min(0).default(0),
+  preempt: z.enum(["recompute", "swap"]).default("recompute"),
+  "write-through": z.enum(["on", "off"]).default("off"),
 });
 
 const GenerateFlags = EngineFlags.extend({
@@ -57,6 +60,9 @@ const STRING_FLAGS = [
   "model",
   "sched",
   "prefix-cache",
+  "host-kv-mb",
+  "preempt",
+  "write-through",
   "gpu-kv-mb",
   "max-batch",
   "prefill-chunk",
@@ -108,6 +114,9 @@ function runtimeOptions(flags: EngineFlagValues) {
     forceF32: flags.f32,
     policy: flags.sched,
     prefixCache: flags["prefix-cache"] === "on",
+    hostKvMb: flags["host-kv-mb"],
+    preempt: flags.preempt,
+    writeThrough: flags["write-through"] === "on",
   };
 }
 
@@ -162,7 +171,8 @@ const USAGE = `usage:
                   [--top-logprobs K] [--json] [--gpu-kv-mb MB] [--f32]
   sluice serve    [--host H] [--port P] [--model ...] [--api-key K] [--max-queue N]
                   [--reading-rate R] [--slo-ttft-ms T] [--slo-tbt-ms T] [--gpu-kv-mb MB]
-                  [--sched fcfs|reserve] [--prefix-cache on|off]  (see README)
+                  [--sched fcfs|reserve] [--prefix-cache on|off] [--host-kv-mb MB]
+                  [--preempt recompute|swap] [--write-through on|off]  (see README)
   sluice bench    kernels|decode|serve`;
 
 if (import.meta.main) {

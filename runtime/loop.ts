@@ -4,12 +4,11 @@
 // awaits promises, so the thread it runs on stays free for HTTP and timers.
 
 import type { SampleRecord, StepEngine } from "../engine/engine.ts";
-import type { Request } from "./request.ts";
-import type { Scheduler } from "./scheduler.ts";
+import type { BuiltStep, Scheduler } from "./scheduler.ts";
 
 interface InFlight {
   records: Promise<SampleRecord[]>;
-  owners: Request[];
+  step: BuiltStep;
   submittedAt: number;
 }
 
@@ -64,7 +63,7 @@ export class StepLoop {
         if (step) {
           const records = this.engine.step(step.plan);
           records.catch(() => {}); // awaited in order below; this only marks a failure as handled
-          this.inflight.push({ records, owners: step.owners, submittedAt: this.now() });
+          this.inflight.push({ records, step, submittedAt: this.now() });
           this.steps++;
         } else if (this.inflight.length > 0) {
           await this.deliverOldest();
@@ -87,7 +86,7 @@ export class StepLoop {
     const step = this.inflight[0];
     const records = await step.records;
     this.inflight.shift();
-    this.scheduler.deliver(step.owners, records);
+    this.scheduler.deliver(step.step, records);
     this.tokens += records.length;
     // The step's own time: from when it could start (submitted, and the one before it done).
     const now = this.now();

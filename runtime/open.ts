@@ -36,6 +36,8 @@ export async function openRuntime(
     inProcess,
     policy,
     prefixCache,
+    preempt,
+    writeThrough,
     maxQueue,
     maxTokensLimit,
     defaultReadingRate,
@@ -56,11 +58,16 @@ export async function openRuntime(
       } MiB (${blocks} blocks × ${i.blockSize} tokens shared by ${i.numLayers} layers), ` +
       `context ${i.maxContext}, batch ${i.maxSlots}, scheduler ${policy}, prefix cache ${
         prefixCache ? "on" : "off"
-      }`,
+      }` +
+      (i.hostBlocks > 0
+        ? `; host KV ${i.hostBlocks} blocks, preempt by ${preempt ?? "recompute"}`
+        : ""),
   );
   const runtime = new Runtime(engine, {
     policy,
     prefixCache,
+    preempt,
+    writeThrough,
     maxQueue,
     maxTokensLimit,
     defaultReadingRate,

@@ -5,9 +5,10 @@
 //                          │   └──────── preempt ───────────┤
 //                          └── resume ◀── paused ◀──────────┘
 //
-// A request keeps its prompt and every generated id, so a paused request (its KV freed) resumes in
-// any batch slot by prefilling prompt + generated ids again: the sampler's noise is hashed from
-// (seed, position), so it continues with exactly the tokens it would have produced. Its tokens go
+// A request keeps its prompt and every generated id, so a paused request resumes in any batch
+// slot: swapped in from the host tier when its KV went there, else by prefilling prompt + generated
+// ids again. The sampler's noise is hashed from (seed, position), so it continues with exactly the
+// tokens it would have produced. Its tokens go
 // into its token buffer, which the server drains at the reader's pace.
 
 import type { SampleRecord, SamplingParams } from "../engine/engine.ts";
@@ -68,6 +69,14 @@ export class Request {
   issued = 0;
   /** Times its KV was freed to make room for another request. */
   preemptions = 0;
+  /** Leading positions whose KV has landed in the host tier (see runtime/swapper.ts). */
+  hostTokens = 0;
+  /** Leading positions whose KV is on the host once the copies in flight land. */
+  hostIssued = 0;
+  /** Bumped when its host blocks are released, so copies issued before can no longer land. */
+  hostEpoch = 0;
+  /** Paused with its KV in the host tier: it resumes by swapping in, not by recomputing. */
+  swapped = false;
   /** Prefix-cache entries for its first full blocks, in order (matched or registered). */
   prefix: PrefixEntry[] = [];
   /** Its tokens were cached first by another request: it caches no more blocks (this residency). */

@@ -16,6 +16,14 @@ import type { SampleRecord, SamplingParams, StepPlan, TableWrite } from "../engi
 import type { Request } from "./request.ts";
 import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
 import type { SchedulingPolicy } from "./policy/policy.ts";
+import type { Landing, Swapper } from "./swapper.ts";
+
+export interface SchedulerOptions {
+  /** Where a preempted request's KV goes when the host tier has room: recomputed or swapped. */
+  preempt: "recompute" | "swap";
+  /** Full blocks (per layer) mirrored to the host per request per step; 0 = no write-through. */
+  writeThroughBlocks: number;
+}
 
 export interface SchedulerLimits {
   maxSlots: number;
@@ -29,6 +37,8 @@ export interface SchedulerLimits {
 export interface BuiltStep {
   plan: StepPlan;
   owners: Request[];
+  /** Host copies that are complete once this step is delivered. */
+  landings: Landing[];
 }
 
 export class Scheduler {
@@ -48,6 +58,8 @@ export class Scheduler {
     private readonly limits: SchedulerLimits,
     private readonly policy: SchedulingPolicy,
     private readonly prefixIndex: PrefixIndex | null = null,
+    private readonly swapper: Swapper | null = null,
+    private readonly options: SchedulerOptions = { preempt: "recompute", writeThroughBlocks: 0 },
   ) {
     this.freeSlots = Array.from({ length: limits.maxSlots }, (_, i) => limits.maxSlots - 1 - i);
   }
@@ -76,6 +88,7 @@ export class Scheduler {
   reap(): void {
     for (const req of this.waiting.filter((r) => r.cancelled || r.finish)) {
       req.end("cancelled");
+      this.swapper?.release(req);
       this.waiting.splice(this.waiting.indexOf(req), 1);
     }
     for (const req of this.running.filter((r) => r.cancelled || r.finish)) {
@@ -89,18 +102,21 @@ export class Scheduler {
     while (this.waiting.length > 0 && this.freeSlots.length > 0) {
       const req = this.waiting[0];
       if (req.inflight > 0) break; // its last tokens are still coming back: resume needs them all
-      const prefix = this.sharePrefix(req);
+      if (req.swapped && !this.swapper!.landed(req)) break; // its swap-out has not landed yet
+      const prefix = req.swapped ? [] : this.sharePrefix(req);
       if (!this.pool.growAll(req.id, this.policy.admissionTokens(req))) {
         this.pool.release(req.id);
         break; // first come, first served: no overtaking
       }
       this.waiting.shift();
-      req.admit(
-        this.freeSlots.pop()!,
-        this.admissions++,
-        prefix,
-        prefix.length * this.pool.blockSize,
-      );
+      // At least the last position is computed again: its logits pick the next token.
+      let cached = Math.min(prefix.length * this.pool.blockSize, req.prefillTarget - 1);
+      if (req.swapped) {
+        cached = Math.min(req.hostTokens, req.prefillTarget - 1);
+        this.swapper!.swapIn(req, cached);
+        req.swapped = false;
+      }
+      req.admit(this.freeSlots.pop()!, this.admissions++, prefix, cached);
       for (let layer = 0; layer < this.pool.numLayers; layer++) {
         this.tables.push(this.fullRow(req.slot, layer, this.pool.table(req.id, layer)));
       }
@@ -109,9 +125,10 @@ export class Scheduler {
     }
   }
 
-  /** Delivers a step's sampled tokens to their requests; tokens after a finish are dropped. */
-  deliver(owners: Request[], records: SampleRecord[]): void {
-    records.forEach((rec, i) => owners[i].accept(rec));
+  /** Delivers a step's sampled tokens to their requests (none after a finish), and its landings. */
+  deliver(step: Pick<BuiltStep, "owners" | "landings">, records: SampleRecord[]): void {
+    this.swapper?.land(step.landings);
+    records.forEach((rec, i) => step.owners[i].accept(rec));
   }
 
   failAll(message: string): void {
@@ -120,6 +137,12 @@ export class Scheduler {
   }
 
   private build(): BuiltStep | null {
+    if (this.swapper && this.options.writeThroughBlocks > 0) {
+      // Before this step's rows: only blocks written by earlier steps are complete.
+      for (const req of this.running) {
+        this.swapper.writeThrough(req, this.options.writeThroughBlocks);
+      }
+    }
     const rows: StepPlan["rows"] = [];
     const samples: StepPlan["samples"] = [];
     const owners: Request[] = [];
@@ -156,8 +179,10 @@ export class Scheduler {
       if (req.spec.maxTokens === 0) req.end("length"); // nothing to sample: done once prefilled
       else sample(req);
     }
-    if (rows.length === 0) return null;
+    const moves = this.swapper?.take() ?? { copies: [], landings: [] };
+    if (rows.length === 0 && moves.copies.length === 0 && moves.landings.length === 0) return null;
     const plan: StepPlan = {
+      copies: moves.copies,
       tables: this.tables,
       sampling: this.sampling,
       rows,
@@ -166,7 +191,7 @@ export class Scheduler {
     };
     this.tables = [];
     this.sampling = [];
-    return { plan, owners };
+    return { plan, owners, landings: moves.landings };
   }
 
   /**
@@ -228,13 +253,17 @@ export class Scheduler {
 
   /** Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open. */
   private preempt(req: Request): void {
+    const swapped = this.options.preempt === "swap" && (this.swapper?.swapOut(req) ?? false);
+    if (!swapped) this.swapper?.release(req); // recomputed from its ids: drop any partial host copy
     this.leaveBatch(req);
     req.pause();
+    req.swapped = swapped;
     this.waiting.unshift(req);
     this.preemptions++;
   }
 
   private leaveBatch(req: Request): void {
+    if (req.finish) this.swapper?.release(req);
     this.pool.release(req.id);
     this.freeSlots.push(req.slot);
     this.running.splice(this.running.indexOf(req), 1);

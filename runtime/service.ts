@@ -17,6 +17,7 @@ import {
   type TokenEvent,
 } from "./request.ts";
 import { Scheduler } from "./scheduler.ts";
+import { Swapper, type SwapStats } from "./swapper.ts";
 import {
   MAX_READING_RATE,
   MIN_READING_RATE,
@@ -34,6 +35,10 @@ export interface RuntimeOptions {
   policy: PolicyName;
   /** Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). */
   prefixCache?: boolean;
+  /** A preempted request's KV: recomputed from its ids, or swapped to the host tier (`--preempt`). */
+  preempt?: "recompute" | "swap";
+  /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
+  writeThrough?: boolean;
   /** Most requests waiting for admission; a request that would be one more is refused. */
   maxQueue: number;
   /** Largest max_tokens a request may ask for. */
@@ -114,6 +119,12 @@ export interface RuntimeStats {
   /** Device blocks the prefix cache keeps that no request holds (evicted before anyone waits). */
   kvBlocksCached: number;
   kvBlocksTotal: number;
+  /** Host tier blocks holding some request's KV, and the tier's size (0 without one). */
+  hostBlocksUsed: number;
+  hostBlocksTotal: number;
+  swaps: SwapStats | null;
+  /** KV bytes copied to the host (swap-outs, write-through) and back. */
+  kvBytesMoved: { out: number; in: number };
   prefix: PrefixStats | null;
   steps: number;
   tokensGenerated: number;
@@ -125,6 +136,7 @@ export class Runtime {
   private readonly scheduler: Scheduler;
   private readonly pool: BlockPool;
   private readonly prefixIndex: PrefixIndex | null;
+  private readonly swapper: Swapper | null;
   private readonly loop: StepLoop;
   private nextId = 1;
   private closing = false;
@@ -135,7 +147,28 @@ export class Runtime {
     const info = engine.info;
     this.pool = new BlockPool(info);
     this.prefixIndex = options.prefixCache ? new PrefixIndex(this.pool) : null;
-    this.scheduler = new Scheduler(this.pool, info, POLICIES[options.policy], this.prefixIndex);
+    this.swapper = info.hostBlocks > 0
+      ? new Swapper(
+        this.pool,
+        new BlockPool({
+          blocksPerArena: [info.hostBlocks],
+          layerArena: info.layerArena.map(() => 0),
+          blockSize: info.blockSize,
+        }),
+      )
+      : null;
+    this.scheduler = new Scheduler(
+      this.pool,
+      info,
+      POLICIES[options.policy],
+      this.prefixIndex,
+      this.swapper,
+      {
+        preempt: options.preempt ?? "recompute",
+        // Four blocks per request per step: small copies beside each step, not one big stall.
+        writeThroughBlocks: options.writeThrough ? 4 : 0,
+      },
+    );
     this.loop = new StepLoop(engine, this.scheduler, info.ringSize);
   }
 
@@ -192,6 +225,10 @@ export class Runtime {
       kvBlocksUsed: this.pool.used - this.pool.idle,
       kvBlocksCached: this.pool.idle,
       kvBlocksTotal: this.pool.total,
+      hostBlocksUsed: this.swapper?.host.used ?? 0,
+      hostBlocksTotal: this.swapper?.host.total ?? 0,
+      swaps: this.swapper ? { ...this.swapper.stats } : null,
+      kvBytesMoved: this.kvBytesMoved(),
       prefix: this.prefixIndex?.stats() ?? null,
       steps: this.loop.steps,
       tokensGenerated: this.loop.tokens,
@@ -204,6 +241,13 @@ export class Runtime {
         buffered: r.buffer.occupancy(),
       })),
     };
+  }
+
+  private kvBytesMoved(): { out: number; in: number } {
+    const sw = this.swapper?.stats;
+    const bytes = this.engine.info.kvBlockBytes;
+    if (!sw) return { out: 0, in: 0 };
+    return { out: (sw.blocksOut + sw.blocksWrittenThrough) * bytes, in: sw.blocksIn * bytes };
   }
 
   /** Step durations (ms) since the last call, for the metrics histogram. */

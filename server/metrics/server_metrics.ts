@@ -26,13 +26,25 @@ export interface RequestObserver {
 /** What the metrics read of the runtime at each scrape. */
 export type RuntimeView = Pick<Runtime, "stats" | "takeStepTimes">;
 
+/** Runtime counters as of the last scrape, so each scrape adds what grew since. */
+const ZERO_COUNTERS = {
+  tokensGenerated: 0,
+  preemptions: 0,
+  swapsOut: 0,
+  swapsIn: 0,
+  bytesOut: 0,
+  bytesIn: 0,
+  prefixHits: 0,
+  prefixLookups: 0,
+};
+
 export class ServerMetrics {
   private readonly registry = new Registry();
   readonly m: SluiceMetrics = createSluiceMetrics(this.registry);
   /** Requests not yet finished; graceful shutdown waits for this to reach zero. */
   openRequests = 0;
   /** The runtime's counters at the last scrape, to add what grew since. */
-  private last = { tokensGenerated: 0, preemptions: 0 };
+  private last = { ...ZERO_COUNTERS };
 
   requestStarted(arrivedMs = performance.now()): RequestObserver {
     this.openRequests++;
@@ -77,12 +89,31 @@ export class ServerMetrics {
     m.queueDepth.set(s.waiting);
     m.runningRequests.set(s.running);
     m.pausedRequests.set(s.paused);
-    // The host tier is not built yet: it stays at the zero its series were created with.
     m.kvBlocksUsed.set({ tier: "device" }, s.kvBlocksUsed);
     m.kvBlocksTotal.set({ tier: "device" }, s.kvBlocksTotal);
-    m.tokensGenerated.inc(Math.max(0, s.tokensGenerated - this.last.tokensGenerated));
-    m.preemptions.inc(Math.max(0, s.preemptions - this.last.preemptions));
-    this.last = { tokensGenerated: s.tokensGenerated, preemptions: s.preemptions };
+    m.kvBlocksUsed.set({ tier: "host" }, s.hostBlocksUsed);
+    m.kvBlocksTotal.set({ tier: "host" }, s.hostBlocksTotal);
+    m.kvBlocksCached.set(s.kvBlocksCached);
+    const now = {
+      tokensGenerated: s.tokensGenerated,
+      preemptions: s.preemptions,
+      swapsOut: s.swaps?.swapsOut ?? 0,
+      swapsIn: s.swaps?.swapsIn ?? 0,
+      bytesOut: s.kvBytesMoved.out,
+      bytesIn: s.kvBytesMoved.in,
+      prefixHits: s.prefix?.hitBlocks ?? 0,
+      prefixLookups: s.prefix?.lookupBlocks ?? 0,
+    };
+    const grew = (k: keyof typeof now) => Math.max(0, now[k] - this.last[k]);
+    m.tokensGenerated.inc(grew("tokensGenerated"));
+    m.preemptions.inc(grew("preemptions"));
+    m.swaps.inc({ direction: "out" }, grew("swapsOut"));
+    m.swaps.inc({ direction: "in" }, grew("swapsIn"));
+    m.kvBytesMoved.inc({ direction: "out" }, grew("bytesOut"));
+    m.kvBytesMoved.inc({ direction: "in" }, grew("bytesIn"));
+    m.prefixHitBlocks.inc(grew("prefixHits"));
+    m.prefixLookupBlocks.inc(grew("prefixLookups"));
+    this.last = now;
     for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
   }
 

@@ -15,6 +15,10 @@ export const SLUICE_METRIC_NAMES = {
   tokensGenerated: "sluice_tokens_generated_total",
   stepSeconds: "sluice_step_seconds",
   swaps: "sluice_swaps_total",
+  kvBytesMoved: "sluice_kv_bytes_moved_total",
+  kvBlocksCached: "sluice_kv_blocks_cached",
+  prefixHitBlocks: "sluice_prefix_cache_hit_blocks_total",
+  prefixLookupBlocks: "sluice_prefix_cache_lookup_blocks_total",
   preemptions: "sluice_preemptions_total",
   plannerSolves: "sluice_planner_solves_total",
   plannerSolveSeconds: "sluice_planner_solve_seconds",
@@ -85,6 +89,23 @@ export function createSluiceMetrics(registry: Registry) {
       help: "KV swaps between device and host, by direction.",
       labelNames: ["direction"],
     }),
+    kvBytesMoved: registry.counter({
+      name: n.kvBytesMoved,
+      help: "KV bytes copied between device and host (swaps and write-through), by direction.",
+      labelNames: ["direction"],
+    }),
+    kvBlocksCached: registry.gauge({
+      name: n.kvBlocksCached,
+      help: "Device KV blocks the prefix cache keeps that no request holds (evicted on demand).",
+    }),
+    prefixHitBlocks: registry.counter({
+      name: n.prefixHitBlocks,
+      help: "Prompt KV blocks found in the prefix cache instead of being computed.",
+    }),
+    prefixLookupBlocks: registry.counter({
+      name: n.prefixLookupBlocks,
+      help: "Prompt KV blocks looked up in the prefix cache.",
+    }),
     preemptions: registry.counter({
       name: n.preemptions,
       help: "Times a running request was paused (its KV freed) to make room for another.",
@@ -108,6 +129,9 @@ export function createSluiceMetrics(registry: Registry) {
     metrics.kvBlocksUsed.ensure({ tier });
     metrics.kvBlocksTotal.ensure({ tier });
   }
-  for (const direction of ["out", "in"]) metrics.swaps.ensure({ direction });
+  for (const direction of ["out", "in"]) {
+    metrics.swaps.ensure({ direction });
+    metrics.kvBytesMoved.ensure({ direction });
+  }
   return metrics;
 }

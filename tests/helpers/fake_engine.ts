@@ -3,7 +3,13 @@
 // a block reused too early, a position written twice or a stale slot all change its output, so
 // tests can compare each request's tokens with the ones its prompt alone determines.
 
-import type { EngineInfo, SampleRecord, StepEngine, StepPlan } from "../../engine/engine.ts";
+import type {
+  EngineInfo,
+  KvCopy,
+  SampleRecord,
+  StepEngine,
+  StepPlan,
+} from "../../engine/engine.ts";
 import { NOT_RESIDENT } from "../../engine/kv/block_pool.ts";
 
 export interface FakeEngineShape {
@@ -17,6 +23,8 @@ export interface FakeEngineShape {
   vocabSize?: number;
   maxBlocksPerSeq?: number;
   ringSize?: number;
+  /** Host KV tier blocks (0: none). */
+  hostBlocks?: number;
 }
 
 /** The token the toy model samples after `context` (prompt + generated ids), for `seed`. */
@@ -55,6 +63,10 @@ export class FakeEngine implements StepEngine {
   private readonly table: Uint32Array;
   /** Per arena, what was stored at "block:offset": the token, and which layer wrote it. */
   private readonly kv: Map<string, { layer: number; token: number }>[];
+  /** The host tier: what landed at "hostBlock:offset". */
+  private readonly host = new Map<string, { layer: number; token: number }>();
+  /** Blocks copied each way, for tests. */
+  readonly copied = { out: 0, in: 0 };
   private readonly nextIds: number[];
   private readonly seeds: number[];
   private unread = 0;
@@ -88,7 +100,8 @@ export class FakeEngine implements StepEngine {
       maxTopLogprobs: 4,
       maxContext: Math.min(maxBlocksPerSeq, perLayer) * blockSize,
       ringSize: shape.ringSize ?? 3,
-      hostBlocks: 0,
+      hostBlocks: shape.hostBlocks ?? 0,
+      kvBlockBytes: 0,
       dispatchesPerStep: 1,
     };
     this.table = new Uint32Array(numLayers * maxSlots * maxBlocksPerSeq).fill(NOT_RESIDENT);
@@ -103,7 +116,14 @@ export class FakeEngine implements StepEngine {
       return Promise.reject(new Error(`more than ${this.info.ringSize} steps unread`));
     }
     const { numLayers, maxSlots, maxBlocksPerSeq, maxRows } = this.info;
-    if (plan.rows.length === 0 || plan.rows.length > maxRows) throw new Error("bad row count");
+    const copies = plan.copies ?? [];
+    if (plan.rows.length > maxRows || (plan.rows.length === 0 && copies.length === 0)) {
+      throw new Error("bad row count");
+    }
+    // Copies out read the device now and land in host memory when the step's records resolve;
+    // copies in read the host now, so a swap-in issued before its swap-out landed reads nothing.
+    const landing = copies.filter((c) => c.direction === "out").flatMap((c) => this.copyOut(c));
+    for (const c of copies.filter((c) => c.direction === "in")) this.copyIn(c);
     for (const t of plan.tables) {
       t.blocks.forEach((b, i) => {
         this.table[(t.layer * maxSlots + t.slot) * maxBlocksPerSeq + t.first + i] = b;
@@ -145,7 +165,50 @@ export class FakeEngine implements StepEngine {
     this.unread++;
     return this.delay().then(() => {
       this.unread--;
+      for (const [key, value] of landing) {
+        if (value) this.host.set(key, value);
+        else this.host.delete(key);
+      }
       return records;
+    });
+  }
+
+  private checkCopy(c: KvCopy): number {
+    const arena = this.info.layerArena[c.layer];
+    if (c.deviceBlocks.length !== c.hostBlocks.length) throw new Error("copy lengths differ");
+    for (const d of c.deviceBlocks) {
+      if (d < 0 || d >= this.info.blocksPerArena[arena]) throw new Error(`copy: device block ${d}`);
+    }
+    for (const h of c.hostBlocks) {
+      if (h < 0 || h >= this.info.hostBlocks) throw new Error(`copy: host block ${h}`);
+    }
+    return arena;
+  }
+
+  private copyOut(c: KvCopy): [string, { layer: number; token: number } | undefined][] {
+    const arena = this.checkCopy(c);
+    this.copied.out += c.deviceBlocks.length;
+    return c.deviceBlocks.flatMap((d, i) =>
+      Array.from(
+        { length: this.info.blockSize },
+        (_, off) =>
+          [`${c.hostBlocks[i]}:${off}`, this.kv[arena].get(`${d}:${off}`)] as [
+            string,
+            { layer: number; token: number } | undefined,
+          ],
+      )
+    );
+  }
+
+  private copyIn(c: KvCopy): void {
+    const arena = this.checkCopy(c);
+    this.copied.in += c.deviceBlocks.length;
+    c.deviceBlocks.forEach((d, i) => {
+      for (let off = 0; off < this.info.blockSize; off++) {
+        const v = this.host.get(`${c.hostBlocks[i]}:${off}`);
+        if (v) this.kv[arena].set(`${d}:${off}`, v);
+        else this.kv[arena].delete(`${d}:${off}`);
+      }
     });
   }
 

@@ -29,6 +29,9 @@ interface RuntimeSetup {
   gpuKvMb?: number;
   policy?: PolicyName;
   prefixCache?: boolean;
+  hostKvMb?: number;
+  preempt?: "recompute" | "swap";
+  writeThrough?: boolean;
 }
 
 async function withEngine(
@@ -37,7 +40,7 @@ async function withEngine(
 ) {
   const dir = await Deno.makeTempDir({ prefix: "sluice-runtime-" });
   await writeTinyModel(dir, SPEC);
-  const { policy = "fcfs", prefixCache = false, ...engineOpts } = opts;
+  const { policy = "fcfs", prefixCache = false, preempt, writeThrough, ...engineOpts } = opts;
   const engine = await Engine.load({
     modelDir: dir,
     gpu: await testGpu(),
@@ -48,6 +51,8 @@ async function withEngine(
   const runtime = new Runtime(engine, {
     policy,
     prefixCache,
+    preempt,
+    writeThrough,
     maxQueue: 1000,
     maxTokensLimit: 100_000,
     eosIds: [],
@@ -200,6 +205,36 @@ Deno.test("temperature 0: a request that reuses a cached prefix gets the tokens 
   // Turn 2 reuses the 4 system blocks; turn 3 also turn 1's fifth block and beyond.
   assert(warm.hits >= 8, `only ${warm.hits} blocks came from the cache`);
 });
+
+for (const writeThrough of [false, true]) {
+  Deno.test(`temperature 0: requests swapped to the host and back mid-stream get the tokens they get alone${writeThrough ? " (write-through)" : ""}`, async () => {
+    const maxSlots = 8;
+    await withEngine(async (engine) => {
+      const V = engine.info.vocabSize;
+      const reqs = [30, 12, 45, 7, 26, 60, 3, 18].map((len, i) => ({
+        ids: randomIds(500 + i, len, V),
+        maxTokens: 40,
+        sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: 21 + i },
+        stopIds: [] as number[],
+      }));
+      const alone: number[][] = [];
+      for (const r of reqs) alone.push(await collect(engine, r));
+      const together = await Promise.all(reqs.map((r) => collect(engine, r)));
+      assertEquals(together, alone);
+      const s = engine.stats();
+      assert(s.swaps!.swapsIn >= 2, `only ${s.swaps!.swapsIn} swap-ins`);
+      if (writeThrough) assert(s.swaps!.blocksWrittenThrough > 0);
+      assertEquals([s.kvBlocksUsed, s.hostBlocksUsed], [0, 0]);
+    }, {
+      maxSlots,
+      maxRows: 32,
+      gpuKvMb: budgetForBlocks(40, maxSlots),
+      hostKvMb: 1,
+      preempt: "swap",
+      writeThrough,
+    });
+  });
+}
 
 for (const policy of ["fcfs", "reserve"] as const) {
   Deno.test(`temperature 0: ${policy} gives every request the tokens it gets alone, under a KV budget that forces ${policy === "fcfs" ? "preemption" : "queueing"}`, async () => {

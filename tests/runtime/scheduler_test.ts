@@ -12,13 +12,15 @@ import { rng } from "../helpers/random.ts";
 
 const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
 
-function runtimeOver(
-  engine: FakeEngine,
-  policy: PolicyName = "fcfs",
-  maxQueue = 100,
-  prefixCache = false,
-) {
-  return new Runtime(engine, { policy, maxQueue, maxTokensLimit: 10_000, eosIds: [], prefixCache });
+interface Setup {
+  policy: PolicyName;
+  prefixCache?: boolean;
+  preempt?: "recompute" | "swap";
+  writeThrough?: boolean;
+}
+
+function runtimeOver(engine: FakeEngine, setup: Setup = { policy: "fcfs" }, maxQueue = 100) {
+  return new Runtime(engine, { ...setup, maxQueue, maxTokensLimit: 10_000, eosIds: [] });
 }
 
 /** Lets the loop run (the fake engine answers in microtasks) until `done` holds, boundedly. */
@@ -33,7 +35,7 @@ async function ticks(n: number): Promise<void> {
 
 Deno.test("the queue bound counts only requests that must wait: 40 at once, 32 slots, max queue 4", async () => {
   const engine = new FakeEngine({ maxSlots: 32, maxRows: 64, blocksPerArena: [4096] });
-  const runtime = runtimeOver(engine, "fcfs", 4);
+  const runtime = runtimeOver(engine, { policy: "fcfs" }, 4);
   let refused = 0;
   const handles = [];
   for (let i = 0; i < 40; i++) {
@@ -57,7 +59,7 @@ Deno.test("the queue bound counts only requests that must wait: 40 at once, 32 s
 
 Deno.test("max queue 0 still takes every request that can run at once", async () => {
   const engine = new FakeEngine({ maxSlots: 2 });
-  const runtime = runtimeOver(engine, "fcfs", 0);
+  const runtime = runtimeOver(engine, { policy: "fcfs" }, 0);
   const a = runtime.submit({ ids: [5], maxTokens: 2, sampling: greedy() });
   const b = runtime.submit({ ids: [6], maxTokens: 2, sampling: greedy() });
   assertThrows(
@@ -124,6 +126,8 @@ function randomScenario(next: () => number): Scenario {
     ringSize: int(1, 3),
     vocabSize: vocab,
     maxBlocksPerSeq: perLayer,
+    // Sometimes none, sometimes too small for everyone, sometimes ample.
+    hostBlocks: int(0, 2 * perLayer * numLayers),
   };
   const context = perLayer * blockSize;
   const randomTokens = (n: number) => Array.from({ length: n }, () => int(0, vocab - 1));
@@ -151,11 +155,11 @@ function randomScenario(next: () => number): Scenario {
 
 async function runScenario(
   s: Scenario,
-  policy: PolicyName,
-  prefixCache: boolean,
-): Promise<{ preemptions: number; prefixHits: number }> {
+  setup: Setup,
+): Promise<{ preemptions: number; prefixHits: number; swapsIn: number; written: number }> {
   const engine = new FakeEngine(s.shape);
-  const runtime = runtimeOver(engine, policy, 100, prefixCache);
+  const runtime = runtimeOver(engine, setup);
+  const policy = setup.policy;
   const vocab = engine.info.vocabSize;
   const runs = [];
   for (const r of s.requests) {
@@ -178,7 +182,17 @@ async function runScenario(
       return { got, finish: await handle.done };
     })());
   }
-  const results = await Promise.all(runs);
+  // No starvation: every request ends (a stuck one fails the scenario instead of hanging the test).
+  let watchdog: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<never>((_, reject) => {
+    watchdog = setTimeout(() => {
+      const st = runtime.stats();
+      reject(new Error(`stuck: ${JSON.stringify({ ...st, requests: st.requests })}`));
+    }, 5000);
+  });
+  const results = await Promise.race([Promise.all(runs), stuck]).finally(() =>
+    clearTimeout(watchdog)
+  );
   results.forEach(({ got, finish }, i) => {
     const r = s.requests[i];
     const want = toyGeneration(r.prompt, r.maxTokens, r.seed, vocab, new Set(r.stopIds));
@@ -190,7 +204,7 @@ async function runScenario(
       );
       return;
     }
-    assertEquals(got, want, `request ${i} (${policy})`);
+    assertEquals(got, want, `request ${i} (${policy}): got ${got} want ${want}`);
     assertEquals(finish.reason, want.length < r.maxTokens ? "stop" : "length");
     assertEquals(finish.completionTokens, want.length);
   });
@@ -198,35 +212,51 @@ async function runScenario(
   const stats = runtime.stats();
   assertEquals(stats.kvBlocksUsed, 0, "blocks left allocated after every request ended");
   assertEquals(stats.running + stats.waiting + stats.paused, 0);
+  assertEquals(stats.hostBlocksUsed, 0, "host blocks left allocated after every request ended");
   await runtime.close();
-  return { preemptions: stats.preemptions, prefixHits: stats.prefix?.hitBlocks ?? 0 };
+  return {
+    preemptions: stats.preemptions,
+    prefixHits: stats.prefix?.hitBlocks ?? 0,
+    swapsIn: stats.swaps?.swapsIn ?? 0,
+    written: stats.swaps?.blocksWrittenThrough ?? 0,
+  };
 }
 
-const PROPERTY_CASES = [
-  { policy: "fcfs", prefixCache: false, seed: 2024 },
-  { policy: "reserve", prefixCache: false, seed: 7 },
+const PROPERTY_CASES: (Setup & { seed: number })[] = [
+  { policy: "fcfs", seed: 2024 },
+  { policy: "reserve", seed: 7 },
   { policy: "fcfs", prefixCache: true, seed: 99 },
-] as const;
+  { policy: "fcfs", preempt: "swap", seed: 5 },
+  { policy: "fcfs", preempt: "swap", writeThrough: true, prefixCache: true, seed: 31 },
+];
 
-for (const { policy, prefixCache, seed } of PROPERTY_CASES) {
-  const what = `${policy}${prefixCache ? " with the prefix cache" : ""}`;
-  Deno.test(`property: ${what} over 3000 random workloads loses, duplicates and reorders no token and leaks no block`, async () => {
+for (const { seed, ...setup } of PROPERTY_CASES) {
+  const what = [
+    setup.policy,
+    setup.preempt === "swap" ? "swapping to the host" : "",
+    setup.writeThrough ? "write-through" : "",
+    setup.prefixCache ? "the prefix cache" : "",
+  ].filter(Boolean).join(", ");
+  Deno.test(`property: ${what}: 3000 random workloads lose, duplicate and reorder no token and leak no block`, async () => {
     const next = rng(seed);
-    let preemptions = 0;
-    let prefixHits = 0;
+    const total = { preemptions: 0, prefixHits: 0, swapsIn: 0, written: 0 };
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
       try {
-        const r = await runScenario(s, policy, prefixCache);
-        preemptions += r.preemptions;
-        prefixHits += r.prefixHits;
+        const r = await runScenario(s, setup);
+        for (const k of Object.keys(total) as (keyof typeof total)[]) total[k] += r[k];
       } catch (err) {
         throw new Error(`scenario ${i}: ${(err as Error).message}\n${JSON.stringify(s)}`);
       }
     }
-    if (policy === "fcfs") {
-      assert(preemptions > 100, `only ${preemptions} preemptions: not exercised`);
-    } else assertEquals(preemptions, 0);
-    if (prefixCache) assert(prefixHits > 1000, `only ${prefixHits} prefix hits: not exercised`);
+    // Each mechanism must actually have been exercised, or the test proves nothing about it.
+    if (setup.policy === "fcfs") {
+      assert(total.preemptions > 100, `only ${total.preemptions} preemptions`);
+    } else assertEquals(total.preemptions, 0);
+    if (setup.prefixCache) assert(total.prefixHits > 1000, `only ${total.prefixHits} prefix hits`);
+    if (setup.preempt === "swap") assert(total.swapsIn > 100, `only ${total.swapsIn} swap-ins`);
+    if (setup.writeThrough) {
+      assert(total.written > 1000, `only ${total.written} blocks written through`);
+    }
   });
 }

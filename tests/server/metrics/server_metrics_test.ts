@@ -12,7 +12,13 @@ function fakeRuntime(stats: Partial<RuntimeStats>, stepMs: number[] = []): Runti
     paused: 0,
     running: 0,
     kvBlocksUsed: 0,
+    kvBlocksCached: 0,
     kvBlocksTotal: 0,
+    hostBlocksUsed: 0,
+    hostBlocksTotal: 0,
+    swaps: null,
+    kvBytesMoved: { out: 0, in: 0 },
+    prefix: null,
     steps: 0,
     tokensGenerated: 0,
     preemptions: 0,
@@ -56,6 +62,42 @@ Deno.test("server metrics: a scrape sets the gauges and adds what the runtime's 
   assertEquals(sampleValue(s, "sluice_tokens_generated_total"), 130);
   assertEquals(sampleValue(s, "sluice_preemptions_total"), 7);
   assertEquals(sampleValue(s, "sluice_step_seconds_count"), 2);
+});
+
+Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hits", () => {
+  const metrics = new ServerMetrics();
+  const scrape = (stats: Partial<RuntimeStats>) => {
+    metrics.observeRuntime(fakeRuntime(stats));
+    return parsePrometheusText(metrics.render());
+  };
+  const swaps = { swapsOut: 3, swapsIn: 2, blocksOut: 0, blocksIn: 0, blocksWrittenThrough: 0 };
+  const prefix = { entries: 4, hitBlocks: 10, lookupBlocks: 16, evictions: 0 };
+  let s = scrape({
+    hostBlocksUsed: 7,
+    hostBlocksTotal: 90,
+    kvBlocksCached: 5,
+    swaps,
+    kvBytesMoved: { out: 4096, in: 2048 },
+    prefix,
+  });
+  assertEquals(sampleValue(s, "sluice_kv_blocks_used", { tier: "host" }), 7);
+  assertEquals(sampleValue(s, "sluice_kv_blocks_total", { tier: "host" }), 90);
+  assertEquals(sampleValue(s, "sluice_kv_blocks_cached"), 5);
+  assertEquals(sampleValue(s, "sluice_swaps_total", { direction: "out" }), 3);
+  assertEquals(sampleValue(s, "sluice_swaps_total", { direction: "in" }), 2);
+  assertEquals(sampleValue(s, "sluice_kv_bytes_moved_total", { direction: "out" }), 4096);
+  assertEquals(sampleValue(s, "sluice_kv_bytes_moved_total", { direction: "in" }), 2048);
+  assertEquals(sampleValue(s, "sluice_prefix_cache_hit_blocks_total"), 10);
+  assertEquals(sampleValue(s, "sluice_prefix_cache_lookup_blocks_total"), 16);
+  s = scrape({
+    swaps: { ...swaps, swapsIn: 5 },
+    kvBytesMoved: { out: 4096, in: 8192 },
+    prefix: { ...prefix, hitBlocks: 12, lookupBlocks: 20 },
+  });
+  assertEquals(sampleValue(s, "sluice_swaps_total", { direction: "in" }), 5);
+  assertEquals(sampleValue(s, "sluice_kv_bytes_moved_total", { direction: "in" }), 8192);
+  assertEquals(sampleValue(s, "sluice_prefix_cache_hit_blocks_total"), 12);
+  assertEquals(sampleValue(s, "sluice_kv_blocks_used", { tier: "host" }), 0);
 });
 
 Deno.test("server metrics: an observer counts its request once and closes it", () => {

@@ -29,6 +29,10 @@ Deno.test("metrics: the Sluice metric set has the contracted names, types and la
       ["sluice_tokens_generated_total", "counter"],
       ["sluice_step_seconds", "histogram"],
       ["sluice_swaps_total", "counter"],
+      ["sluice_kv_bytes_moved_total", "counter"],
+      ["sluice_kv_blocks_cached", "gauge"],
+      ["sluice_prefix_cache_hit_blocks_total", "counter"],
+      ["sluice_prefix_cache_lookup_blocks_total", "counter"],
       ["sluice_preemptions_total", "counter"],
       ["sluice_planner_solves_total", "counter"],
       ["sluice_planner_solve_seconds", "histogram"],
@@ -37,7 +41,7 @@ Deno.test("metrics: the Sluice metric set has the contracted names, types and la
   );
   assertEquals(new Set(Object.values(SLUICE_METRIC_NAMES)), new Set(types.keys()));
   // Every HELP line is present and non-empty.
-  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 15);
+  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 19);
 
   m.requests.inc({ status: "200" });
   m.requests.inc({ status: "200" });

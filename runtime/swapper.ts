@@ -1,0 +1,148 @@
+// Moves requests' KV between the device pool and the host tier (FastSwitch, TokenFlow). Pure
+// bookkeeping: it decides which blocks move, records the copies for the next step's plan, and
+// learns when a copy out has landed (the step that carried it has been delivered).
+//
+// A request's host copy covers its first `hostTokens` positions once landed (`hostIssued` once
+// the copies in flight land). Host copies stay valid after a swap-in, and full blocks never change,
+// so swapping a request out again copies only the blocks from its last partial one on (reuse);
+// write-through copies full blocks ahead of time, so a later swap-out moves almost nothing.
+
+import type { KvCopy } from "../engine/engine.ts";
+import type { BlockPool } from "../engine/kv/block_pool.ts";
+import type { Request } from "./request.ts";
+
+/** Copies out that land when the step carrying them is delivered. */
+export interface Landing {
+  req: Request;
+  tokens: number;
+  /** The request's host epoch when the copies were issued: a landing from before a release is void. */
+  epoch: number;
+}
+
+export interface SwapStats {
+  swapsOut: number;
+  swapsIn: number;
+  /** Blocks copied each way (one block = one layer's K and V for blockSize positions). */
+  blocksOut: number;
+  blocksIn: number;
+  /** Blocks written through ahead of any swap. */
+  blocksWrittenThrough: number;
+}
+
+export class Swapper {
+  /** Copies for the next step, each with the request whose blocks it moves. */
+  private copies: { req: Request; copy: KvCopy }[] = [];
+  private landings: Landing[] = [];
+  readonly stats: SwapStats = {
+    swapsOut: 0,
+    swapsIn: 0,
+    blocksOut: 0,
+    blocksIn: 0,
+    blocksWrittenThrough: 0,
+  };
+
+  constructor(private readonly device: BlockPool, readonly host: BlockPool) {}
+
+  /**
+   * Copies out whatever of `req`'s device KV (its first `req.computed` positions) the host lacks.
+   * False, with nothing changed, when the host tier has no room for it. The caller then frees the
+   * device blocks: the copies run before anything else in the next step, so reuse is safe.
+   */
+  swapOut(req: Request): boolean {
+    const tokens = req.computed;
+    // A request swapped in by this very step leaves before its copies in have run: they go, and
+    // its host copy, untouched, stays whole. (Its copies out, write-through, stay: they run first.)
+    this.copies = this.copies.filter((c) => c.req !== req || c.copy.direction === "out");
+    if (!this.host.growAll(req.id, tokens)) return false;
+    // Blocks the device has changed since the host copy: from its last partial block on.
+    const moved = tokens > req.hostIssued
+      ? this.copyOut(req, Math.floor(req.hostIssued / this.device.blockSize), tokens)
+      : 0;
+    this.stats.swapsOut++;
+    this.stats.blocksOut += moved;
+    return true;
+  }
+
+  /** True when `req`'s host copy is complete: nothing it needs is still on its way. */
+  landed(req: Request): boolean {
+    return req.hostTokens === req.hostIssued;
+  }
+
+  /**
+   * Copies `req`'s first `tokens` positions from the host into the device blocks it now holds
+   * (allocated by the caller).
+   */
+  swapIn(req: Request, tokens: number): void {
+    const n = this.device.blocksFor(tokens);
+    for (let layer = 0; layer < this.device.numLayers; layer++) {
+      this.copies.push({
+        req,
+        copy: {
+          direction: "in",
+          layer,
+          deviceBlocks: this.device.table(req.id, layer).slice(0, n),
+          hostBlocks: this.host.table(req.id, layer).slice(0, n),
+        },
+      });
+    }
+    this.stats.swapsIn++;
+    this.stats.blocksIn += n * this.device.numLayers;
+  }
+
+  /**
+   * Mirrors up to `maxBlocks` (per layer) of `req`'s full blocks written before this step to the
+   * host, when the host has room; never evicts anything for it.
+   */
+  writeThrough(req: Request, maxBlocks: number): void {
+    const B = this.device.blockSize;
+    const from = Math.floor(req.hostIssued / B);
+    const to = Math.min(Math.floor(req.computed / B), from + maxBlocks);
+    if (to <= from || !this.host.growAll(req.id, to * B)) return;
+    this.stats.blocksWrittenThrough += this.copyOut(req, from, to * B);
+  }
+
+  /** Marks the copies of a delivered step as landed. */
+  land(landings: readonly Landing[]): void {
+    for (const { req, tokens, epoch } of landings) {
+      if (epoch === req.hostEpoch) req.hostTokens = Math.max(req.hostTokens, tokens);
+    }
+  }
+
+  /** Frees `req`'s host blocks (it finished, or its host copy is no longer wanted). */
+  release(req: Request): void {
+    this.copies = this.copies.filter((c) => c.req !== req);
+    this.landings = this.landings.filter((l) => l.req !== req);
+    this.host.release(req.id);
+    req.hostTokens = 0;
+    req.hostIssued = 0;
+    req.hostEpoch++; // copies still in flight now land in blocks that are no longer its own
+  }
+
+  /** The copies and landings the next step carries. */
+  take(): { copies: KvCopy[]; landings: Landing[] } {
+    const out = { copies: this.copies.map((c) => c.copy), landings: this.landings };
+    this.copies = [];
+    this.landings = [];
+    return out;
+  }
+
+  /** Copies blocks from index `fromBlock` up to position `tokens` out; returns blocks moved. */
+  private copyOut(req: Request, fromBlock: number, tokens: number): number {
+    const n = this.device.blocksFor(tokens);
+    if (n <= fromBlock) return 0;
+    for (let layer = 0; layer < this.device.numLayers; layer++) {
+      this.copies.push({
+        req,
+        copy: {
+          direction: "out",
+          layer,
+          deviceBlocks: this.device.table(req.id, layer).slice(fromBlock, n),
+          hostBlocks: this.host.table(req.id, layer).slice(fromBlock, n),
+        },
+      });
+    }
+    this.landings.push({ req, tokens, epoch: req.hostEpoch });
+    req.hostIssued = tokens;
+    return (n - fromBlock) * this.device.numLayers;
+  }
+}
