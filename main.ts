@@ -23,6 +23,7 @@ const EngineFlags = z.object({
   "host-kv-mb": z.coerce.number().min(0).default(0),
   preempt: z.enum(["recompute", "swap"]).default("recompute"),
   "write-through": z.enum(["on", "off"]).default("off"),
+  "swap-reuse": z.enum(["on", "off"]).default("on"),
 });
 
 const GenerateFlags = EngineFlags.extend({
@@ -41,6 +42,7 @@ const GenerateFlags = EngineFlags.extend({
 });
 
 const env = (name: string) => Deno.env.get(name) || undefined;
+const commaList = z.string().transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
 
 const ServeFlags = EngineFlags.extend({
   host: z.string().default(env("SLUICE_HOST") ?? "127.0.0.1"),
@@ -53,6 +55,8 @@ const ServeFlags = EngineFlags.extend({
   "slo-ttft-ms": z.coerce.number().positive().optional(),
   "slo-tbt-ms": z.coerce.number().positive().optional(),
   "shutdown-grace-s": z.coerce.number().min(0).default(10),
+  "allowed-hosts": commaList.optional(),
+  "cors-origins": commaList.optional(),
 });
 export type ServeFlags = z.infer<typeof ServeFlags>;
 
@@ -63,6 +67,7 @@ const STRING_FLAGS = [
   "host-kv-mb",
   "preempt",
   "write-through",
+  "swap-reuse",
   "gpu-kv-mb",
   "max-batch",
   "prefill-chunk",
@@ -84,6 +89,8 @@ const STRING_FLAGS = [
   "slo-ttft-ms",
   "slo-tbt-ms",
   "shutdown-grace-s",
+  "allowed-hosts",
+  "cors-origins",
 ];
 const BOOLEAN_FLAGS = ["f32", "json", "chat", "help"];
 
@@ -117,6 +124,7 @@ function runtimeOptions(flags: EngineFlagValues) {
     hostKvMb: flags["host-kv-mb"],
     preempt: flags.preempt,
     writeThrough: flags["write-through"] === "on",
+    swapReuse: flags["swap-reuse"] === "on",
   };
 }
 
@@ -172,7 +180,8 @@ const USAGE = `usage:
   sluice serve    [--host H] [--port P] [--model ...] [--api-key K] [--max-queue N]
                   [--reading-rate R] [--slo-ttft-ms T] [--slo-tbt-ms T] [--gpu-kv-mb MB]
                   [--sched fcfs|reserve] [--prefix-cache on|off] [--host-kv-mb MB]
-                  [--preempt recompute|swap] [--write-through on|off]  (see README)
+                  [--preempt recompute|swap] [--write-through on|off] [--swap-reuse on|off]
+                  [--allowed-hosts H1,H2|*] [--cors-origins URL1,URL2|*]  (see README)
   sluice bench    kernels|decode|serve`;
 
 if (import.meta.main) {

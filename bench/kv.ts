@@ -11,6 +11,7 @@ import type { OverlapMeasurement } from "../engine/kv/cost_profile.ts";
 import { type Gpu, openGpu } from "../engine/gpu/device.ts";
 import { demoModelDir } from "../engine/model/tiny_model.ts";
 import { smolShapedModelDir } from "./decode.ts";
+import { benchPrefixTtft, benchSwapReuse } from "./kv_runtime.ts";
 
 const TOKENS = 1024;
 const REPS = 5;
@@ -34,6 +35,9 @@ interface SwapResult {
 export async function benchKv(args: string[]): Promise<string> {
   const tokens = Number(args.find((a) => a.startsWith("--tokens="))?.split("=")[1] ?? TOKENS);
   const gpu = await openGpu();
+  // The runtime-level part alone (swap reuse, prefix cache): `bench kv --only=runtime`.
+  const runtimePart = async () => [await benchSwapReuse(gpu), await benchPrefixTtft(gpu)];
+  if (args.includes("--only=runtime")) return (await runtimePart()).join("\n\n");
   const dir = await smolShapedModelDir();
   const options = { modelDir: dir, gpu, gpuKvMb: 96, hostKvMb: 48, maxSlots: 4, maxRows: 64 };
 
@@ -60,7 +64,10 @@ export async function benchKv(args: string[]): Promise<string> {
   } finally {
     await demo.close();
   }
-  return report(gpu, info!, tokens, results, smolModel!, demo.info.costModel!, overlaps);
+  return [
+    report(gpu, info!, tokens, results, smolModel!, demo.info.costModel!, overlaps),
+    ...await runtimePart(),
+  ].join("\n\n");
 }
 
 /**

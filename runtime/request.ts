@@ -77,6 +77,8 @@ export class Request {
   hostEpoch = 0;
   /** Paused with its KV in the host tier: it resumes by swapping in, not by recomputing. */
   swapped = false;
+  /** Times its KV was swapped out. */
+  swapsOut = 0;
   /** Prefix-cache entries for its first full blocks, in order (matched or registered). */
   prefix: PrefixEntry[] = [];
   /** Its tokens were cached first by another request: it caches no more blocks (this residency). */

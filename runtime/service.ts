@@ -39,6 +39,8 @@ export interface RuntimeOptions {
   preempt?: "recompute" | "swap";
   /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
   writeThrough?: boolean;
+  /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
+  swapReuse?: boolean;
   /** Most requests waiting for admission; a request that would be one more is refused. */
   maxQueue: number;
   /** Largest max_tokens a request may ask for. */
@@ -155,6 +157,7 @@ export class Runtime {
           layerArena: info.layerArena.map(() => 0),
           blockSize: info.blockSize,
         }),
+        options.swapReuse ?? true,
       )
       : null;
     this.scheduler = new Scheduler(

@@ -27,6 +27,9 @@ export interface SwapStats {
   blocksIn: number;
   /** Blocks written through ahead of any swap. */
   blocksWrittenThrough: number;
+  /** Swap-outs of requests swapped out before, and the blocks they moved (reuse shows here). */
+  repeatSwapsOut: number;
+  repeatBlocksOut: number;
 }
 
 export class Swapper {
@@ -39,9 +42,19 @@ export class Swapper {
     blocksOut: 0,
     blocksIn: 0,
     blocksWrittenThrough: 0,
+    repeatSwapsOut: 0,
+    repeatBlocksOut: 0,
   };
 
-  constructor(private readonly device: BlockPool, readonly host: BlockPool) {}
+  /**
+   * @param reuse keep host copies valid after a swap-in, so a second swap-out moves only the new
+   *   KV (FastSwitch); false copies everything again each time (the baseline).
+   */
+  constructor(
+    private readonly device: BlockPool,
+    readonly host: BlockPool,
+    private readonly reuse = true,
+  ) {}
 
   /**
    * Copies out whatever of `req`'s device KV (its first `req.computed` positions) the host lacks.
@@ -54,12 +67,17 @@ export class Swapper {
     // its host copy, untouched, stays whole. (Its copies out, write-through, stay: they run first.)
     this.copies = this.copies.filter((c) => c.req !== req || c.copy.direction === "out");
     if (!this.host.growAll(req.id, tokens)) return false;
+    if (!this.reuse) req.hostIssued = 0;
     // Blocks the device has changed since the host copy: from its last partial block on.
     const moved = tokens > req.hostIssued
       ? this.copyOut(req, Math.floor(req.hostIssued / this.device.blockSize), tokens)
       : 0;
     this.stats.swapsOut++;
     this.stats.blocksOut += moved;
+    if (req.swapsOut++ > 0) {
+      this.stats.repeatSwapsOut++;
+      this.stats.repeatBlocksOut += moved;
+    }
     return true;
   }
 
