@@ -28,6 +28,8 @@ export class StepLoop {
     private readonly scheduler: Scheduler,
     private readonly depth: number,
     private readonly now: () => number = () => performance.now(),
+    /** Told each delivered step and the time it took (ms), e.g. to re-fit the cost model. */
+    private readonly onStepTimed: (step: BuiltStep, ms: number) => void = () => {},
   ) {
     this.finished = this.run();
   }
@@ -93,5 +95,6 @@ export class StepLoop {
     const ms = now - Math.max(step.submittedAt, this.lastDoneAt);
     this.lastDoneAt = now;
     if (this.stepTimes.length < 4096) this.stepTimes.push(ms);
+    this.onStepTimed(step.step, ms);
   }
 }

@@ -7,6 +7,7 @@ import type { EngineInfo, SamplingParams, StepEngine } from "../engine/engine.ts
 import { BlockPool } from "../engine/kv/block_pool.ts";
 import { PrefixIndex, type PrefixStats } from "../engine/kv/prefix_index.ts";
 import { StepLoop } from "./loop.ts";
+import { CostTracker } from "./cost_tracker.ts";
 import { POLICIES, type PolicyName } from "./policy/index.ts";
 import {
   type FinishInfo,
@@ -139,6 +140,8 @@ export class Runtime {
   private readonly pool: BlockPool;
   private readonly prefixIndex: PrefixIndex | null;
   private readonly swapper: Swapper | null;
+  /** The engine's cost model, re-fitted from observed step times (for planners and reports). */
+  readonly costs: CostTracker;
   private readonly loop: StepLoop;
   private nextId = 1;
   private closing = false;
@@ -172,7 +175,14 @@ export class Runtime {
         writeThroughBlocks: options.writeThrough ? 4 : 0,
       },
     );
-    this.loop = new StepLoop(engine, this.scheduler, info.ringSize);
+    this.costs = new CostTracker(info.costModel, info.kvBlockBytes);
+    this.loop = new StepLoop(
+      engine,
+      this.scheduler,
+      info.ringSize,
+      undefined,
+      (step, ms) => this.costs.observe(step, ms),
+    );
   }
 
   get info(): EngineInfo {

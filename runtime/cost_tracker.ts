@@ -1,0 +1,50 @@
+// Keeps the engine's cost model true to what steps really take: the model profiled at load is
+// re-fitted from every delivered step's measured time (the planner of the policies reads it).
+// Pure bookkeeping over plain data; the fitting itself is engine/kv/cost_model.ts.
+
+import type { CostModel } from "../engine/engine.ts";
+import { observeStep, predictStepMs, type StepLoad } from "../engine/kv/cost_model.ts";
+import type { BuiltStep } from "./scheduler.ts";
+
+export class CostTracker {
+  /** Steps observed since load. */
+  observed = 0;
+  /** Mean |predicted − measured| / measured over the steps observed, for reports. */
+  private errorSum = 0;
+
+  constructor(private model: CostModel | undefined, private readonly kvBlockBytes: number) {}
+
+  /** The current model (undefined when the engine was loaded without profiling). */
+  get current(): CostModel | undefined {
+    return this.model;
+  }
+
+  get meanRelativeError(): number {
+    return this.observed ? this.errorSum / this.observed : 0;
+  }
+
+  /** What `step` asked of the GPU, in the cost model's terms. */
+  loadOf(step: BuiltStep): StepLoad {
+    const copies = step.plan.copies ?? [];
+    const blocks = (dir: "in" | "out") =>
+      copies.filter((c) => c.direction === dir).reduce((n, c) => n + c.deviceBlocks.length, 0);
+    return {
+      rows: step.plan.rows.length,
+      samples: step.plan.samples.length,
+      bytesIn: blocks("in") * this.kvBlockBytes,
+      bytesOut: blocks("out") * this.kvBlockBytes,
+      copiesIn: 2 * copies.filter((c) => c.direction === "in").length,
+      copiesOut: 2 * copies.filter((c) => c.direction === "out").length,
+    };
+  }
+
+  /** Folds one delivered step's measured time (ms) into the model. */
+  observe(step: BuiltStep, ms: number): void {
+    if (!this.model || step.plan.rows.length === 0) return;
+    const load = this.loadOf(step);
+    const predicted = predictStepMs(this.model, load);
+    this.errorSum += Math.abs(predicted - ms) / Math.max(ms, 1e-3);
+    this.observed++;
+    this.model = observeStep(this.model, load, ms);
+  }
+}

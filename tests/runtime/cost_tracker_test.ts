@@ -1,0 +1,83 @@
+// The runtime re-fits the engine's cost model from measured step times: a model profiled on a
+// faster day converges to the speed steps really take, and the loop feeds it every step.
+
+import type { CostModel } from "../../engine/engine.ts";
+import { predictStepMs, sumsOf } from "../../engine/kv/cost_model.ts";
+import { CostTracker } from "../../runtime/cost_tracker.ts";
+import { Runtime } from "../../runtime/service.ts";
+import type { BuiltStep } from "../../runtime/scheduler.ts";
+import { FakeEngine } from "../helpers/fake_engine.ts";
+import { assert } from "../helpers/testing.ts";
+
+function modelWithLayer(fixedMs: number, perRowMs: number): CostModel {
+  const points: [number, number][] = [1, 4, 16].map((n) => [n, fixedMs + perRowMs * n]);
+  const layerFit = sumsOf(points, 8);
+  return {
+    numLayers: 4,
+    roundTripMs: 10,
+    layer: { fixedMs, perUnitMs: perRowMs },
+    sample: { fixedMs: 0.5, perUnitMs: 0.1 },
+    hostToDevice: { fixedMs: 0.02, perUnitMs: 1 / 3e6 },
+    deviceToHost: { fixedMs: 0.01, perUnitMs: 1 / 2e6 },
+    overlap: 0,
+    layerFit,
+  };
+}
+
+function stepOf(rows: number, samples: number): BuiltStep {
+  return {
+    plan: {
+      tables: [],
+      sampling: [],
+      rows: Array.from({ length: rows }, (_, pos) => ({ slot: 0, pos, token: 1 })),
+      samples: Array.from({ length: samples }, (_, row) => ({ row })),
+      wantTopLogprobs: false,
+    },
+    owners: [],
+    landings: [],
+  };
+}
+
+Deno.test("cost tracker: a model profiled twice too fast converges to the measured step times", () => {
+  const truth = modelWithLayer(4, 0.6); // the adapter today
+  const tracker = new CostTracker(modelWithLayer(2, 0.3), 0);
+  const loads = [1, 3, 8, 16, 32, 5];
+  const errorAt = () => {
+    const m = tracker.current!;
+    return Math.max(
+      ...loads.map((rows) => {
+        const load = { rows, samples: 1 };
+        return Math.abs(predictStepMs(m, load) / predictStepMs(truth, load) - 1);
+      }),
+    );
+  };
+  const before = errorAt();
+  for (let i = 0; i < 400; i++) {
+    const rows = loads[i % loads.length];
+    tracker.observe(stepOf(rows, 1), predictStepMs(truth, { rows, samples: 1 }));
+  }
+  const after = errorAt();
+  assert(before > 0.4, `the stale model should start far off (${before})`);
+  assert(after < 0.05, `re-fitted model still ${(after * 100).toFixed(1)}% off`);
+  assert(tracker.observed === 400);
+});
+
+Deno.test("cost tracker: the runtime feeds it every delivered step", async () => {
+  const engine = new FakeEngine({ maxSlots: 2 });
+  (engine.info as { costModel?: CostModel }).costModel = modelWithLayer(2, 0.3);
+  const runtime = new Runtime(engine, {
+    policy: "fcfs",
+    maxQueue: 10,
+    maxTokensLimit: 100,
+    eosIds: [],
+  });
+  const h = runtime.submit({
+    ids: [1, 2, 3],
+    maxTokens: 5,
+    sampling: { temperature: 0, topK: 0, topP: 1, seed: 0 },
+  });
+  for await (const _ of h.tokens);
+  await runtime.close();
+  assert(runtime.costs.observed >= 5, `only ${runtime.costs.observed} steps observed`);
+  assert(runtime.costs.current !== engine.info.costModel, "the model was never re-fitted");
+});
