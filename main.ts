@@ -21,7 +21,7 @@ const EngineFlags = z.object({
   sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("reserve"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
   "host-kv-mb": z.coerce.number().min(0).default(0),
-  preempt: z.enum(["recompute", "swap"]).default("recompute"),
+  preempt: z.enum(["recompute", "swap", "partial"]).default("recompute"),
   "write-through": z.enum(["on", "off"]).default("off"),
   "swap-reuse": z.enum(["on", "off"]).default("on"),
 });
@@ -180,7 +180,7 @@ const USAGE = `usage:
   sluice serve    [--host H] [--port P] [--model ...] [--api-key K] [--max-queue N]
                   [--reading-rate R] [--slo-ttft-ms T] [--slo-tbt-ms T] [--gpu-kv-mb MB]
                   [--sched fcfs|reserve] [--prefix-cache on|off] [--host-kv-mb MB]
-                  [--preempt recompute|swap] [--write-through on|off] [--swap-reuse on|off]
+                  [--preempt recompute|swap|partial] [--write-through on|off] [--swap-reuse on|off]
                   [--allowed-hosts H1,H2|*] [--cors-origins URL1,URL2|*]  (see README)
   sluice bench    kernels|decode|serve`;
 

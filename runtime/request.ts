@@ -79,6 +79,10 @@ export class Request {
   swapped = false;
   /** Times its KV was swapped out. */
   swapsOut = 0;
+  /** Paused holding its newest blocks: its first `dropped` positions' KV was freed (eLLM). */
+  dropped = 0;
+  /** After such a resume: the dropped positions still to compute again, before anything else. */
+  refill: { next: number; end: number } | null = null;
   /** Prefix-cache entries for its first full blocks, in order (matched or registered). */
   prefix: PrefixEntry[] = [];
   /** Its tokens were cached first by another request: it caches no more blocks (this residency). */
@@ -140,10 +144,42 @@ export class Request {
     this.state = "prefilling";
   }
 
+  /**
+   * Leaves the batch keeping the KV of its newest positions; the first `dropped` are freed and
+   * will be computed again when it resumes (the sampler and the kernels give the same KV).
+   */
+  pauseKeepingNewest(dropped: number): void {
+    this.slot = -1;
+    this.dropped = dropped;
+    this.prefixDiverged = true; // its cached prefix blocks are no longer its own
+    this.preemptions++;
+    this.state = "paused";
+  }
+
+  /** Back in the batch at `slot`: refill the dropped positions, then carry on from its KV. */
+  resumeInPlace(slot: number, order: number): void {
+    this.slot = slot;
+    this.admittedAt = order;
+    this.refill = { next: 0, end: this.dropped };
+    this.dropped = 0;
+    // At least the last position is computed again: its logits pick the next token.
+    this.computed = Math.min(this.computed, this.prefillTarget - 1);
+    this.state = "prefilling";
+  }
+
+  /** Its remaining KV was taken back while it waited: it will be computed again from its ids. */
+  forgetKv(): void {
+    this.computed = 0;
+    this.dropped = 0;
+    this.prefix = [];
+  }
+
   /** Leaves the batch; its KV is gone, its ids and token buffer stay. */
   pause(): void {
     this.slot = -1;
     this.computed = 0;
+    this.dropped = 0;
+    this.refill = null;
     this.prefix = [];
     this.preemptions++;
     this.state = "paused";

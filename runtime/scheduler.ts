@@ -11,7 +11,7 @@
 
 import type { BlockPool } from "../engine/kv/block_pool.ts";
 import type { PrefixIndex } from "../engine/kv/prefix_index.ts";
-import { NOT_RESIDENT } from "../engine/kv/block_pool.ts";
+import { DROPPED, NOT_RESIDENT } from "../engine/kv/block_pool.ts";
 import type { SampleRecord, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
 import type { Request } from "./request.ts";
 import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
@@ -19,8 +19,12 @@ import type { SchedulingPolicy } from "./policy/policy.ts";
 import type { Landing, Swapper } from "./swapper.ts";
 
 export interface SchedulerOptions {
-  /** Where a preempted request's KV goes when the host tier has room: recomputed or swapped. */
-  preempt: "recompute" | "swap";
+  /**
+   * What preemption does with a request's KV: free it all and recompute it on resume; swap it to
+   * the host tier (when it has room); or free only as many of its oldest blocks as are needed and
+   * recompute just those on resume (eLLM).
+   */
+  preempt: "recompute" | "swap" | "partial";
   /** Full blocks (per layer) mirrored to the host per request per step; 0 = no write-through. */
   writeThroughBlocks: number;
 }
@@ -47,6 +51,8 @@ export class Scheduler {
   /** Admitted requests, oldest admission first. */
   readonly running: Request[] = [];
   preemptions = 0;
+  /** Resumes that kept the newest KV and computed only the dropped oldest positions again. */
+  partialResumes = 0;
   private readonly freeSlots: number[];
   private admissions = 0;
   /** Host-side updates the next step must carry to the engine. */
@@ -81,6 +87,11 @@ export class Scheduler {
   schedule(): BuiltStep | null {
     this.reap();
     this.admit();
+    const step = this.build();
+    if (step || this.running.length > 0 || this.waiting.length === 0) return step;
+    // Building preempted the last running request: admit again, now that nothing runs (paused
+    // requests may give up the KV they kept), or nothing would ever wake the loop.
+    this.admit();
     return this.build();
   }
 
@@ -89,6 +100,7 @@ export class Scheduler {
     for (const req of this.waiting.filter((r) => r.cancelled || r.finish)) {
       req.end("cancelled");
       this.swapper?.release(req);
+      this.pool.release(req.id); // a request paused holding its newest blocks
       this.waiting.splice(this.waiting.indexOf(req), 1);
     }
     for (const req of this.running.filter((r) => r.cancelled || r.finish)) {
@@ -103,12 +115,21 @@ export class Scheduler {
       const req = this.waiting[0];
       if (req.inflight > 0) break; // its last tokens are still coming back: resume needs them all
       if (req.swapped && !this.swapper!.landed(req)) break; // its swap-out has not landed yet
-      const prefix = req.swapped ? [] : this.sharePrefix(req);
+      const resumesInPlace = req.dropped > 0; // it kept its newest blocks: refill the oldest
+      const prefix = req.swapped || resumesInPlace ? [] : this.sharePrefix(req);
       if (!this.pool.growAll(req.id, this.policy.admissionTokens(req))) {
-        this.pool.release(req.id);
+        if (!resumesInPlace) this.pool.release(req.id);
+        // Nothing runs, so nothing will free blocks: paused requests holding some give them up.
+        if (this.running.length === 0 && this.dropHeldKv(req)) continue;
         break; // first come, first served: no overtaking
       }
       this.waiting.shift();
+      if (resumesInPlace) {
+        req.resumeInPlace(this.freeSlots.pop()!, this.admissions++);
+        this.partialResumes++;
+        this.enterBatch(req);
+        continue;
+      }
       // At least the last position is computed again: its logits pick the next token.
       let cached = Math.min(prefix.length * this.pool.blockSize, req.prefillTarget - 1);
       if (req.swapped) {
@@ -117,12 +138,31 @@ export class Scheduler {
         req.swapped = false;
       }
       req.admit(this.freeSlots.pop()!, this.admissions++, prefix, cached);
-      for (let layer = 0; layer < this.pool.numLayers; layer++) {
-        this.tables.push(this.fullRow(req.slot, layer, this.pool.table(req.id, layer)));
-      }
-      this.sampling.push({ slot: req.slot, params: req.spec.sampling });
-      this.running.push(req);
+      this.enterBatch(req);
     }
+  }
+
+  /** Uploads the admitted request's tables and sampling parameters for its new slot. */
+  private enterBatch(req: Request): void {
+    for (let layer = 0; layer < this.pool.numLayers; layer++) {
+      this.tables.push(this.fullRow(req.slot, layer, this.pool.table(req.id, layer)));
+    }
+    this.sampling.push({ slot: req.slot, params: req.spec.sampling });
+    this.running.push(req);
+  }
+
+  /**
+   * Frees the KV that paused requests other than `head` still hold (newest first), so that `head`
+   * can be admitted; they will recompute it all. False when there was none.
+   */
+  private dropHeldKv(head: Request): boolean {
+    for (const req of [...this.waiting].reverse()) {
+      if (req === head || this.pool.heldBy(req.id) === 0 || req.swapped) continue;
+      this.pool.release(req.id);
+      req.forgetKv();
+      return true;
+    }
+    return false;
   }
 
   /** Delivers a step's sampled tokens to their requests (none after a finish), and its landings. */
@@ -140,7 +180,8 @@ export class Scheduler {
     if (this.swapper && this.options.writeThroughBlocks > 0) {
       // Before this step's rows: only blocks written by earlier steps are complete.
       for (const req of this.running) {
-        this.swapper.writeThrough(req, this.options.writeThroughBlocks);
+        // A request still recomputing its oldest blocks has none of them to copy yet.
+        if (!req.refill) this.swapper.writeThrough(req, this.options.writeThroughBlocks);
       }
     }
     const rows: StepPlan["rows"] = [];
@@ -166,6 +207,18 @@ export class Scheduler {
     for (const req of [...this.running]) {
       if (rows.length >= this.limits.maxRows) break;
       if (req.state !== "prefilling") continue;
+      if (req.refill) {
+        // The oldest positions, dropped while it was paused, are computed again first.
+        const r = req.refill;
+        const m = Math.min(r.end - r.next, this.limits.maxRows - rows.length);
+        for (let pos = r.next; pos < r.next + m; pos++) {
+          rows.push({ slot: req.slot, pos, token: req.tokenAt(pos) });
+        }
+        inStep.add(req);
+        r.next += m;
+        if (r.next < r.end) continue;
+        req.refill = null;
+      }
       const n = Math.min(req.prefillTarget - req.computed, this.limits.maxRows - rows.length);
       if (!this.ensureBlocks(req, req.computed + n, inStep)) continue;
       for (let pos = req.computed; pos < req.computed + n; pos++) {
@@ -203,6 +256,11 @@ export class Scheduler {
       // Requests already in this step keep their rows; only the rest may be preempted.
       const candidates = this.running.filter((r) => r === req || !inStep.has(r));
       const victim = this.policy.pickVictim(candidates, req);
+      if (
+        victim !== req && this.options.preempt === "partial" && this.dropOldest(victim, req, tokens)
+      ) {
+        continue;
+      }
       this.preempt(victim);
       if (victim === req) return false;
     }
@@ -252,6 +310,32 @@ export class Scheduler {
   }
 
   /** Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open. */
+  /**
+   * eLLM: frees just enough of `victim`'s oldest blocks for `needy` to grow to `tokens`, and pauses
+   * it holding the rest; on resume only the dropped positions are computed again. False (nothing
+   * done) when that would drop all its blocks or it is still refilling: then it is preempted whole.
+   */
+  private dropOldest(victim: Request, needy: Request, tokens: number): boolean {
+    if (victim.refill || victim.computed === 0) return false;
+    const short = this.pool.shortfall(needy.id, tokens);
+    const layersIn = this.pool.shape.blocksPerArena.map((_, a) =>
+      this.pool.layerArena.filter((x) => x === a).length
+    );
+    const k = Math.max(
+      ...short.map((n, a) => Math.ceil(Math.max(0, n - this.pool.availableIn(a)) / layersIn[a])),
+    );
+    // Keep at least its newest block, else this is a plain preemption.
+    if (k < 1 || (k + 1) * this.pool.blockSize > victim.computed) return false;
+    this.swapper?.release(victim); // its host copy no longer matches what it will hold
+    this.pool.dropLeading(victim.id, k);
+    this.freeSlots.push(victim.slot);
+    this.running.splice(this.running.indexOf(victim), 1);
+    victim.pauseKeepingNewest(k * this.pool.blockSize);
+    this.waiting.unshift(victim);
+    this.preemptions++;
+    return true;
+  }
+
   private preempt(req: Request): void {
     const swapped = this.options.preempt === "swap" && (this.swapper?.swapOut(req) ?? false);
     if (!swapped) this.swapper?.release(req); // recomputed from its ids: drop any partial host copy
@@ -271,7 +355,7 @@ export class Scheduler {
 
   private fullRow(slot: number, layer: number, blocks: number[]): TableWrite {
     const row = new Array(this.limits.maxBlocksPerSeq).fill(NOT_RESIDENT);
-    blocks.forEach((b, i) => row[i] = b);
+    blocks.forEach((b, i) => row[i] = b === DROPPED ? NOT_RESIDENT : b);
     return { slot, layer, first: 0, blocks: row };
   }
 }

@@ -36,8 +36,11 @@ export interface RuntimeOptions {
   policy: PolicyName;
   /** Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). */
   prefixCache?: boolean;
-  /** A preempted request's KV: recomputed from its ids, or swapped to the host tier (`--preempt`). */
-  preempt?: "recompute" | "swap";
+  /**
+   * A preempted request's KV (`--preempt`): recomputed from its ids, swapped to the host tier, or
+   * only its oldest blocks freed and recomputed (eLLM).
+   */
+  preempt?: "recompute" | "swap" | "partial";
   /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
   writeThrough?: boolean;
   /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
@@ -132,6 +135,8 @@ export interface RuntimeStats {
   steps: number;
   tokensGenerated: number;
   preemptions: number;
+  /** Preempted requests resumed by computing only their dropped oldest KV again (eLLM). */
+  partialResumes: number;
   requests: RequestStats[];
 }
 
@@ -246,6 +251,7 @@ export class Runtime {
       steps: this.loop.steps,
       tokensGenerated: this.loop.tokens,
       preemptions: this.scheduler.preemptions,
+      partialResumes: this.scheduler.partialResumes,
       requests: all.map((r) => ({
         id: r.id,
         state: r.state,

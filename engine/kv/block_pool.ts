@@ -20,6 +20,9 @@ export type SeqId = number | string;
 /** Table entry for a position whose KV is not on the device (on the host, dropped, or unwritten). */
 export const NOT_RESIDENT = 0xffffffff;
 
+/** In a table: a block dropped from the front (eLLM) and not yet refilled. */
+export const DROPPED = -1;
+
 export interface PoolShape {
   /** Blocks in each arena. */
   blocksPerArena: readonly number[];
@@ -98,13 +101,17 @@ export class BlockPool {
     return this.idleCount.reduce((a, b) => a + b, 0);
   }
 
-  /** Blocks each arena still needs so that every layer of `seqId` holds `tokens` positions. */
+  /**
+   * Blocks each arena still needs so that every layer of `seqId` holds `tokens` positions, its
+   * dropped blocks refilled.
+   */
   shortfall(seqId: SeqId, tokens: number): number[] {
     const need = new Array(this.numArenas).fill(0);
     const layers = this.owned.get(seqId);
     const want = this.blocksFor(tokens);
     for (let l = 0; l < this.numLayers; l++) {
-      need[this.layerArena[l]] += Math.max(0, want - (layers?.[l].length ?? 0));
+      const held = layers?.[l] ?? [];
+      need[this.layerArena[l]] += Math.max(0, want - held.length) + dropsIn(held);
     }
     return need;
   }
@@ -126,14 +133,15 @@ export class BlockPool {
   }
 
   /**
-   * Makes `seqId` hold enough blocks on `layer` for `tokenCount` positions in total. Returns the
-   * newly added block ids in position order ([] when it already had enough), or null when the
-   * layer's arena has too few free blocks, in which case nothing changed.
+   * Makes `seqId` hold enough blocks on `layer` for `tokenCount` positions in total, refilling its
+   * dropped blocks first. Returns the newly added block ids in position order ([] when it already
+   * had enough), or null when the layer's arena has too few free blocks (nothing changed).
    */
   grow(seqId: SeqId, layer: number, tokenCount: number): number[] | null {
     this.requireLayer(layer);
     const held = this.owned.get(seqId)?.[layer] ?? [];
-    const need = this.blocksFor(tokenCount) - held.length;
+    const drops = dropsIn(held);
+    const need = Math.max(0, this.blocksFor(tokenCount) - held.length) + drops;
     if (need <= 0) return [];
     const arena = this.layerArena[layer];
     if (need > this.availableIn(arena)) return null;
@@ -143,7 +151,7 @@ export class BlockPool {
     const free = this.freeMap[arena];
     const added: number[] = [];
     // Extend the last run in place while the blocks after it are free.
-    if (held.length > 0) {
+    if (held.length > 0 && drops === 0) {
       for (
         let b = held[held.length - 1] + 1;
         b < free.length && added.length < need && free[b];
@@ -161,8 +169,31 @@ export class BlockPool {
     }
     for (const b of added) this.refs[arena][b] = 1;
     this.freeCount[arena] -= added.length;
-    this.layersOf(seqId)[layer].push(...added);
+    const table = this.layersOf(seqId)[layer];
+    table.splice(0, drops, ...added.slice(0, drops));
+    table.push(...added.slice(drops));
     return added;
+  }
+
+  /**
+   * Drops the first `count` blocks of every layer of `seqId` (the KV of its oldest positions, to
+   * be recomputed: eLLM); their entries read DROPPED until grow() refills them. Returns how many
+   * blocks became free.
+   */
+  dropLeading(seqId: SeqId, count: number): number {
+    const layers = this.owned.get(seqId);
+    if (!layers) return 0;
+    let freed = 0;
+    for (let layer = 0; layer < this.numLayers; layer++) {
+      const table = layers[layer];
+      const arena = this.layerArena[layer];
+      for (let i = 0; i < Math.min(count, table.length); i++) {
+        if (table[i] === DROPPED) continue;
+        freed += this.unhold(arena, table[i]);
+        table[i] = DROPPED;
+      }
+    }
+    return freed;
   }
 
   /**
@@ -238,7 +269,10 @@ export class BlockPool {
 
   /** Blocks `seqId` holds over all layers. */
   heldBy(seqId: SeqId): number {
-    return (this.owned.get(seqId) ?? []).reduce((n, blocks) => n + blocks.length, 0);
+    return (this.owned.get(seqId) ?? []).reduce(
+      (n, blocks) => n + blocks.length - dropsIn(blocks),
+      0,
+    );
   }
 
   /** Number of maximal runs of consecutive block ids in `seqId`'s table on `layer`. */
@@ -259,21 +293,24 @@ export class BlockPool {
     const blocks = layers[layer];
     const arena = this.layerArena[layer];
     let freed = 0;
-    for (const b of blocks) {
-      if (this.freeMap[arena][b] || this.refs[arena][b] === 0) {
-        throw new Error(`block ${b} of arena ${arena} freed twice`);
-      }
-      if (--this.refs[arena][b] > 0) continue;
-      if (this.cachedMap[arena][b]) {
-        this.idleCount[arena]++;
-        continue;
-      }
-      this.freeMap[arena][b] = 1;
-      freed++;
-    }
-    this.freeCount[arena] += freed;
+    for (const b of blocks) if (b !== DROPPED) freed += this.unhold(arena, b);
     layers[layer] = [];
     return freed;
+  }
+
+  /** Drops one table's hold on a block; 1 when that made it free. */
+  private unhold(arena: number, b: number): number {
+    if (this.freeMap[arena][b] || this.refs[arena][b] === 0) {
+      throw new Error(`block ${b} of arena ${arena} freed twice`);
+    }
+    if (--this.refs[arena][b] > 0) return 0;
+    if (this.cachedMap[arena][b]) {
+      this.idleCount[arena]++;
+      return 0;
+    }
+    this.freeMap[arena][b] = 1;
+    this.freeCount[arena]++;
+    return 1;
   }
 
   private layersOf(seqId: SeqId): number[][] {
@@ -327,4 +364,11 @@ function requireIndex(name: string, value: number, bound: number): void {
 
 function range(start: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => start + i);
+}
+
+/** Leading DROPPED entries of a table (dropped blocks are always its oldest). */
+function dropsIn(table: readonly number[]): number {
+  let n = 0;
+  while (n < table.length && table[n] === DROPPED) n++;
+  return n;
 }

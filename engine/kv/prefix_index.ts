@@ -6,7 +6,7 @@
 // holding its KV on every layer. Parent plus tokens name the whole prefix, so a block is only ever
 // reused at the same position after the same tokens. Entries live in least-recently-used order;
 // the pool asks the index to evict idle ones (nobody holds their blocks) before it refuses an
-// allocation, leaves first, so a cached chain is cut from its end.
+// allocation, unreachable ones and leaves first, so a cached chain is cut from its end.
 
 import type { BlockPool } from "./block_pool.ts";
 
@@ -16,6 +16,8 @@ export interface PrefixEntry {
   /** The block holding this token block's KV, per layer. */
   readonly blocks: readonly number[];
   children: number;
+  /** Evicted: no lookup reaches it or anything chained after it. */
+  evicted: boolean;
 }
 
 export interface PrefixStats {
@@ -80,7 +82,7 @@ export class PrefixIndex {
       this.touch(existing);
       return existing;
     }
-    const entry: PrefixEntry = { key, parent, blocks: [...blocks], children: 0 };
+    const entry: PrefixEntry = { key, parent, blocks: [...blocks], children: 0, evicted: false };
     this.ids.set(entry, nextEntryId++);
     blocks.forEach((b, layer) => this.pool.cache(layer, b));
     if (parent) parent.children++;
@@ -110,17 +112,30 @@ export class PrefixIndex {
     while (this.pool.freeIn(arena) - start < count && this.evictOne(touchesArena));
   }
 
+  /**
+   * Evicts one idle entry (nobody holds its blocks): preferably one no lookup can reach any more
+   * or one nothing is chained after, least recently used first; else any idle one, cutting off
+   * what is chained after it. Every idle cached block is thus reclaimable, as the pool assumes.
+   */
   private evictOne(wanted: (e: PrefixEntry) => boolean): boolean {
+    const idle = (e: PrefixEntry) =>
+      wanted(e) && e.blocks.every((b, layer) => this.pool.holders(layer, b) === 0);
+    let fallback: PrefixEntry | null = null;
     for (const entry of this.entries.values()) {
-      if (entry.children > 0 || !wanted(entry)) continue;
-      if (entry.blocks.some((b, layer) => this.pool.holders(layer, b) > 0)) continue;
-      this.entries.delete(entry.key);
-      if (entry.parent) entry.parent.children--;
-      entry.blocks.forEach((b, layer) => this.pool.uncache(layer, b));
-      this.evictions++;
-      return true;
+      if (!idle(entry)) continue;
+      if (entry.children === 0 || unreachable(entry)) return this.evict(entry);
+      fallback ??= entry;
     }
-    return false;
+    return fallback ? this.evict(fallback) : false;
+  }
+
+  private evict(entry: PrefixEntry): true {
+    this.entries.delete(entry.key);
+    entry.evicted = true;
+    if (entry.parent) entry.parent.children--;
+    entry.blocks.forEach((b, layer) => this.pool.uncache(layer, b));
+    this.evictions++;
+    return true;
   }
 
   private touch(entry: PrefixEntry): void {
@@ -131,4 +146,10 @@ export class PrefixIndex {
   private keyOf(parent: PrefixEntry | null, tokens: readonly number[]): string {
     return `${parent ? this.ids.get(parent) : 0}:${tokens.join(",")}`;
   }
+}
+
+/** True when an entry before it in its chain was evicted: no lookup can reach it. */
+function unreachable(entry: PrefixEntry): boolean {
+  for (let e = entry.parent; e; e = e.parent) if (e.evicted) return true;
+  return false;
 }

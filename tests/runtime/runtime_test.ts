@@ -30,7 +30,7 @@ interface RuntimeSetup {
   policy?: PolicyName;
   prefixCache?: boolean;
   hostKvMb?: number;
-  preempt?: "recompute" | "swap";
+  preempt?: "recompute" | "swap" | "partial";
   writeThrough?: boolean;
 }
 
@@ -235,6 +235,26 @@ for (const writeThrough of [false, true]) {
     });
   });
 }
+
+Deno.test("temperature 0: requests whose oldest KV was dropped and recomputed get the tokens they get alone", async () => {
+  const maxSlots = 8;
+  await withEngine(async (engine) => {
+    const V = engine.info.vocabSize;
+    const reqs = [30, 12, 45, 7, 26, 60, 3, 18].map((len, i) => ({
+      ids: randomIds(700 + i, len, V),
+      maxTokens: 40,
+      sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: 31 + i },
+      stopIds: [] as number[],
+    }));
+    const alone: number[][] = [];
+    for (const r of reqs) alone.push(await collect(engine, r));
+    const together = await Promise.all(reqs.map((r) => collect(engine, r)));
+    assertEquals(together, alone);
+    const s = engine.stats();
+    assert(s.partialResumes >= 1, `only ${s.partialResumes} partial resumes`);
+    assertEquals(s.kvBlocksUsed, 0);
+  }, { maxSlots, maxRows: 32, gpuKvMb: budgetForBlocks(40, maxSlots), preempt: "partial" });
+});
 
 for (const policy of ["fcfs", "reserve"] as const) {
   Deno.test(`temperature 0: ${policy} gives every request the tokens it gets alone, under a KV budget that forces ${policy === "fcfs" ? "preemption" : "queueing"}`, async () => {

@@ -15,7 +15,7 @@ const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
 interface Setup {
   policy: PolicyName;
   prefixCache?: boolean;
-  preempt?: "recompute" | "swap";
+  preempt?: "recompute" | "swap" | "partial";
   writeThrough?: boolean;
 }
 
@@ -156,7 +156,9 @@ function randomScenario(next: () => number): Scenario {
 async function runScenario(
   s: Scenario,
   setup: Setup,
-): Promise<{ preemptions: number; prefixHits: number; swapsIn: number; written: number }> {
+): Promise<
+  { preemptions: number; prefixHits: number; swapsIn: number; written: number; refilled: number }
+> {
   const engine = new FakeEngine(s.shape);
   const runtime = runtimeOver(engine, setup);
   const policy = setup.policy;
@@ -219,6 +221,7 @@ async function runScenario(
     prefixHits: stats.prefix?.hitBlocks ?? 0,
     swapsIn: stats.swaps?.swapsIn ?? 0,
     written: stats.swaps?.blocksWrittenThrough ?? 0,
+    refilled: stats.partialResumes,
   };
 }
 
@@ -228,18 +231,21 @@ const PROPERTY_CASES: (Setup & { seed: number })[] = [
   { policy: "fcfs", prefixCache: true, seed: 99 },
   { policy: "fcfs", preempt: "swap", seed: 5 },
   { policy: "fcfs", preempt: "swap", writeThrough: true, prefixCache: true, seed: 31 },
+  { policy: "fcfs", preempt: "partial", seed: 77 },
+  { policy: "fcfs", preempt: "partial", prefixCache: true, writeThrough: true, seed: 78 },
 ];
 
 for (const { seed, ...setup } of PROPERTY_CASES) {
   const what = [
     setup.policy,
     setup.preempt === "swap" ? "swapping to the host" : "",
+    setup.preempt === "partial" ? "dropping only the oldest KV" : "",
     setup.writeThrough ? "write-through" : "",
     setup.prefixCache ? "the prefix cache" : "",
   ].filter(Boolean).join(", ");
   Deno.test(`property: ${what}: 3000 random workloads lose, duplicate and reorder no token and leak no block`, async () => {
     const next = rng(seed);
-    const total = { preemptions: 0, prefixHits: 0, swapsIn: 0, written: 0 };
+    const total = { preemptions: 0, prefixHits: 0, swapsIn: 0, written: 0, refilled: 0 };
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
       try {
@@ -257,6 +263,9 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     if (setup.preempt === "swap") assert(total.swapsIn > 100, `only ${total.swapsIn} swap-ins`);
     if (setup.writeThrough) {
       assert(total.written > 1000, `only ${total.written} blocks written through`);
+      if (setup.preempt === "partial") {
+        assert(total.refilled > 100, `only ${total.refilled} partial resumes`);
+      }
     }
   });
 }
