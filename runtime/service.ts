@@ -235,7 +235,10 @@ export class Runtime {
   }
 
   stats(): RuntimeStats {
-    const all = [...this.scheduler.running, ...this.scheduler.waiting];
+    // Requests still generating, then finished ones whose buffers are still playing out.
+    const live = new Set([...this.scheduler.running, ...this.scheduler.waiting]);
+    const playing = [...this.streams].filter((r) => !live.has(r) && !r.buffer.finished);
+    const all = [...live, ...playing];
     return {
       waiting: this.scheduler.waiting.filter((r) => r.state === "waiting").length,
       paused: this.scheduler.waiting.filter((r) => r.state === "paused").length,

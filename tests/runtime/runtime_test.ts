@@ -283,6 +283,30 @@ for (const policy of ["fcfs", "reserve"] as const) {
   });
 }
 
+Deno.test("stats list a finished request while its paced buffer still plays out", async () => {
+  await withEngine(async (engine) => {
+    const h = engine.submit({
+      ids: [1, 2, 3],
+      maxTokens: 4,
+      sampling: greedy,
+      stopIds: [],
+      readingRate: 2,
+    });
+    const done = h.done;
+    // Generation ends long before four tokens play out at 2 tokens/s.
+    const it = h.tokens[Symbol.asyncIterator]();
+    await it.next();
+    while (engine.stats().running > 0) await new Promise((r) => setTimeout(r, 20));
+    const listed = engine.stats().requests.find((r) => r.id === h.id);
+    assert(listed, "a stream still playing out is not in stats()");
+    assertEquals(listed.state, "finished");
+    assert(listed.buffered.tokens > 0 && listed.buffered.seconds > 0);
+    h.cancel();
+    await done;
+    assertEquals(engine.stats().requests.find((r) => r.id === h.id), undefined);
+  });
+});
+
 Deno.test("requests that can never run are refused with a clear error", async () => {
   await withEngine((engine) => {
     const V = engine.info.vocabSize;
