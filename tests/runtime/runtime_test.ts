@@ -206,82 +206,54 @@ Deno.test("temperature 0: a request that reuses a cached prefix gets the tokens 
   assert(warm.hits >= 8, `only ${warm.hits} blocks came from the cache`);
 });
 
-for (const writeThrough of [false, true]) {
-  Deno.test(`temperature 0: requests swapped to the host and back mid-stream get the tokens they get alone${writeThrough ? " (write-through)" : ""}`, async () => {
-    const maxSlots = 8;
-    await withEngine(async (engine) => {
-      const V = engine.info.vocabSize;
-      const reqs = [30, 12, 45, 7, 26, 60, 3, 18].map((len, i) => ({
-        ids: randomIds(500 + i, len, V),
-        maxTokens: 40,
-        sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: 21 + i },
-        stopIds: [] as number[],
-      }));
-      const alone: number[][] = [];
-      for (const r of reqs) alone.push(await collect(engine, r));
-      const together = await Promise.all(reqs.map((r) => collect(engine, r)));
-      assertEquals(together, alone);
-      const s = engine.stats();
-      assert(s.swaps!.swapsIn >= 2, `only ${s.swaps!.swapsIn} swap-ins`);
-      if (writeThrough) assert(s.swaps!.blocksWrittenThrough > 0);
-      assertEquals([s.kvBlocksUsed, s.hostBlocksUsed], [0, 0]);
-    }, {
-      maxSlots,
-      maxRows: 32,
-      gpuKvMb: budgetForBlocks(40, maxSlots),
-      hostKvMb: 1,
-      preempt: "swap",
-      writeThrough,
-    });
-  });
-}
-
-Deno.test("temperature 0: requests whose oldest KV was dropped and recomputed get the tokens they get alone", async () => {
+/**
+ * Eight requests run alone, then all at once in a pool of 40 blocks over 2 layers (320 positions
+ * per layer, while they need up to 8 × (prompt + 40)): each must get the same tokens both times,
+ * half of them greedy, half sampled. Returns the runtime's stats after the pressured run.
+ */
+async function tokensUnderPressure(setup: RuntimeSetup, seed: number) {
   const maxSlots = 8;
+  let stats!: ReturnType<Runtime["stats"]>;
   await withEngine(async (engine) => {
     const V = engine.info.vocabSize;
     const reqs = [30, 12, 45, 7, 26, 60, 3, 18].map((len, i) => ({
-      ids: randomIds(700 + i, len, V),
+      ids: randomIds(seed + i, len, V),
       maxTokens: 40,
-      sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: 31 + i },
+      sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: seed + 11 + i },
       stopIds: [] as number[],
     }));
     const alone: number[][] = [];
     for (const r of reqs) alone.push(await collect(engine, r));
+    const before = engine.stats().preemptions;
     const together = await Promise.all(reqs.map((r) => collect(engine, r)));
     assertEquals(together, alone);
-    const s = engine.stats();
-    assert(s.partialResumes >= 1, `only ${s.partialResumes} partial resumes`);
-    assertEquals(s.kvBlocksUsed, 0);
-  }, { maxSlots, maxRows: 32, gpuKvMb: budgetForBlocks(40, maxSlots), preempt: "partial" });
-});
+    stats = engine.stats();
+    stats.preemptions -= before;
+    assertEquals([stats.kvBlocksUsed, stats.hostBlocksUsed], [0, 0]);
+  }, { maxSlots, maxRows: 32, gpuKvMb: budgetForBlocks(40, maxSlots), ...setup });
+  return stats;
+}
 
 for (const policy of ["fcfs", "reserve"] as const) {
   Deno.test(`temperature 0: ${policy} gives every request the tokens it gets alone, under a KV budget that forces ${policy === "fcfs" ? "preemption" : "queueing"}`, async () => {
-    const maxSlots = 8;
-    // 40 blocks over 2 layers: 20 per layer = 320 positions, while the 8 requests below need up to
-    // 8 × (prompt + 40) positions per layer.
-    await withEngine(async (engine) => {
-      const V = engine.info.vocabSize;
-      const reqs = [30, 12, 45, 7, 26, 60, 3, 18].map((len, i) => ({
-        ids: randomIds(300 + i, len, V),
-        maxTokens: 40,
-        sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: 11 + i },
-        stopIds: [] as number[],
-      }));
-      const alone: number[][] = [];
-      for (const r of reqs) alone.push(await collect(engine, r));
-      const before = engine.stats().preemptions;
-      const together = await Promise.all(reqs.map((r) => collect(engine, r)));
-      assertEquals(together, alone);
-      const stats = engine.stats();
-      if (policy === "fcfs") {
-        assert(stats.preemptions - before >= 2, `only ${stats.preemptions - before} preemptions`);
-      } else assertEquals(stats.preemptions, 0);
-      assertEquals(stats.kvBlocksUsed, 0);
-    }, { maxSlots, maxRows: 32, gpuKvMb: budgetForBlocks(40, maxSlots), policy });
+    const s = await tokensUnderPressure({ policy }, 300);
+    if (policy === "fcfs") assert(s.preemptions >= 2, `only ${s.preemptions} preemptions`);
+    else assertEquals(s.preemptions, 0);
   });
 }
+
+for (const writeThrough of [false, true]) {
+  Deno.test(`temperature 0: requests swapped to the host and back mid-stream get the tokens they get alone${writeThrough ? " (write-through)" : ""}`, async () => {
+    const s = await tokensUnderPressure({ hostKvMb: 1, preempt: "swap", writeThrough }, 500);
+    assert(s.swaps!.swapsIn >= 2, `only ${s.swaps!.swapsIn} swap-ins`);
+    if (writeThrough) assert(s.swaps!.blocksWrittenThrough > 0);
+  });
+}
+
+Deno.test("temperature 0: requests whose oldest KV was dropped and recomputed get the tokens they get alone", async () => {
+  const s = await tokensUnderPressure({ preempt: "partial" }, 700);
+  assert(s.partialResumes >= 1, `only ${s.partialResumes} partial resumes`);
+});
 
 Deno.test("stats list a finished request while its paced buffer still plays out", async () => {
   await withEngine(async (engine) => {
