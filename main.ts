@@ -1,10 +1,12 @@
 // Sluice command line: `serve`, `generate`, `bench`. Flags are parsed with zod into one config.
+// Every command answers --help with its usage and nothing else (the modules that load models or
+// open the GPU are imported only once a command runs); a bad flag gets one line naming it and the
+// usage, exit 2. Other failures (a model that cannot be had or loaded) exit 1 with the message.
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { DEFAULT_MODEL } from "./engine/model/hub.ts";
-import { StreamDecoder } from "./engine/model/tokenizer.ts";
-import { openRuntime } from "./runtime/open.ts";
+import { ensureRuntimeDir } from "./engine/util/runtime_dir.ts";
 import { POLICIES, type PolicyName } from "./runtime/policy/index.ts";
 import { MAX_READING_RATE, MIN_READING_RATE } from "./runtime/service.ts";
 
@@ -12,7 +14,8 @@ const idList = z.string().regex(/^\d+(,\d+)*$/, "expected comma-separated token 
   .transform((s) => s.split(",").map(Number));
 
 const EngineFlags = z.object({
-  model: z.string().default(DEFAULT_MODEL),
+  // Absent: the default hub model, or the demo model when it cannot be fetched (default_model.ts).
+  model: z.string().min(1).optional(),
   "gpu-kv-mb": z.coerce.number().positive().optional(),
   "max-batch": z.coerce.number().int().min(1).max(256).default(32),
   "prefill-chunk": z.coerce.number().int().min(16).max(4096).default(128),
@@ -92,23 +95,34 @@ const STRING_FLAGS = [
   "allowed-hosts",
   "cors-origins",
 ];
-const BOOLEAN_FLAGS = ["f32", "json", "chat", "help"];
+const BOOLEAN_FLAGS = ["f32", "json", "chat"];
+
+/** A flag the command does not know, or a value it cannot take: exit 2 with the usage. */
+class UsageError extends Error {}
 
 function parseFlags<T extends z.ZodType>(schema: T, args: string[]): z.infer<T> {
   const options: Record<string, { type: "string" | "boolean" }> = {};
   for (const f of STRING_FLAGS) options[f] = { type: "string" };
   for (const f of BOOLEAN_FLAGS) options[f] = { type: "boolean" };
-  const { values } = parseArgs({ args, options, strict: true, allowPositionals: false });
+  let values;
+  try {
+    ({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }));
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message : String(e));
+  }
+  // A flag another command takes is still unknown here.
+  const known = schema instanceof z.ZodObject ? Object.keys(schema.shape) : null;
+  const stray = known && Object.keys(values).find((k) => !known.includes(k));
+  if (stray) throw new UsageError(`unknown flag --${stray} for this command`);
   const parsed = schema.safeParse(values);
   if (!parsed.success) {
-    const msg = parsed.error.issues.map((i) => `--${i.path.join(".") || "flags"}: ${i.message}`)
-      .join("\n");
-    throw new UsageError(msg);
+    throw new UsageError(
+      parsed.error.issues.map((i) => (i.path.length ? `--${i.path.join(".")}: ` : "") + i.message)
+        .join("; "),
+    );
   }
   return parsed.data;
 }
-
-class UsageError extends Error {}
 
 type EngineFlagValues = z.infer<typeof EngineFlags>;
 
@@ -128,9 +142,16 @@ function runtimeOptions(flags: EngineFlagValues) {
   };
 }
 
+/** Prints to stderr: logs never mix with a command's output on stdout. */
+const log = (msg: string) => console.error(msg);
+
 async function generate(args: string[]): Promise<void> {
   const flags = parseFlags(GenerateFlags, args);
-  const { runtime, tokenizer: tok } = await openRuntime(flags.model, {
+  const { chooseModel } = await import("./engine/model/default_model.ts");
+  const { openRuntime } = await import("./runtime/open.ts");
+  const { StreamDecoder } = await import("./engine/model/tokenizer.ts");
+  const model = await chooseModel(flags.model, log);
+  const { runtime, tokenizer: tok } = await openRuntime(model.dir, {
     ...runtimeOptions(flags),
     maxQueue: 1,
     maxTokensLimit: Number.MAX_SAFE_INTEGER,
@@ -173,39 +194,147 @@ async function generate(args: string[]): Promise<void> {
   }
 }
 
-const USAGE = `usage:
-  sluice generate --model DIR|demo|org/name (--prompt TEXT [--chat] | --prompt-ids 1,2,3)
-                  [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
-                  [--top-logprobs K] [--json] [--gpu-kv-mb MB] [--f32]
-  sluice serve    [--host H] [--port P] [--model ...] [--api-key K] [--max-queue N]
-                  [--reading-rate R] [--slo-ttft-ms T] [--slo-tbt-ms T] [--gpu-kv-mb MB]
-                  [--sched fcfs|reserve] [--prefix-cache on|off] [--host-kv-mb MB]
-                  [--preempt recompute|swap|partial] [--write-through on|off] [--swap-reuse on|off]
-                  [--allowed-hosts H1,H2|*] [--cors-origins URL1,URL2|*]  (see README)
-  sluice bench    kernels|decode|serve`;
+async function serveCommand(args: string[]): Promise<void> {
+  const flags = parseFlags(ServeFlags, args);
+  const { chooseModel } = await import("./engine/model/default_model.ts");
+  const { serve } = await import("./server/serve.ts");
+  const { openRuntime } = await import("./runtime/open.ts");
+  // Resolved (downloaded, or given way to the demo model) before the port opens: the id clients
+  // see must be the model's that is served.
+  const model = await chooseModel(flags.model, log);
+  await serve({ ...flags, model: model.id }, () =>
+    openRuntime(model.dir, {
+      ...runtimeOptions(flags),
+      maxQueue: flags["max-queue"],
+      maxTokensLimit: flags["max-tokens-limit"],
+      defaultReadingRate: flags["reading-rate"],
+      defaultSlo: { ttftMs: flags["slo-ttft-ms"], tbtMs: flags["slo-tbt-ms"] },
+    }));
+}
+
+async function benchCommand(args: string[]): Promise<void> {
+  const { runBench } = await import("./bench/main.ts");
+  Deno.exit(await runBench(args));
+}
+
+// ---- usage: keep each flag's line beside its schema entry above ----
+
+const MODEL_FLAGS = `model:
+  --model M              a local model directory, a Hugging Face id (org/name, downloaded once
+                         into ~/.cache/sluice/hub; $HF_ENDPOINT for a mirror), or "demo" (a small
+                         random model, no download). Default: ${DEFAULT_MODEL}, or the
+                         demo model, with a notice, when it cannot be downloaded.
+  --f32                  keep weights and KV in f32 even where the adapter has shader-f16`;
+
+const ENGINE_FLAGS = `engine and scheduling:
+  --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)
+  --max-batch N          most requests running at once (default 32)
+  --prefill-chunk N      token rows per step (default 128)
+  --sched reserve|fcfs   admission policy (default reserve)
+  --prefix-cache on|off  share KV of identical prompt prefixes (default on)
+  --host-kv-mb MB        host KV tier for preempted requests (default 0: none)
+  --preempt recompute|swap|partial   how a preempted request's KV is given back (default recompute)
+  --write-through on|off copy full KV blocks to the host tier as they fill (default off)
+  --swap-reuse on|off    keep host copies after a swap-in (default on)`;
+
+const SERVE_USAGE = `usage: deno task serve [flags]          (main.ts serve)
+
+An OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/models, /health,
+/metrics. The port opens once the model is found (or downloaded); /health says "loading" until the
+weights are on the GPU, then "ready". A model that cannot be loaded ends the process (exit 1).
+
+${MODEL_FLAGS}
+
+http:
+  --host H               listen address (default 127.0.0.1; $SLUICE_HOST)
+  --port P               listen port (default 8080; $SLUICE_PORT)
+  --api-key K            require "Authorization: Bearer K" on /v1/* ($SLUICE_API_KEY)
+  --allowed-hosts H,...  Host header values to answer besides the bind address ("*": any)
+  --cors-origins O,...   web origins that may call the API (default none; "*": any)
+  --max-body-kb N        request body limit (default 1024)
+  --shutdown-grace-s S   on SIGINT/SIGTERM, let streams finish this long (default 10)
+
+requests:
+  --max-queue N          requests waiting for admission before 429 (default 64)
+  --max-tokens-limit N   largest max_tokens accepted (default 4096)
+  --reading-rate R       default reading rate, tokens/s (default: unpaced)
+  --slo-ttft-ms T, --slo-tbt-ms T   default SLO targets
+
+${ENGINE_FLAGS}
+
+  -h, --help             this text`;
+
+const GENERATE_USAGE =
+  `usage: deno task generate (--prompt TEXT [--chat] | --prompt-ids 1,2,3) [flags]
+                                        (main.ts generate)
+
+Runs one prompt and prints the reply as it is generated (or, with --json, the ids and top logprobs).
+
+prompt and sampling:
+  --prompt TEXT          the prompt as text (--chat: as a user message in the chat template)
+  --prompt-ids 1,2,3     the prompt as token ids
+  --max-tokens N         most tokens to generate (default 64)
+  --temperature T        0 (default) is greedy
+  --top-k K, --top-p P   sampling filters (default: off)
+  --seed S               sampling seed (default: random)
+  --top-logprobs K       K likeliest ids per step, 0-20 (default 0)
+  --json                 print {"tokens":[...],"top_logprobs":[...],"finish_reason":"..."}
+
+${MODEL_FLAGS}
+
+${ENGINE_FLAGS}
+
+  -h, --help             this text`;
+
+const USAGE = `usage: deno task <command> [flags]     (main.ts <command>)
+
+commands:
+  serve      an OpenAI-compatible HTTP server with streaming
+  generate   one prompt in the terminal
+  bench      benchmarks: kernels, decode, kv, serve, responsiveness, startup
+
+"<command> --help" lists a command's flags.`;
+
+/** Each command's flags and usage (tests check that every flag is documented). */
+export const COMMAND_FLAGS = {
+  serve: { schema: ServeFlags, usage: SERVE_USAGE },
+  generate: { schema: GenerateFlags, usage: GENERATE_USAGE },
+};
+
+const COMMANDS: Record<string, { usage: string; run: (args: string[]) => Promise<void> }> = {
+  serve: { usage: SERVE_USAGE, run: serveCommand },
+  generate: { usage: GENERATE_USAGE, run: generate },
+  bench: { usage: "", run: benchCommand },
+};
+
+/** --help or -h anywhere before a "--" terminator. */
+function wantsHelp(args: string[]): boolean {
+  const end = args.indexOf("--");
+  return (end < 0 ? args : args.slice(0, end)).some((a) => a === "--help" || a === "-h");
+}
 
 if (import.meta.main) {
-  const [command, ...rest] = Deno.args;
+  const [name, ...rest] = Deno.args;
+  const command = name === undefined ? undefined : COMMANDS[name];
+  if (!command) {
+    const help = name === undefined || name === "--help" || name === "-h" || name === "help";
+    if (help) console.log(USAGE);
+    else console.error(`sluice: unknown command "${name}"\n\n${USAGE}`);
+    Deno.exit(help ? 0 : 2);
+  }
+  // bench has its own usage and help (bench/main.ts).
+  if (name !== "bench" && wantsHelp(rest)) {
+    console.log(command.usage);
+    Deno.exit(0);
+  }
+  // Before anything opens the GPU: Mesa's complaint about a missing runtime dir is noise.
+  ensureRuntimeDir();
   try {
-    if (command === "generate") await generate(rest);
-    else if (command === "serve") {
-      const { serve } = await import("./server/serve.ts");
-      const flags = parseFlags(ServeFlags, rest);
-      await serve(flags, () =>
-        openRuntime(flags.model, {
-          ...runtimeOptions(flags),
-          maxQueue: flags["max-queue"],
-          maxTokensLimit: flags["max-tokens-limit"],
-          defaultReadingRate: flags["reading-rate"],
-          defaultSlo: { ttftMs: flags["slo-ttft-ms"], tbtMs: flags["slo-tbt-ms"] },
-        }));
-    } else {
-      console.error(USAGE);
-      Deno.exit(command === undefined || command === "--help" ? 0 : 2);
-    }
+    await command.run(rest);
   } catch (err) {
-    if (err instanceof UsageError || (err instanceof TypeError && "code" in err)) {
-      console.error(`sluice: ${err.message}\n${USAGE}`);
+    if (err instanceof UsageError) {
+      // One line: node's parseArgs explains some errors over several.
+      console.error(`sluice ${name}: ${err.message.replace(/\s*\n\s*/g, " ")}\n\n${command.usage}`);
       Deno.exit(2);
     }
     console.error(`sluice: ${err instanceof Error ? err.message : err}`);

@@ -1,10 +1,23 @@
 // Decode and prefill throughput of the whole engine on a generated SmolLM2-135M-shaped model.
 // Reports tokens/s at batch 1, 4 and 16, prefill tokens/s, and dispatches and submissions per step.
 
+import { z } from "zod";
 import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
 import { Runtime } from "../runtime/service.ts";
 import { writeTinyModel } from "../engine/model/tiny_model.ts";
+import { parseBenchFlags } from "./cli.ts";
+
+const Flags = z.object({
+  tokens: z.coerce.number().int().min(1).max(100_000).default(24),
+});
+
+export const USAGE = `usage: deno task bench decode [--tokens N]
+
+Decode and prefill throughput of the whole engine on a generated SmolLM2-135M-shaped model: tokens/s
+at batch 1, 4 and 16, prefill tokens/s, dispatches and submissions per step.
+
+  --tokens N    decode steps measured per batch size (default 24)`;
 
 /** SmolLM2-135M's shape with random weights (no download possible here). */
 export const SMOLLM2_SHAPE = {
@@ -36,7 +49,7 @@ export async function smolShapedModelDir(): Promise<string> {
 }
 
 export async function benchDecode(args: string[]): Promise<string> {
-  const steps = Number(args.find((a) => a.startsWith("--tokens="))?.split("=")[1] ?? 24);
+  const steps = parseBenchFlags(Flags, args).tokens;
   const gpu = await openGpu();
   let submits = 0;
   const queue = gpu.device.queue;

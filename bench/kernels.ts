@@ -10,6 +10,11 @@ import { createStorage, writeBytes } from "../engine/gpu/buffers.ts";
 import { bindCopy } from "../engine/gpu/kernels/copy.ts";
 import { bindMatmul, type MatmulMode } from "../engine/gpu/kernels/matmul.ts";
 
+export const USAGE = `usage: deno task bench kernels
+
+The copy kernel's bandwidth, then the matmul on SmolLM2-135M's shapes (decode at 1, 4 and 16 rows,
+prefill at 256 rows). Takes no flags.`;
+
 interface Shape {
   name: string;
   K: number;

@@ -4,6 +4,7 @@
 // block layouts; then the cost model the load profiled, and whether a copy overlaps a step's
 // kernels (FastSwitch assumes a swap stream overlapping inference; WebGPU has one queue).
 
+import { z } from "zod";
 import { type CostModel, Engine, type KvCopy } from "../engine/engine.ts";
 import { BlockPool } from "../engine/kv/block_pool.ts";
 import { copyMs, gbPerS } from "../engine/kv/cost_model.ts";
@@ -11,9 +12,24 @@ import type { OverlapMeasurement } from "../engine/kv/cost_profile.ts";
 import { type Gpu, openGpu } from "../engine/gpu/device.ts";
 import { demoModelDir } from "../engine/model/tiny_model.ts";
 import { smolShapedModelDir } from "./decode.ts";
+import { parseBenchFlags } from "./cli.ts";
 import { benchPrefixTtft, benchSwapReuse } from "./kv_runtime.ts";
 
 const TOKENS = 1024;
+
+const Flags = z.object({
+  tokens: z.coerce.number().int().min(16).max(1_000_000).default(TOKENS),
+  only: z.enum(["runtime"]).optional(),
+});
+
+export const USAGE = `usage: deno task bench kv [--tokens N] [--only runtime]
+
+What moving KV between the device and the host costs: a request of N tokens of the SmolLM2-135M-shaped
+model swapped out and back with block groups and per block, the cost model profiled at load, and
+whether a copy overlaps a step's kernels.
+
+  --tokens N      the swapped request's length (default ${TOKENS})
+  --only runtime  only the runtime-level part (swap reuse, prefix cache)`;
 const REPS = 5;
 const OVERLAP_REPS = 9;
 
@@ -33,11 +49,12 @@ interface SwapResult {
 }
 
 export async function benchKv(args: string[]): Promise<string> {
-  const tokens = Number(args.find((a) => a.startsWith("--tokens="))?.split("=")[1] ?? TOKENS);
+  const flags = parseBenchFlags(Flags, args);
+  const tokens = flags.tokens;
   const gpu = await openGpu();
   // The runtime-level part alone (swap reuse, prefix cache): `bench kv --only=runtime`.
   const runtimePart = async () => [await benchSwapReuse(gpu), await benchPrefixTtft(gpu)];
-  if (args.includes("--only=runtime")) return (await runtimePart()).join("\n\n");
+  if (flags.only === "runtime") return (await runtimePart()).join("\n\n");
   const dir = await smolShapedModelDir();
   const options = { modelDir: dir, gpu, gpuKvMb: 96, hostKvMb: 48, maxSlots: 4, maxRows: 64 };
 
@@ -57,7 +74,12 @@ export async function benchKv(args: string[]): Promise<string> {
       await engine.close();
     }
   }
-  const demo = await Engine.load({ modelDir: await demoModelDir(), gpu, gpuKvMb: 64 });
+  const demo = await Engine.load({
+    modelDir: await demoModelDir(),
+    gpu,
+    gpuKvMb: 64,
+    profileCosts: true,
+  });
   let overlaps: OverlapMeasurement[];
   try {
     overlaps = await measureOverlaps(demo);

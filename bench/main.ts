@@ -1,28 +1,114 @@
-// `deno task bench kernels|decode|kv|serve [flags]`: prints a Markdown report and saves it under bench/reports/.
+// `deno task bench kernels|decode|kv|serve|responsiveness|startup [flags]`: runs one benchmark,
+// prints its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and
+// runs nothing; a bad flag prints one line and the usage (exit 2) before any work starts.
 
-const [which, ...rest] = Deno.args;
-const benches: Record<string, () => Promise<string>> = {
-  kernels: async () => {
-    const { openGpu } = await import("../engine/gpu/device.ts");
-    const { benchKernels } = await import("./kernels.ts");
-    return benchKernels(await openGpu());
+import { UsageError } from "./cli.ts";
+import { ensureRuntimeDir } from "../engine/util/runtime_dir.ts";
+
+interface Bench {
+  /** One line for the list of benches. */
+  summary: string;
+  /** The bench's module: its USAGE, and the run. */
+  load: () => Promise<{ usage: string; run: (args: string[]) => Promise<string> }>;
+}
+
+const BENCHES: Record<string, Bench> = {
+  kernels: {
+    summary: "copy bandwidth and the matmul on SmolLM2-135M's shapes",
+    load: async () => {
+      const { USAGE, benchKernels } = await import("./kernels.ts");
+      const { parseBenchFlags } = await import("./cli.ts");
+      const { z } = await import("zod");
+      return {
+        usage: USAGE,
+        run: async (args) => {
+          parseBenchFlags(z.object({}), args);
+          const { openGpu } = await import("../engine/gpu/device.ts");
+          return benchKernels(await openGpu());
+        },
+      };
+    },
   },
-  decode: async () => (await import("./decode.ts")).benchDecode(rest),
-  kv: async () => (await import("./kv.ts")).benchKv(rest),
-  // `--clients 1,4,16` measures concurrency scaling; otherwise the workload replayer runs.
-  serve: async () =>
-    rest.some((a) => a.startsWith("--clients"))
-      ? (await import("./serve/concurrency.ts")).benchConcurrency(rest)
-      : (await import("./serve.ts")).benchServe(rest),
-  responsiveness: async () => (await import("./responsiveness.ts")).benchResponsiveness(rest),
+  decode: {
+    summary: "whole-engine decode and prefill tokens/s",
+    load: async () => {
+      const m = await import("./decode.ts");
+      return { usage: m.USAGE, run: m.benchDecode };
+    },
+  },
+  kv: {
+    summary: "KV swap costs, block groups, the profiled cost model",
+    load: async () => {
+      const m = await import("./kv.ts");
+      return { usage: m.USAGE, run: m.benchKv };
+    },
+  },
+  serve: {
+    summary: "a seeded workload replayed against real servers (or --clients N concurrency)",
+    load: async () => {
+      const m = await import("./serve.ts");
+      return {
+        usage: m.USAGE,
+        // `--clients 1,4,16` measures concurrency scaling; otherwise the workload replayer runs.
+        run: async (args) =>
+          args.some((a) => a.startsWith("--clients"))
+            ? (await import("./serve/concurrency.ts")).benchConcurrency(args)
+            : m.benchServe(args),
+      };
+    },
+  },
+  responsiveness: {
+    summary: "/health and stream gaps during a long prefill; paced cadence",
+    load: async () => {
+      const m = await import("./responsiveness.ts");
+      return { usage: m.USAGE, run: m.benchResponsiveness };
+    },
+  },
+  startup: {
+    summary: "time from process start to /health ready, cold and warm shader cache",
+    load: async () => {
+      const m = await import("./startup.ts");
+      return { usage: m.USAGE, run: m.benchStartup };
+    },
+  },
 };
 
-const run = benches[which];
-if (!run) {
-  console.error(`usage: deno task bench ${Object.keys(benches).join("|")}`);
-  Deno.exit(2);
+export const USAGE = `usage: deno task bench <bench> [flags]    (bench/main.ts)
+
+benches:
+${Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(15)} ${b.summary}`).join("\n")}
+
+"<bench> --help" lists a bench's flags. Reports are printed and saved as bench/reports/<bench>.md.`;
+
+/** Runs `bench [flags]`; returns the exit status. */
+export async function runBench(args: string[]): Promise<number> {
+  const [which, ...rest] = args;
+  const bench = which === undefined ? undefined : BENCHES[which];
+  if (!bench) {
+    const help = which === undefined || which === "--help" || which === "-h";
+    if (help) console.log(USAGE);
+    else console.error(`bench: unknown bench "${which}"\n\n${USAGE}`);
+    return help ? 0 : 2;
+  }
+  const { usage, run } = await bench.load();
+  if (rest.some((a) => a === "--help" || a === "-h")) {
+    console.log(usage);
+    return 0;
+  }
+  ensureRuntimeDir();
+  let report: string;
+  try {
+    report = await run(rest);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    // One line: node's parseArgs explains some errors over several.
+    console.error(`bench ${which}: ${e.message.replace(/\s*\n\s*/g, " ")}\n\n${usage}`);
+    return 2;
+  }
+  console.log(report);
+  await Deno.mkdir("bench/reports", { recursive: true });
+  await Deno.writeTextFile(`bench/reports/${which}.md`, report + "\n");
+  return 0;
 }
-const report = await run();
-console.log(report);
-await Deno.mkdir("bench/reports", { recursive: true });
-await Deno.writeTextFile(`bench/reports/${which}.md`, report + "\n");
+
+if (import.meta.main) Deno.exit(await runBench(Deno.args));

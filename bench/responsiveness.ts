@@ -4,8 +4,8 @@
 // beside unpaced streams. Starts the server on a loopback port, bounds every wait, and returns a
 // Markdown report.
 
-import { parseArgs } from "node:util";
 import { z } from "zod";
+import { parseBenchFlags } from "./cli.ts";
 import { splitFlags } from "./serve/flags.ts";
 import type { LoopbackTarget } from "./serve/loopback.ts";
 import { seededRandom } from "./serve/random.ts";
@@ -35,6 +35,23 @@ const Flags = z.object({
   "deadline-s": z.coerce.number().positive().max(3600).default(600),
 });
 type Options = z.infer<typeof Flags>;
+
+export const USAGE = `usage: deno task bench responsiveness [flags]
+
+How responsive a real server stays while it works: /health latency and a running stream's largest
+gap during a long chunked prefill, and how closely a paced stream keeps its cadence beside unpaced
+ones. Starts the server (main.ts serve) on a loopback port.
+
+  --model M              model to serve (default demo)
+  --flags "..."          extra server flags
+  --label X              label for the report
+  --prompt-len N         the long prefill's prompt tokens (default 2000)
+  --poll-ms MS           /health polling interval (default 20)
+  --reading-rate R       the paced stream's tokens/s (default 20)
+  --paced-tokens N       the paced stream's length (default 64)
+  --unpaced N            unpaced streams beside it (default 6)
+  --start-timeout-s S    server start bound (default 300)
+  --deadline-s S         whole-run bound (default 600)`;
 
 const SHORT_PROMPT = 16;
 /** Unpaced streams ask for this many tokens (capped by the context) and are hung up on later. */
@@ -84,11 +101,7 @@ export async function benchResponsiveness(args: string[]): Promise<string> {
 }
 
 function parseFlags(args: string[]): Options {
-  const options = Object.fromEntries(
-    Object.keys(Flags.shape).map((k) => [k, { type: "string" as const }]),
-  );
-  const { values } = parseArgs({ args, options, strict: true });
-  return Flags.parse(values);
+  return parseBenchFlags(Flags, args);
 }
 
 function log(line: string) {

@@ -24,6 +24,32 @@ export interface BenchServeHooks {
   savedMarkdownDir?: string;
 }
 
+export const USAGE =
+  `usage: deno task bench serve [--configs "a=--flags;b=--flags"] [workload flags]
+       deno task bench serve --clients 1,4,16 [--model M] [--server-flags "..."] [--prompt-len N]
+                             [--output-len N] [--request-timeout-s S]
+
+Replays one seeded workload against one server per configuration over loopback HTTP, with SSE
+clients that read like people, and writes a report folder. With --clients: N simultaneous
+unpaced streams, throughput and latency percentiles per N.
+
+  --configs "name=--flags;..."   server configurations (default: one with the defaults)
+  --model M              model to serve (default demo)
+  --workload burst|poisson|trace   (default burst); --trace FILE for trace
+  --rate R               background requests/s (default 0.25)
+  --burst-size N, --burst-at-s S   the burst (default 8 at 1 s)
+  --duration-s S         workload length (default 20)
+  --lengths short|long|mixed       prompt and output lengths (default short)
+  --seed N               workload seed (default 1)
+  --reading-rate-dist D  readers' tokens/s, e.g. normal:15:4 (default)
+  --slo-ttft-ms T, --slo-tbt-ms T  SLOs (default 1300, 250)
+  --max-requests N       cap on requests (default 24)
+  --cancel-fraction F    share of readers that hang up part-way (default 0)
+  --out DIR              report folder parent (default bench/reports)
+  --request-timeout-s S, --deadline-s S, --start-timeout-s S   bounds
+  --warmup N             unmeasured warm-up requests per server (default 1)
+  --scrape-ms MS         /metrics scrape interval (default 250)`;
+
 /** Default replay deadline beyond the last arrival (see --deadline-s). */
 const DEADLINE_SLACK_S = 60;
 

@@ -56,6 +56,11 @@ export interface EngineOptions {
   coalesceCopies?: boolean;
   /** Skip the warm-up steps that compile shaders, and the cost profile, at load (tests). */
   skipWarmUp?: boolean;
+  /**
+   * Profile step and copy costs at load (about 1 s on the demo model). Default: only with a host
+   * KV tier, since the cost model prices copies between the tiers.
+   */
+  profileCosts?: boolean;
   onLoadProgress?: LoadProgress;
   gpu?: Gpu;
 }
@@ -211,7 +216,7 @@ export class Engine implements StepEngine {
     const engine = new Engine(gpu, cfg, kv, forward, transfers, !opts.gpu, release, info);
     if (!opts.skipWarmUp) {
       await engine.warmUp();
-      info.costModel = await engine.profile();
+      if (opts.profileCosts ?? host.blocks > 0) info.costModel = await engine.profile();
     }
     return engine;
   }
@@ -246,27 +251,32 @@ export class Engine implements StepEngine {
   }
 
   /**
-   * Runs steps of 1, 4, 8 and 16 rows (the matmul's row tiles) with and without top logprobs, so
-   * shader compilation is paid at load, not by the first clients. Every slot points at block 0.
+   * Runs a step of one row and one of 16 rows (a decode and a prefill chunk: the matmul's smallest
+   * and largest row tiles), so the pipelines every request needs are built, and on llvmpipe
+   * JIT-compiled, at load rather than by the first client. The middle tiles (2 to 8 rows: batches
+   * of a few decodes) are built when a step first needs them; one sampler pipeline serves steps
+   * with and without top logprobs. Slot 0's table points at block 0 (scratch) meanwhile.
    */
   private async warmUp(): Promise<void> {
-    const { maxSlots, numLayers } = this.info;
+    const { numLayers, maxRows, blockSize } = this.info;
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    for (const n of [1, 4, 8, 16].filter((n) => n <= maxSlots)) {
-      const tables: TableWrite[] = [];
-      const sampling = [];
-      for (let slot = 0; slot < n; slot++) {
-        for (let layer = 0; layer < numLayers; layer++) {
-          tables.push({ slot, layer, first: 0, blocks: [0] });
-        }
-        sampling.push({ slot, params: greedy });
-      }
-      const rows = Array.from({ length: n }, (_, slot) => ({ slot, pos: 0, token: slot }));
-      const samples = rows.map((_, row) => ({ row }));
-      await this.step({ tables, sampling, rows, samples, wantTopLogprobs: false });
-      await this.step({ tables: [], sampling: [], rows, samples, wantTopLogprobs: true });
+    const blocks = new Array(Math.ceil(Math.min(16, maxRows) / blockSize)).fill(0);
+    const tables: TableWrite[] = [];
+    for (let layer = 0; layer < numLayers; layer++) {
+      tables.push({ slot: 0, layer, first: 0, blocks });
     }
-    this.clearTables(Math.min(16, maxSlots));
+    const sampling = [{ slot: 0, params: greedy }];
+    for (const n of [1, Math.min(16, maxRows)]) {
+      const rows = Array.from({ length: n }, (_, pos) => ({ slot: 0, pos, token: pos }));
+      await this.step({
+        tables,
+        sampling,
+        rows,
+        samples: [{ row: n - 1 }],
+        wantTopLogprobs: false,
+      });
+    }
+    this.clearTables(1);
   }
 
   /** Points every table entry of slots 0..slots-1 at nothing. */

@@ -29,7 +29,7 @@ import {
 export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
 export { MAX_READING_RATE, MIN_READING_RATE };
 // The server renders chat templates and decodes text with the model's tokenizer.
-export { StreamDecoder, Tokenizer } from "../engine/model/tokenizer.ts";
+export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/model/tokenizer.ts";
 
 export interface RuntimeOptions {
   /** Scheduling policy (`--sched`). */

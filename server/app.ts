@@ -1,18 +1,28 @@
 // The HTTP edge: an OpenAI-compatible Hono app over the runtime. This file only assembles it: the
-// error envelope, the middleware on /v1 (request counting, API key, body limit) and the routes in
-// server/routes/. createApp is used by `serve` and by the tests.
+// error envelope, the header limit, the Host and Origin checks (every route), the middleware on the
+// API (/v1, /tokenize, /detokenize: request counting, API key, body deadline and limit), the routes
+// in server/routes/, and 405 for a known path asked with a wrong method. createApp is used by
+// `serve` and by the tests.
 
 import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ServerMetrics } from "./metrics/server_metrics.ts";
 import { apiKey } from "./middleware/api_key.ts";
+import { bodyDeadline } from "./middleware/body_deadline.ts";
 import { limitBody } from "./middleware/body_limit.ts";
 import { countRequests, type ObservedEnv } from "./middleware/count_requests.ts";
+import { crossOrigin } from "./middleware/cross_origin.ts";
+import { limitHeaders } from "./middleware/header_limit.ts";
+import { checkHost, hostPolicy } from "./middleware/host_check.ts";
 import { ApiError } from "./openai/errors.ts";
 import { completionsRoutes } from "./routes/completions.ts";
 import { healthRoutes } from "./routes/health.ts";
+import { answerWrongMethods } from "./routes/method_not_allowed.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { modelsRoutes } from "./routes/models.ts";
+import { playgroundRoutes } from "./routes/playground.ts";
+import { stateRoutes } from "./routes/state.ts";
+import { tokenizeRoutes } from "./routes/tokenize.ts";
 import type { ServerState } from "./state.ts";
 
 export interface ServerConfig {
@@ -20,6 +30,14 @@ export interface ServerConfig {
   modelId: string;
   apiKey?: string;
   maxBodyBytes: number;
+  /** How long a client may take to send a request body (default BODY_TIMEOUT_MS); then 408. */
+  bodyTimeoutMs?: number;
+  /** The address the server listens on (default 127.0.0.1); Host headers must name it. */
+  bindHost?: string;
+  /** More names the Host header may have (--allowed-hosts; "*": any). */
+  allowedHosts?: string[];
+  /** Web pages, besides the server's own, that may call it (--cors-origins; "*": any). */
+  corsOrigins?: string[];
 }
 
 export function createApp(
@@ -36,10 +54,28 @@ export function createApp(
     const e = new ApiError(404, `Unknown route ${c.req.method} ${c.req.path}`, null, "not_found");
     return c.json(e.toJSON(), 404);
   });
-  app.use("/v1/*", countRequests(metrics), apiKey(config.apiKey), limitBody(config.maxBodyBytes));
+  app.use("*", limitHeaders());
+  app.use(
+    "*",
+    checkHost(hostPolicy(config.bindHost ?? "127.0.0.1", config.allowedHosts)),
+    crossOrigin(config.corsOrigins),
+  );
+  for (const api of ["/v1/*", "/tokenize", "/detokenize"]) {
+    app.use(
+      api,
+      countRequests(metrics),
+      apiKey(config.apiKey),
+      bodyDeadline(config.bodyTimeoutMs),
+      limitBody(config.maxBodyBytes),
+    );
+  }
   app.route("/", healthRoutes(state));
   app.route("/", metricsRoutes(state, metrics));
+  app.route("/", stateRoutes(state, config.modelId, metrics));
+  app.route("/", playgroundRoutes());
   app.route("/v1", modelsRoutes(state, config.modelId));
   app.route("/v1", completionsRoutes(state, config.modelId));
+  app.route("/", tokenizeRoutes(state, config.modelId));
+  answerWrongMethods(app); // last: it covers the routes mounted above
   return app;
 }

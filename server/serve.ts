@@ -1,11 +1,23 @@
 // `sluice serve`: starts HTTP at once (health says "loading"), loads the model, and on SIGINT or
 // SIGTERM shuts down gracefully (server/shutdown.ts) within the grace period, then exits 0.
+// A load that fails closes the server and rejects with ModelLoadError: a server that can never
+// become ready must not sit listening (the CLI exits 1 with the message). The caller resolves
+// which model to serve before calling (so the port opens once the model's id is known); the port
+// is open while the weights load, so /health says "loading" rather than refusing connections.
 
 import type { OpenModel } from "../runtime/open.ts";
 import { createApp } from "./app.ts";
 import { ServerMetrics } from "./metrics/server_metrics.ts";
 import { shutdown } from "./shutdown.ts";
 import type { ServerState } from "./state.ts";
+
+/** The model could not be loaded; the server has been closed. */
+export class ModelLoadError extends Error {
+  constructor(message: string) {
+    super(`model failed to load: ${message}`);
+    this.name = "ModelLoadError";
+  }
+}
 
 /** The `serve` flags the server reads; the runtime's own (limits, defaults) go to `load`. */
 export interface ServeOptions {
@@ -14,16 +26,22 @@ export interface ServeOptions {
   model: string;
   "api-key"?: string;
   "max-body-kb": number;
+  /** Extra Host names to answer to, and web origins that may call the API (comma lists, split). */
+  "allowed-hosts"?: string[];
+  "cors-origins"?: string[];
   "shutdown-grace-s": number;
 }
 
 export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>): Promise<void> {
   const state: ServerState = { model: { status: "loading" }, draining: false };
-  const metrics = new ServerMetrics();
+  const metrics = new ServerMetrics(flags.model);
   const app = createApp(state, {
     modelId: flags.model,
     apiKey: flags["api-key"],
     maxBodyBytes: flags["max-body-kb"] * 1024,
+    bindHost: flags.host,
+    allowedHosts: flags["allowed-hosts"],
+    corsOrigins: flags["cors-origins"],
   }, metrics);
 
   const server = Deno.serve({
@@ -54,7 +72,8 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     state.model = { status: "failed", error: message };
-    console.error(`sluice: model failed to load: ${message}`);
+    await server.shutdown();
+    throw new ModelLoadError(message);
   }
   await server.finished;
 }

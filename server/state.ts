@@ -5,6 +5,7 @@
 import type { Tokenizer } from "../runtime/service.ts";
 import type { Runtime } from "../runtime/service.ts";
 import { ApiError } from "./openai/errors.ts";
+import { redactPaths } from "./redact_paths.ts";
 
 export type ModelState =
   | { status: "loading" }
@@ -24,5 +25,6 @@ export function readyModel(state: ServerState): { runtime: Runtime; tokenizer: T
   if (s.status === "loading") {
     throw new ApiError(503, "The model is still loading", null, "model_loading");
   }
-  throw new ApiError(503, `The model failed to load: ${s.error}`, null, "model_failed");
+  // Like /health: no absolute paths to clients (the server log has the full message).
+  throw new ApiError(503, `The model failed to load: ${redactPaths(s.error)}`, null, "model_failed");
 }

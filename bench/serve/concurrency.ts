@@ -2,8 +2,8 @@
 // server; aggregate tokens/s, TTFT and inter-token percentiles as the clients see them, and each
 // N's throughput as a ratio to one client's, measured in the same run.
 
-import { parseArgs } from "node:util";
 import { z } from "zod";
+import { parseBenchFlags } from "../cli.ts";
 import { runClient } from "./client.ts";
 import { summarize } from "./metrics.ts";
 import { modelInfo } from "./run.ts";
@@ -24,11 +24,7 @@ const Flags = z.object({
 });
 
 export async function benchConcurrency(args: string[]): Promise<string> {
-  const options = Object.fromEntries(
-    Object.keys(Flags.shape).map((k) => [k, { type: "string" as const }]),
-  );
-  const { values } = parseArgs({ args, options, strict: true });
-  const f = Flags.parse(values);
+  const f = parseBenchFlags(Flags, args);
   // "smollm2-shape": the generated SmolLM2-135M-shaped random model the decode bench uses.
   const modelArg = f.model === "smollm2-shape" ? await smolShapedModelDir() : f.model;
   const server = await startServer({

@@ -2,6 +2,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { checkFlags, UsageError } from "../cli.ts";
 import { parseDist } from "./random.ts";
 import type { ConfigSpec } from "./run.ts";
 import { assertSafeFlags } from "./server_process.ts";
@@ -96,7 +97,7 @@ export const ServeBenchFlags = z.object({
 
 export type ServeBenchOptions = z.infer<typeof ServeBenchFlags>;
 
-export class UsageError extends Error {}
+export { UsageError };
 
 export function parseServeBenchFlags(args: string[]): ServeBenchOptions {
   const options: Record<string, { type: "string" }> = {};
@@ -107,11 +108,5 @@ export function parseServeBenchFlags(args: string[]): ServeBenchOptions {
   } catch (e) {
     throw new UsageError(e instanceof Error ? e.message : String(e));
   }
-  const parsed = ServeBenchFlags.safeParse(values);
-  if (!parsed.success) {
-    throw new UsageError(
-      parsed.error.issues.map((i) => `--${i.path.join(".") || "flags"}: ${i.message}`).join("\n"),
-    );
-  }
-  return parsed.data;
+  return checkFlags(ServeBenchFlags, values);
 }

@@ -1,21 +1,28 @@
 // Turns the --model argument into a local model directory: "demo" (a generated random model), a
 // directory that exists, or a Hugging Face hub id, downloaded once into the cache with a progress
 // bar. A download lands in a temporary directory that is renamed into place only when complete,
-// so an interrupted download never looks like a model.
+// so an interrupted download never looks like a model. The hub's address is $HF_ENDPOINT when set
+// (as Hugging Face's own tools read it: a mirror, or a dead address that fails fast in tests).
 
 import { join } from "node:path";
+import { progressBar } from "../util/progress.ts";
 import { demoModelDir, sluiceCacheDir } from "./tiny_model.ts";
 
 export const DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct";
 
-const HUB_URL = "https://huggingface.co";
+const DEFAULT_HUB_URL = "https://huggingface.co";
 const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
 
-/** The model could not be found or fetched; the message says what to do instead. */
+/**
+ * The model could not be found or fetched; the message says what to do instead, `reason` says
+ * only what went wrong (for a notice that gives its own advice).
+ */
 export class ModelResolveError extends Error {
-  constructor(message: string) {
+  readonly reason: string;
+  constructor(message: string, reason = message) {
     super(message);
     this.name = "ModelResolveError";
+    this.reason = reason;
   }
 }
 
@@ -33,6 +40,12 @@ export interface ResolveOptions {
   cacheDir?: string;
   /** Called as bytes arrive; defaults to a progress bar on stderr. */
   onProgress?: (p: DownloadProgress) => void;
+  /** The hub's base URL; defaults to $HF_ENDPOINT, else https://huggingface.co. */
+  hubUrl?: string;
+}
+
+function hubUrlOf(options: ResolveOptions): string {
+  return (options.hubUrl ?? (Deno.env.get("HF_ENDPOINT") || DEFAULT_HUB_URL)).replace(/\/+$/, "");
 }
 
 export async function resolveModel(
@@ -62,7 +75,7 @@ export async function resolveModel(
     log(`model ${arg}: using cached ${target}`);
     return target;
   }
-  log(`model ${arg}: downloading from ${HUB_URL} into ${target}`);
+  log(`model ${arg}: downloading from ${hubUrlOf(options)} into ${target}`);
   await Deno.mkdir(cacheDir, { recursive: true });
   const tmp = await Deno.makeTempDir({
     dir: cacheDir,
@@ -93,6 +106,7 @@ async function downloadModel(id: string, dir: string, options: ResolveOptions): 
     throw new ModelResolveError(
       `${id} has neither model.safetensors nor ${indexFile} (only safetensors checkpoints are ` +
         `supported). Pass a local model directory (--model /path/to/dir) or --model demo.`,
+      `${id} has no safetensors weights`,
     );
   }
   const index = JSON.parse(await Deno.readTextFile(join(dir, indexFile)));
@@ -110,18 +124,20 @@ async function downloadModel(id: string, dir: string, options: ResolveOptions): 
 
 class HubFetcher {
   readonly #id: string;
+  readonly #hubUrl: string;
   readonly #fetch: typeof fetch;
   readonly #onProgress: (p: DownloadProgress) => void;
 
   constructor(id: string, options: ResolveOptions) {
     this.#id = id;
+    this.#hubUrl = hubUrlOf(options);
     this.#fetch = options.fetch ?? fetch;
     this.#onProgress = options.onProgress ?? stderrProgressBar();
   }
 
   /** Downloads one file into dir. Returns false for a 404 of an optional file. */
   async download(file: string, dir: string, { required }: { required: boolean }): Promise<boolean> {
-    const url = `${HUB_URL}/${this.#id}/resolve/main/${file}`;
+    const url = `${this.#hubUrl}/${this.#id}/resolve/main/${file}`;
     let response: Response;
     try {
       const token = Deno.env.get("HF_TOKEN");
@@ -135,6 +151,7 @@ class HubFetcher {
           `(${(e as Error).message}). Pass a local model directory with --model /path/to/dir ` +
           `(a Hugging Face checkout with config.json, tokenizer files and safetensors), or use ` +
           `--model demo for a small random model.`,
+        `the network is unavailable (${(e as Error).message})`,
       );
     }
     if (response.status === 404 && !required) {
@@ -151,6 +168,7 @@ class HubFetcher {
       throw new ModelResolveError(
         `cannot download ${url}: HTTP ${response.status}${hint}. Pass a local model directory ` +
           `with --model /path/to/dir, or use --model demo.`,
+        `${url} answered HTTP ${response.status}${hint}`,
       );
     }
     await this.#save(response, file, join(dir, file));
@@ -175,6 +193,7 @@ class HubFetcher {
       throw new ModelResolveError(
         `download of ${this.#id}/${file} broke off after ${doneBytes} bytes ` +
           `(${(e as Error).message}). Run again to retry, or pass --model /path/to/dir.`,
+        `the download of ${file} broke off (${(e as Error).message})`,
       );
     } finally {
       out.close();
@@ -183,46 +202,21 @@ class HubFetcher {
       throw new ModelResolveError(
         `download of ${this.#id}/${file} ended after ${doneBytes} of ${totalBytes} bytes. ` +
           `Run again to retry, or pass --model /path/to/dir.`,
+        `the download of ${file} ended early (${doneBytes} of ${totalBytes} bytes)`,
       );
     }
     this.#onProgress({ file, doneBytes, totalBytes: totalBytes ?? doneBytes });
   }
 }
 
-/** A one-line bar redrawn in place on a terminal, or a line per quarter otherwise. */
+/** A progress bar per file on stderr (engine/util/progress.ts); a line per quarter in logs. */
 function stderrProgressBar(): (p: DownloadProgress) => void {
-  const encoder = new TextEncoder();
-  const tty = Deno.stderr.isTerminal();
-  let lastDraw = 0;
-  let lastQuarter = -1;
-  let lastFile = "";
+  const bars = new Map<string, ReturnType<typeof progressBar>>();
   return ({ file, doneBytes, totalBytes }) => {
-    const done = totalBytes !== null && doneBytes >= totalBytes;
-    if (file !== lastFile) {
-      lastFile = file;
-      lastQuarter = -1;
-    }
-    const fraction = totalBytes ? Math.min(1, doneBytes / totalBytes) : 0;
-    const sizes = `${mib(doneBytes)}/${totalBytes === null ? "?" : mib(totalBytes)} MiB`;
-    if (tty) {
-      const now = Date.now();
-      if (!done && now - lastDraw < 100) return;
-      lastDraw = now;
-      const width = 30;
-      const filled = Math.round(fraction * width);
-      const bar = "#".repeat(filled) + "-".repeat(width - filled);
-      Deno.stderr.writeSync(encoder.encode(`\r${file} [${bar}] ${sizes}${done ? "\n" : ""}`));
-    } else {
-      const quarter = done ? 4 : Math.floor(fraction * 4);
-      if (quarter === lastQuarter) return;
-      lastQuarter = quarter;
-      Deno.stderr.writeSync(encoder.encode(`${file}: ${sizes}\n`));
-    }
+    let bar = bars.get(file);
+    if (!bar) bars.set(file, bar = progressBar(file, { quarters: true }));
+    bar(doneBytes, totalBytes);
   };
-}
-
-function mib(bytes: number): string {
-  return (bytes / (1024 * 1024)).toFixed(1);
 }
 
 async function isDir(path: string): Promise<boolean> {

@@ -1,12 +1,19 @@
 // Text ↔ token ids and chat rendering for a model directory, through transformers.js built from
-// the already-read tokenizer files (never the network). StreamDecoder turns ids arriving one at a
-// time into text deltas that never split a character.
+// the already-read tokenizer files (never the network).
+//
+// Text is encoded without special-token parsing: "<|im_end|>" typed in a message or a prompt is
+// ordinary text, and only the chat template's own markup becomes control tokens (the twin
+// tokenizer of hidden_control_tokens.ts does the encoding). Decoding uses the tokenizer as it is.
 
 import * as transformers from "@huggingface/transformers";
 import { PreTrainedTokenizer } from "@huggingface/transformers";
 import { join } from "node:path";
 import { ModelLoadError } from "./errors.ts";
+import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
 import type { ModelFiles } from "./model_dir.ts";
+import { TokenBytes } from "./token_bytes.ts";
+
+export { StreamDecoder } from "./stream_decoder.ts";
 
 export interface ChatMessage {
   role: string;
@@ -21,6 +28,17 @@ export class ChatTemplateError extends Error {
   }
 }
 
+/** The variables transformers.js gives a chat template for the tokenizer's special tokens. */
+const TEMPLATE_TOKEN_VARIABLES = [
+  "bos_token",
+  "eos_token",
+  "unk_token",
+  "sep_token",
+  "pad_token",
+  "cls_token",
+  "mask_token",
+];
+
 export class Tokenizer {
   /** Stop ids: the union of config.json, generation_config.json and the tokenizer's eos. */
   readonly eosTokenIds: number[];
@@ -28,18 +46,30 @@ export class Tokenizer {
   readonly vocabSize: number;
   readonly bosTokenId: number | null;
   readonly hasChatTemplate: boolean;
+  /** Decodes, and renders chat templates. */
   readonly #inner: PreTrainedTokenizer;
+  /** Encodes: the same tokenizer with its control tokens' text hidden. */
+  readonly #textOnly: PreTrainedTokenizer;
+  /** The chat template and its special-token variables, writing control tokens' hidden text. */
+  readonly #markupTemplate: string | null;
+  readonly #markupVariables: Record<string, string>;
+  readonly #bytes: TokenBytes;
   readonly #configPath: string;
   readonly #specialIds: Set<number>;
 
   constructor(files: ModelFiles) {
     const tokenizerPath = join(files.dir, "tokenizer.json");
     this.#configPath = join(files.dir, "tokenizer_config.json");
+    const json = files.tokenizerJson;
+    if (json === null || typeof json !== "object" || Array.isArray(json)) {
+      throw new ModelLoadError(tokenizerPath, "is not a JSON object");
+    }
+    const Class = tokenizerClass(files.tokenizerConfig);
+    let hidden: HiddenControlTokens;
     try {
-      this.#inner = new (tokenizerClass(files.tokenizerConfig))(
-        files.tokenizerJson,
-        files.tokenizerConfig,
-      );
+      hidden = hideControlTokens(json as Record<string, unknown>);
+      this.#inner = new Class(json, files.tokenizerConfig);
+      this.#textOnly = new Class(hidden.tokenizerJson, files.tokenizerConfig);
     } catch (e) {
       throw new ModelLoadError(
         tokenizerPath,
@@ -47,7 +77,11 @@ export class Tokenizer {
       );
     }
     let maxId = -1;
-    for (const id of this.#inner.get_vocab().values()) maxId = Math.max(maxId, id);
+    const tokenText: string[] = [];
+    for (const [text, id] of this.#inner.get_vocab()) {
+      maxId = Math.max(maxId, id);
+      tokenText[id] = text;
+    }
     this.vocabSize = maxId + 1;
     if (this.vocabSize > files.config.vocabSize) {
       throw new ModelLoadError(
@@ -55,6 +89,12 @@ export class Tokenizer {
         `tokenizer has ids up to ${maxId} but config.json vocab_size is ${files.config.vocabSize}`,
       );
     }
+    const added = (json as { added_tokens?: { id: number }[] }).added_tokens ?? [];
+    this.#bytes = new TokenBytes(
+      (json as { decoder?: unknown }).decoder,
+      (id) => tokenText[id],
+      added.map((t) => t.id),
+    );
 
     const eos = new Set<number>(files.config.eosTokenIds);
     const genEos = files.generationConfig?.eos_token_id;
@@ -68,10 +108,27 @@ export class Tokenizer {
     this.bosTokenId = Number.isInteger(bos) ? bos : null;
     this.hasChatTemplate = Boolean(this.#inner.chat_template);
     this.#specialIds = new Set(this.#inner.all_special_ids);
+
+    let template: string | null = null;
+    try {
+      if (this.hasChatTemplate) template = this.#inner.get_chat_template();
+    } catch {
+      // Several templates and none is the default: rendering says so, with either template.
+    }
+    this.#markupTemplate = template === null ? null : hidden.hide(template);
+    this.#markupVariables = {};
+    for (const key of TEMPLATE_TOKEN_VARIABLES) {
+      const value = tokenContent(files.tokenizerConfig[key]);
+      if (value !== null) this.#markupVariables[key] = hidden.hide(value);
+    }
   }
 
+  /**
+   * Token ids of `text`. Special-token strings in it are ordinary text; `addSpecialTokens` adds
+   * what the tokenizer puts around a sequence (Llama's BOS).
+   */
   encode(text: string, { addSpecialTokens = true }: { addSpecialTokens?: boolean } = {}): number[] {
-    return this.#inner.encode(text, { add_special_tokens: addSpecialTokens });
+    return this.#textOnly.encode(text, { add_special_tokens: addSpecialTokens });
   }
 
   decode(ids: readonly number[], { skipSpecial = false }: { skipSpecial?: boolean } = {}): string {
@@ -83,10 +140,44 @@ export class Tokenizer {
     return this.#specialIds.has(id);
   }
 
+  /**
+   * How many bytes at the end of `ids`' text (0–3) begin a UTF-8 character that later tokens can
+   * still complete: what a stream must hold back.
+   */
+  incompleteUtf8Tail(
+    ids: readonly number[],
+    { skipSpecial = false }: { skipSpecial?: boolean } = {},
+  ): number {
+    return this.#bytes.incompleteTail(ids, skipSpecial ? (id) => this.isSpecial(id) : undefined);
+  }
+
   /** The prompt text the model's chat_template makes of `messages`. */
   renderChat(
     messages: ChatMessage[],
     { addGenerationPrompt = true }: { addGenerationPrompt?: boolean } = {},
+  ): string {
+    return this.#render(messages, addGenerationPrompt, {});
+  }
+
+  /**
+   * Token ids of the rendered chat. The template's markup yields control tokens; the messages'
+   * text never does, whatever it contains.
+   */
+  encodeChat(
+    messages: ChatMessage[],
+    { addGenerationPrompt = true }: { addGenerationPrompt?: boolean } = {},
+  ): number[] {
+    const rendered = this.#render(messages, addGenerationPrompt, {
+      chat_template: this.#markupTemplate,
+      ...this.#markupVariables,
+    });
+    return this.#textOnly.encode(rendered, { add_special_tokens: false });
+  }
+
+  #render(
+    messages: ChatMessage[],
+    addGenerationPrompt: boolean,
+    overrides: Record<string, unknown>,
   ): string {
     if (!this.hasChatTemplate) {
       throw new ChatTemplateError(
@@ -98,6 +189,7 @@ export class Tokenizer {
       return this.#inner.apply_chat_template(messages, {
         tokenize: false,
         add_generation_prompt: addGenerationPrompt,
+        ...overrides,
       }) as string;
     } catch (e) {
       throw new ChatTemplateError(
@@ -105,14 +197,16 @@ export class Tokenizer {
       );
     }
   }
+}
 
-  /** Token ids of the rendered chat; the template places any special tokens itself. */
-  encodeChat(
-    messages: ChatMessage[],
-    options: { addGenerationPrompt?: boolean } = {},
-  ): number[] {
-    return this.encode(this.renderChat(messages, options), { addSpecialTokens: false });
+/** A special token's text as tokenizer_config.json gives it (a string or an AddedToken). */
+function tokenContent(value: unknown): string | null {
+  if (typeof value === "string") return value;
+  if (value !== null && typeof value === "object") {
+    const content = (value as { content?: unknown }).content;
+    if (typeof content === "string") return content;
   }
+  return null;
 }
 
 // Like AutoTokenizer: use the class tokenizer_config.json names when transformers.js has it.
@@ -123,51 +217,4 @@ function tokenizerClass(config: Record<string, unknown>): typeof PreTrainedToken
     return cls as typeof PreTrainedTokenizer;
   }
   return PreTrainedTokenizer;
-}
-
-/**
- * Incremental detokenizer. Each push decodes a short window (the previous delta's tokens plus the
- * new ones) and emits only what extends the previous text, holding back while the window ends in
- * an incomplete UTF-8 sequence. The window matters for tokenizers whose decoding of a token
- * depends on its neighbours (leading-space handling); concatenating every delta and flush()
- * gives decode(all ids).
- */
-export class StreamDecoder {
-  readonly #tokenizer: Tokenizer;
-  readonly #skipSpecial: boolean;
-  readonly #ids: number[] = [];
-  /** Start of the window: the first token of the last emitted delta. */
-  #prefixOffset = 0;
-  /** Tokens before this index have been emitted. */
-  #readOffset = 0;
-
-  constructor(tokenizer: Tokenizer, { skipSpecial = false }: { skipSpecial?: boolean } = {}) {
-    this.#tokenizer = tokenizer;
-    this.#skipSpecial = skipSpecial;
-  }
-
-  /** Adds one id; returns the newly stable text (often "", e.g. mid-character). */
-  push(id: number): string {
-    this.#ids.push(id);
-    return this.#emit(false);
-  }
-
-  /** Returns whatever is still held back (an incomplete character decodes to U+FFFD). */
-  flush(): string {
-    return this.#emit(true);
-  }
-
-  #emit(final: boolean): string {
-    const opts = { skipSpecial: this.#skipSpecial };
-    const prefix = this.#tokenizer.decode(
-      this.#ids.slice(this.#prefixOffset, this.#readOffset),
-      opts,
-    );
-    const full = this.#tokenizer.decode(this.#ids.slice(this.#prefixOffset), opts);
-    if (full.length <= prefix.length) return "";
-    if (!final && full.endsWith("\uFFFD")) return "";
-    this.#prefixOffset = this.#readOffset;
-    this.#readOffset = this.#ids.length;
-    return full.slice(prefix.length);
-  }
 }

@@ -2,11 +2,14 @@
 // dtype (f16 where the adapter has it, else f32) and fusing QKV and gate/up on the way.
 //
 // Only one chunk of one tensor is on the host at a time, so the model is never held twice.
-// Matrices whose size exceeds the adapter's binding limit are split into row parts.
+// Matrices whose size exceeds the adapter's binding limit are split into row parts. Each chunk is
+// checked for NaN and Inf as it passes (finite_check.ts): a bad checkpoint fails the load.
 
 import type { Gpu } from "../gpu/device.ts";
 import { createStorage, writeBytes } from "../gpu/buffers.ts";
 import { bf16BitsToF32, f16BitsToF32, f32ToF16Bits } from "../gpu/half.ts";
+import { ModelLoadError } from "./errors.ts";
+import { firstNonFinite } from "./finite_check.ts";
 import type { ModelFiles } from "./model_dir.ts";
 import { readTensorInto, type TensorInfo } from "./safetensors.ts";
 
@@ -200,6 +203,14 @@ class WeightWriter {
         dataOffset: t.dataOffset + (row0 + r) * cols * srcElem,
         byteLength: raw.byteLength,
       }, raw);
+      const bad = firstNonFinite(raw, t.dtype);
+      if (bad >= 0) {
+        throw new ModelLoadError(
+          t.file,
+          `tensor "${t.name}" holds NaN or Inf (element ${(row0 + r) * cols + bad} of ` +
+            `[${t.shape.join(", ")}]); the checkpoint is corrupt or was converted badly`,
+        );
+      }
       const converted = convert(raw, t.dtype, this.gpu.f16);
       const offset = dstOffset + r * cols * this.elemBytes;
       // WebGPU writes need 4-byte alignment; an odd f16 row length only works for whole vectors.

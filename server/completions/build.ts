@@ -5,6 +5,7 @@
 
 import type { Tokenizer } from "../../runtime/service.ts";
 import type { RequestSlo, SubmitParams } from "../../runtime/service.ts";
+import { tokenNames } from "../openai/logprobs.ts";
 import type { SharedFields } from "../openai/schemas.ts";
 import type { Kind } from "./kinds.ts";
 import { TextStream } from "./text_stream.ts";
@@ -54,7 +55,9 @@ export function buildRequest<B extends SharedFields>(
       kind,
       model,
       ids.length,
-      topLogprobs === null ? null : (id) => tok.decode([id]),
+      topLogprobs === null
+        ? null
+        : tokenNames((id) => tok.decode([id]), body.return_tokens_as_token_ids ?? false),
     ),
     stream: body.stream ?? false,
     includeUsage: body.stream_options?.include_usage ?? false,

@@ -3,9 +3,9 @@
 // Everything else (sampling, pacing, SLOs, stop strings, streaming, errors) is shared.
 
 import type { z } from "zod";
-import type { Tokenizer } from "../../runtime/service.ts";
-import type { TokenEvent } from "../../runtime/service.ts";
-import { chatLogprobs, completionLogprobs, type TokenText } from "../openai/logprobs.ts";
+import { ChatTemplateError, type TokenEvent, type Tokenizer } from "../../runtime/service.ts";
+import { ApiError } from "../openai/errors.ts";
+import { chatLogprobs, completionLogprobs, type TokenNames } from "../openai/logprobs.ts";
 import {
   ChatRequest,
   CompletionRequest,
@@ -27,13 +27,13 @@ export interface WireFormat {
   object: string;
   chunkObject: string;
   /** A choice's fields (all but index and finish_reason) for a streamed piece of text. */
-  chunkChoice(piece: Piece, tokenText: TokenText | null): object;
+  chunkChoice(piece: Piece, names: TokenNames | null): object;
   /** The fields of a first chunk sent before any token, when the format has one. */
   openingChoice: object | null;
   /** The fields of the chunk that carries the finish reason. */
   finalChoice: object;
   /** The fields of the one choice of a whole (non-streamed) response. */
-  wholeChoice(piece: Piece, tokenText: TokenText | null): object;
+  wholeChoice(piece: Piece, names: TokenNames | null): object;
 }
 
 /** An endpoint: its wire format, and how its body says what to run. */
@@ -49,25 +49,47 @@ export interface Kind<B extends SharedFields> extends WireFormat {
   logprobs(body: B): number | null;
 }
 
+/** The ids a chat runs: the model's template over the messages (/tokenize counts the same). */
+export function chatPromptIds(
+  tok: Tokenizer,
+  messages: ChatRequest["messages"],
+  addGenerationPrompt = true,
+): number[] {
+  const plain = messages.map((m) => ({ role: m.role, content: messageText(m.content) }));
+  try {
+    return tok.encodeChat(plain, { addGenerationPrompt });
+  } catch (err) {
+    // No chat template, or one that rejects these messages: the request's fault, not the server's.
+    if (err instanceof ChatTemplateError) {
+      throw new ApiError(400, err.message, "messages", "chat_template_error");
+    }
+    throw err;
+  }
+}
+
+/** The ids a text prompt runs (/tokenize counts the same). */
+export function textPromptIds(tok: Tokenizer, text: string, addSpecialTokens = true): number[] {
+  return tok.encode(text, { addSpecialTokens });
+}
+
 export const chat: Kind<ChatRequest> = {
   schema: ChatRequest,
   promptParam: "messages",
   idPrefix: "chatcmpl-",
   object: "chat.completion",
   chunkObject: "chat.completion.chunk",
-  promptIds: (body, tok) =>
-    tok.encodeChat(body.messages.map((m) => ({ role: m.role, content: messageText(m.content) }))),
+  promptIds: (body, tok) => chatPromptIds(tok, body.messages),
   maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens ?? undefined,
   logprobs: (body) => body.logprobs ? body.top_logprobs ?? 0 : null,
-  chunkChoice: (piece, tokenText) => ({
+  chunkChoice: (piece, names) => ({
     delta: { content: piece.text },
-    logprobs: tokenText && { content: chatLogprobs(tokenText, piece.tokens) },
+    logprobs: names && { content: chatLogprobs(names, piece.tokens) },
   }),
   openingChoice: { delta: { role: "assistant", content: "" }, logprobs: null },
   finalChoice: { delta: {}, logprobs: null },
-  wholeChoice: (piece, tokenText) => ({
+  wholeChoice: (piece, names) => ({
     message: { role: "assistant", content: piece.text },
-    logprobs: tokenText && { content: chatLogprobs(tokenText, piece.tokens) },
+    logprobs: names && { content: chatLogprobs(names, piece.tokens) },
   }),
 };
 
@@ -79,22 +101,22 @@ export const completion: Kind<CompletionRequest> = {
   chunkObject: "text_completion",
   promptIds: (body, tok) => {
     const one = Array.isArray(body.prompt) ? body.prompt[0] : body.prompt;
-    if (typeof one === "string") return tok.encode(one);
+    if (typeof one === "string") return textPromptIds(tok, one);
     return (Array.isArray(one) ? one : body.prompt) as number[];
   },
   maxTokens: (body) => body.max_tokens ?? undefined,
   defaultMaxTokens: 16, // OpenAI's default for completions
   logprobs: (body) => body.logprobs ?? null,
-  chunkChoice: (piece, tokenText) => ({
+  chunkChoice: (piece, names) => ({
     text: piece.text,
-    logprobs: tokenText && completionLogprobs(tokenText, piece.tokens, piece.offset),
+    logprobs: names && completionLogprobs(names, piece.tokens, piece.offset),
     // An extension: lets clients count tokens exactly even while text is held back.
     token_ids: piece.tokens.map((t) => t.id),
   }),
   openingChoice: null,
   finalChoice: { text: "", logprobs: null },
-  wholeChoice: (piece, tokenText) => ({
+  wholeChoice: (piece, names) => ({
     text: piece.text,
-    logprobs: tokenText && completionLogprobs(tokenText, piece.tokens, 0),
+    logprobs: names && completionLogprobs(names, piece.tokens, 0),
   }),
 };

@@ -2,7 +2,7 @@
 // response. It holds what every chunk repeats (id, creation time, model) and the text offset of
 // the next piece; its kind knows what goes inside a choice.
 
-import type { TokenText } from "../openai/logprobs.ts";
+import type { TokenNames } from "../openai/logprobs.ts";
 import { envelope, type FinishReason, type ResponseMeta, usage } from "../openai/responses.ts";
 import type { WireFormat } from "./kinds.ts";
 import type { TextPiece } from "./text_stream.ts";
@@ -16,8 +16,8 @@ export class ResponseWriter {
     private readonly kind: WireFormat,
     model: string,
     private readonly promptTokens: number,
-    /** Decodes ids for logprob entries; null when the request asked for none. */
-    private readonly tokenText: TokenText | null,
+    /** Names tokens in logprob entries; null when the request asked for none. */
+    private readonly tokenNames: TokenNames | null,
   ) {
     const id = kind.idPrefix + crypto.randomUUID().replaceAll("-", "");
     this.meta = { id, created: Math.floor(Date.now() / 1000), model };
@@ -31,7 +31,7 @@ export class ResponseWriter {
 
   /** The chunk for the next piece of text. */
   piece(p: TextPiece): object {
-    const fields = this.kind.chunkChoice({ ...p, offset: this.offset }, this.tokenText);
+    const fields = this.kind.chunkChoice({ ...p, offset: this.offset }, this.tokenNames);
     this.offset += p.text.length;
     return this.chunk(fields, null);
   }
@@ -49,7 +49,7 @@ export class ResponseWriter {
 
   /** A whole response: every piece's text and tokens at once. */
   whole(p: TextPiece, reason: FinishReason, completionTokens: number): object {
-    const fields = this.kind.wholeChoice({ ...p, offset: 0 }, this.tokenText);
+    const fields = this.kind.wholeChoice({ ...p, offset: 0 }, this.tokenNames);
     return envelope(this.meta, this.kind.object, [{ index: 0, ...fields, finish_reason: reason }], {
       usage: usage(this.promptTokens, completionTokens),
     });

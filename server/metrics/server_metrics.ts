@@ -1,9 +1,11 @@
-// Feeds Sluice's Prometheus metrics from the HTTP layer (requests by status, TTFT, inter-token
-// gaps, pacer stalls) and from the runtime's stats, sampled at scrape time.
+// Feeds Sluice's Prometheus metrics, and the vLLM-named ones that tools built for vLLM read, from
+// the HTTP layer (requests by status, TTFT, inter-token gaps, end-to-end latency, pacer stalls)
+// and from the runtime's stats, sampled at scrape time.
 
 import type { Runtime } from "../../runtime/service.ts";
 import { Registry } from "./exposition.ts";
 import { createSluiceMetrics, type SluiceMetrics } from "./sluice_metrics.ts";
+import { createVllmMetrics, type VllmMetrics } from "./vllm_metrics.ts";
 
 /** Tracks one HTTP request from arrival to its final status. */
 export interface RequestObserver {
@@ -13,6 +15,8 @@ export interface RequestObserver {
   readonly tokens: number;
   /** Seconds the request's token buffer sat empty while a token was due. */
   stalled(seconds: number): void;
+  /** Marks a generation request (submitted to the runtime): its end-to-end latency counts. */
+  generating(): void;
   /**
    * The response body outlives the handler (a stream): whoever writes it calls finish(), and the
    * middleware that opened the observer leaves it alone.
@@ -41,31 +45,54 @@ const ZERO_COUNTERS = {
 export class ServerMetrics {
   private readonly registry = new Registry();
   readonly m: SluiceMetrics = createSluiceMetrics(this.registry);
+  /** vLLM's names, labelled with `model_name`. */
+  readonly vllm: VllmMetrics;
+  private readonly model: { model_name: string };
   /** Requests not yet finished; graceful shutdown waits for this to reach zero. */
   openRequests = 0;
   /** The runtime's counters at the last scrape, to add what grew since. */
   private last = { ...ZERO_COUNTERS };
 
+  /** `modelName`: the id clients pass as `model`, the vLLM metrics' `model_name` label. */
+  constructor(modelName = "default") {
+    this.model = { model_name: modelName };
+    this.vllm = createVllmMetrics(this.registry, modelName);
+  }
+
   requestStarted(arrivedMs = performance.now()): RequestObserver {
     this.openRequests++;
-    const m = this.m;
+    const { m, vllm, model } = this;
     let last = -1;
     let tokens = 0;
     let finished = false;
     let keptOpen = false;
+    let generating = false;
     return {
       finish: (status: number) => {
         if (finished) return;
         finished = true;
         this.openRequests--;
         m.requests.inc({ status: String(status) });
+        if (generating && status === 200) {
+          vllm.e2e.observe(model, (performance.now() - arrivedMs) / 1000);
+        }
       },
       token() {
         const now = performance.now();
-        if (last < 0) m.ttft.observe((now - arrivedMs) / 1000);
-        else m.interToken.observe((now - last) / 1000);
+        if (last < 0) {
+          const ttft = (now - arrivedMs) / 1000;
+          m.ttft.observe(ttft);
+          vllm.ttft.observe(model, ttft);
+        } else {
+          const gap = (now - last) / 1000;
+          m.interToken.observe(gap);
+          vllm.interToken.observe(model, gap);
+        }
         last = now;
         tokens++;
+      },
+      generating() {
+        generating = true;
       },
       stalled(seconds: number) {
         if (seconds > 0) m.stallSeconds.inc(seconds);
@@ -94,6 +121,10 @@ export class ServerMetrics {
     m.kvBlocksUsed.set({ tier: "host" }, s.hostBlocksUsed);
     m.kvBlocksTotal.set({ tier: "host" }, s.hostBlocksTotal);
     m.kvBlocksCached.set(s.kvBlocksCached);
+    const vllm = this.vllm;
+    vllm.running.set(this.model, s.running);
+    vllm.waiting.set(this.model, s.waiting + s.paused); // vLLM requeues preempted requests
+    vllm.kvCacheUsage.set(this.model, s.kvBlocksTotal > 0 ? s.kvBlocksUsed / s.kvBlocksTotal : 0);
     const now = {
       tokensGenerated: s.tokensGenerated,
       preemptions: s.preemptions,
@@ -107,6 +138,7 @@ export class ServerMetrics {
     const grew = (k: keyof typeof now) => Math.max(0, now[k] - this.last[k]);
     m.tokensGenerated.inc(grew("tokensGenerated"));
     m.preemptions.inc(grew("preemptions"));
+    vllm.preemptions.inc(this.model, grew("preemptions"));
     m.swaps.inc({ direction: "out" }, grew("swapsOut"));
     m.swaps.inc({ direction: "in" }, grew("swapsIn"));
     m.kvBytesMoved.inc({ direction: "out" }, grew("bytesOut"));

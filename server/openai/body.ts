@@ -1,22 +1,46 @@
 // Reads a request body as JSON and checks its shape against a zod schema, answering with OpenAI's
-// 400 envelopes (not JSON, wrong content type, the first field that does not fit).
+// envelopes: 415 unless the media type is exactly application/json, 400 for a body that is not
+// JSON or the first field that does not fit.
+//
+// The media type is parsed, not searched: `text/plain;charset=application/json` is text/plain. That
+// matters for safety, not only for conformance: text/plain is a type a web page may send to any
+// server without a CORS preflight, so only a parsed application/json guarantees the browser asked
+// this server's CORS policy (middleware/cross_origin.ts) first.
 
 import type { Context } from "hono";
 import type { z } from "zod";
 import { ApiError, zodToApiError } from "./errors.ts";
 
 export async function parseBody<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
-  const type = c.req.header("content-type") ?? "";
-  if (!type.includes("application/json")) {
-    throw new ApiError(400, "Content-Type must be application/json", null, "invalid_content_type");
+  const header = c.req.header("content-type");
+  if (mediaType(header) !== "application/json") {
+    // 415, not 400 (RFC 9110 §15.5.16): the body was not even read, and a client can tell a wrong
+    // header from a wrong body by the status alone.
+    throw new ApiError(
+      415,
+      `Content-Type must be application/json (got ${header ? `'${header}'` : "none"})`,
+      null,
+      "invalid_content_type",
+    );
   }
   let body: unknown;
   try {
     body = await c.req.json();
-  } catch {
+  } catch (err) {
+    if (err instanceof ApiError) throw err; // the body itself failed (too slow: 408)
     throw new ApiError(400, "The request body is not valid JSON", null, "invalid_json");
   }
   const parsed = schema.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error);
   return parsed.data;
+}
+
+/**
+ * The `type/subtype` of a Content-Type header, lower-cased, its parameters dropped (RFC 9110
+ * §8.3.1); null when the header is absent or not of that form.
+ */
+export function mediaType(header: string | undefined): string | null {
+  if (header === undefined) return null;
+  const essence = header.split(";", 1)[0].trim().toLowerCase();
+  return /^[!#$%&'*+.^_`|~0-9a-z-]+\/[!#$%&'*+.^_`|~0-9a-z-]+$/.test(essence) ? essence : null;
 }

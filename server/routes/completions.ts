@@ -10,7 +10,7 @@ import { respondSse } from "../completions/respond_sse.ts";
 import { submit } from "../completions/submit.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
-import { ApiError } from "../openai/errors.ts";
+import { checkModel } from "../openai/errors.ts";
 import type { SharedFields } from "../openai/schemas.ts";
 import { readyModel, type ServerState } from "../state.ts";
 
@@ -18,19 +18,13 @@ export function completionsRoutes(state: ServerState, modelId: string): Hono<Obs
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
     const { runtime, tokenizer } = readyModel(state);
     const body = await parseBody(c, kind.schema);
-    if (body.model !== modelId && body.model !== "default") {
-      throw new ApiError(
-        404,
-        `The model '${body.model}' does not exist; this server serves '${modelId}'`,
-        "model",
-        "model_not_found",
-      );
-    }
+    checkModel(body.model, modelId);
     const req = buildRequest(kind, body, tokenizer, modelId);
     const abort = new AbortController();
     c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
     const handle = submit(runtime, { ...req.params, signal: abort.signal }, kind.promptParam);
     const run = { handle, text: req.text, signal: abort.signal, observer: c.get("observer") };
+    run.observer.generating();
     return req.stream ? respondSse(c, req, run, abort) : await respondJson(c, req, run);
   }
 

@@ -102,7 +102,7 @@ Deno.test("observeStep: a few noisy steps move the profiled line only a little",
   assertEquals(observeStep(m0, { rows: 4 }, NaN), m0);
 });
 
-Deno.test("a load with warm-up profiles a plain, finite model; skipWarmUp skips it", async () => {
+Deno.test("a load with a host tier profiles a plain, finite model; without one, or with skipWarmUp, it does not", async () => {
   const dir = await Deno.makeTempDir({ prefix: "sluice-cost-" });
   try {
     await writeTinyModel(dir, {
@@ -115,10 +115,21 @@ Deno.test("a load with warm-up profiles a plain, finite model; skipWarmUp skips 
       dtype: "F32",
       seed: 1,
     });
-    const options = { modelDir: dir, gpu: await testGpu(), gpuKvMb: 1, maxSlots: 4, maxRows: 16 };
+    const options = {
+      modelDir: dir,
+      gpu: await testGpu(),
+      gpuKvMb: 1,
+      hostKvMb: 1,
+      maxSlots: 4,
+      maxRows: 16,
+    };
     const skipped = await Engine.load({ ...options, skipWarmUp: true });
     assertEquals(skipped.info.costModel, undefined);
     await skipped.close();
+    // Nothing prices copies between tiers without a host tier: start-up skips the ~1 s profile.
+    const deviceOnly = await Engine.load({ ...options, hostKvMb: 0 });
+    assertEquals(deviceOnly.info.costModel, undefined);
+    await deviceOnly.close();
 
     const engine = await Engine.load(options);
     try {

@@ -77,7 +77,7 @@ Deno.test("app: bad input gets OpenAI error envelopes, never a crash", async () 
     const wrongType = await s.post("/v1/completions", "{}", {
       headers: { "content-type": "text/plain" },
     });
-    assertEquals(wrongType.status, 400);
+    assertEquals(wrongType.status, 415);
     assertEquals((await wrongType.json()).error.code, "invalid_content_type");
 
     const context = s.runtime.info.maxContext;
@@ -105,7 +105,8 @@ Deno.test("app: bad input gets OpenAI error envelopes, never a crash", async () 
     assertEquals((await unknown.json()).error.code, "not_found");
 
     const m = await s.scrape();
-    assertEquals(sampleValue(m, "sluice_requests_total", { status: "400" }), 11);
+    assertEquals(sampleValue(m, "sluice_requests_total", { status: "400" }), 10);
+    assertEquals(sampleValue(m, "sluice_requests_total", { status: "415" }), 1);
     assertEquals(sampleValue(m, "sluice_requests_total", { status: "404" }), 1); // the model; /v2 is not counted
     assertEquals(sampleValue(m, "sluice_requests_total", { status: "413" }), 1);
     assertEquals(s.metrics.openRequests, 0);

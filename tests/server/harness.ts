@@ -92,7 +92,7 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
     });
   }
   const state: ServerState = { model: { status: "ready", runtime, tokenizer }, draining: false };
-  const metrics = new ServerMetrics();
+  const metrics = new ServerMetrics(MODEL_ID);
   const config = { modelId: MODEL_ID, maxBodyBytes: 64 * 1024, ...opts.config };
   const app = createApp(state, config, metrics);
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, app.fetch);

@@ -1,7 +1,9 @@
 // Binds shaders/matmul.wgsl: y = x · Wᵀ (store, fused residual add, or fused SwiGLU), batch invariant.
 //
 // One pipeline per row-tile height; encode picks the smallest tile that covers the batch so decode
-// (1..16 rows) reads each weight once per step while a single row pays for no unused rows.
+// (1..16 rows) reads each weight once per step while a single row pays for no unused rows. A tile's
+// pipeline is built the first time a step needs it: the big tiles are large unrolled shaders that
+// cost hundreds of ms each to build (more to JIT), and a server may never need some of them.
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
@@ -46,8 +48,10 @@ const MODE_CODES: Record<MatmulMode, number> = { store: 0, add: 1, glu: 2 };
  * growing. 24 outputs x 8 lanes = 192 divides the usual Llama widths (576, 960, 1536, 49152), so
  * few lanes compute clamped outputs. GLU reads two weight rows per output and halves `outs`.
  *
- * llvmpipe JIT-compiles a pipeline at its first dispatch (the 16-row tile: 3-6 s per mode, cached
- * on disk by Mesa afterwards), so a caller should run every tile once while loading.
+ * Building the pipelines of the four tiles takes about 3 s on llvmpipe even with Mesa's shader
+ * cache warm, and llvmpipe JIT-compiles a pipeline at its first dispatch (the 16-row tile: 3-6 s
+ * per mode on a cold cache). Pipelines are built on first use; the engine's warm-up runs the tiles
+ * it wants ready at load (engine.ts).
  */
 export const MATMUL_TILES: readonly MatmulTile[] = [
   { rows: 1, outs: 8 },
@@ -78,36 +82,50 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
   // The vector path reads weight rows and writes y in 16-byte words, so they must start on one.
   const vector = K % 8 === 0 && N % 4 === 0 && ldy % 4 === 0 && yCol % 4 === 0;
   const params = new ParamsUniform(gpu, [K, N, ldy, yCol]);
-  const variants = (vector ? MATMUL_TILES : SCALAR_TILES).map((tile) => {
-    const outs = mode === "glu" ? Math.max(1, tile.outs / 2) : tile.outs;
+  const tiles = vector ? MATMUL_TILES : SCALAR_TILES;
+  const groupsOf = (tile: MatmulTile) => Math.ceil(N / (LANES * outsOf(tile, mode)));
+  for (const tile of tiles) {
+    const groups = groupsOf(tile);
+    if (groups > MAX_WORKGROUPS) throw new RangeError(`matmul: N=${N} needs ${groups} workgroups`);
+  }
+  const built:
+    ({ groups: number; pipeline: GPUComputePipeline; bindGroup: GPUBindGroup } | null)[] = tiles
+      .map(() => null);
+  const variant = (i: number) => {
+    const ready = built[i];
+    if (ready) return ready;
+    const tile = tiles[i];
+    const outs = outsOf(tile, mode);
     const pipeline = getPipeline(
       gpu,
       unrollTile(source, tile.rows, outs),
       vector ? "matmulVec" : "matmulScalar",
       { LANES, TILE_ROWS: tile.rows, OUTS: outs, W_F16: gpu.f16 ? 1 : 0, MODE: MODE_CODES[mode] },
     );
-    const groups = Math.ceil(N / (LANES * outs));
-    if (groups > MAX_WORKGROUPS) throw new RangeError(`matmul: N=${N} needs ${groups} workgroups`);
-    return {
-      tileRows: tile.rows,
-      groups,
-      pipeline,
-      bindGroup: bindBuffers(gpu, pipeline, [params.buffer, args.x, args.w, args.y]),
-    };
-  });
+    const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.x, args.w, args.y]);
+    return built[i] = { groups: groupsOf(tile), pipeline, bindGroup };
+  };
 
   return {
     encode(pass, rows) {
       if (rows <= 0) return;
-      const v = variants.find((v) => rows <= v.tileRows) ?? variants[variants.length - 1];
-      const tiles = Math.ceil(rows / v.tileRows);
-      if (tiles > MAX_WORKGROUPS) throw new RangeError(`matmul: ${rows} rows exceed one dispatch`);
+      // The smallest tile that covers the rows; beyond the largest, several of the largest.
+      const fit = tiles.findIndex((t) => rows <= t.rows);
+      const i = fit < 0 ? tiles.length - 1 : fit;
+      const v = variant(i);
+      const count = Math.ceil(rows / tiles[i].rows);
+      if (count > MAX_WORKGROUPS) throw new RangeError(`matmul: ${rows} rows exceed one dispatch`);
       params.setRows(rows);
       pass.setPipeline(v.pipeline);
       pass.setBindGroup(0, v.bindGroup);
-      pass.dispatchWorkgroups(v.groups, tiles);
+      pass.dispatchWorkgroups(v.groups, count);
     },
   };
+}
+
+/** Outputs per lane: GLU reads two weight rows per output, so it halves the tile's. */
+function outsOf(tile: MatmulTile, mode: MatmulMode): number {
+  return mode === "glu" ? Math.max(1, tile.outs / 2) : tile.outs;
 }
 
 /**

@@ -1,5 +1,5 @@
 // ServerMetrics: what one scrape takes from the runtime's stats (gauges, counter deltas, KV per
-// tier) and how a request observer counts a request once, by status.
+// tier), how a request observer counts a request once, by status, and vLLM's names beside Sluice's.
 
 import type { RuntimeStats } from "../../../runtime/service.ts";
 import { parsePrometheusText, sampleValue } from "../../../server/metrics/parse.ts";
@@ -70,7 +70,15 @@ Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hi
     metrics.observeRuntime(fakeRuntime(stats));
     return parsePrometheusText(metrics.render());
   };
-  const swaps = { swapsOut: 3, swapsIn: 2, blocksOut: 0, blocksIn: 0, blocksWrittenThrough: 0 };
+  const swaps = {
+    swapsOut: 3,
+    swapsIn: 2,
+    blocksOut: 0,
+    blocksIn: 0,
+    blocksWrittenThrough: 0,
+    repeatSwapsOut: 0,
+    repeatBlocksOut: 0,
+  };
   const prefix = { entries: 4, hitBlocks: 10, lookupBlocks: 16, evictions: 0 };
   let s = scrape({
     hostBlocksUsed: 7,
@@ -120,4 +128,45 @@ Deno.test("server metrics: an observer counts its request once and closes it", (
   assertEquals(sampleValue(s, "sluice_ttft_seconds_count"), 1);
   assertEquals(sampleValue(s, "sluice_inter_token_seconds_count"), 1);
   assertEquals(sampleValue(s, "sluice_stall_seconds_total"), 0.25);
+});
+
+Deno.test("server metrics: vLLM's names, labelled with the model, read the same events", () => {
+  const metrics = new ServerMetrics("tiny");
+  const model = { model_name: "tiny" };
+  const scrape = (stats: Partial<RuntimeStats>) => {
+    metrics.observeRuntime(fakeRuntime(stats));
+    return parsePrometheusText(metrics.render());
+  };
+  let s = scrape({ waiting: 3, paused: 2, running: 5, kvBlocksUsed: 16, kvBlocksTotal: 64 });
+  assertEquals(sampleValue(s, "vllm:num_requests_running", model), 5);
+  // vLLM puts preempted requests back in its waiting queue: Sluice's paused ones count there.
+  assertEquals(sampleValue(s, "vllm:num_requests_waiting", model), 5);
+  assertEquals(sampleValue(s, "vllm:kv_cache_usage_perc", model), 0.25);
+  s = scrape({ preemptions: 4, kvBlocksTotal: 0 });
+  assertEquals(sampleValue(s, "vllm:num_preemptions_total", model), 4);
+  assertEquals(sampleValue(s, "vllm:kv_cache_usage_perc", model), 0, "no pool yet: 0, not NaN");
+  s = scrape({ preemptions: 9 });
+  assertEquals(sampleValue(s, "vllm:num_preemptions_total", model), 9);
+
+  // Latencies: TTFT and token gaps from every request that sends tokens; end-to-end only from
+  // generation requests that complete.
+  const done = metrics.requestStarted();
+  done.generating();
+  done.token();
+  done.token();
+  done.token();
+  done.finish(200);
+  const cut = metrics.requestStarted();
+  cut.generating();
+  cut.token();
+  cut.finish(499);
+  metrics.requestStarted().finish(200); // GET /v1/models
+  s = parsePrometheusText(metrics.render());
+  assertEquals(sampleValue(s, "vllm:time_to_first_token_seconds_count", model), 2);
+  assertEquals(sampleValue(s, "vllm:inter_token_latency_seconds_count", model), 2);
+  assertEquals(sampleValue(s, "vllm:e2e_request_latency_seconds_count", model), 1);
+  assertEquals(
+    sampleValue(s, "vllm:time_to_first_token_seconds_sum", model),
+    sampleValue(s, "sluice_ttft_seconds_sum"),
+  );
 });

@@ -1,10 +1,11 @@
 // /v1/chat/completions and /v1/completions over HTTP, driven by the official `openai` client and by
-// raw fetch: both endpoints streamed and not, logprobs, stop strings, SSE framing, the reading
-// rate's range, and concurrent streams against the same requests run alone.
+// raw fetch: both endpoints streamed and not, logprobs (by text and by token id), stop strings,
+// SSE framing, the reading rate's range, fields refused unless neutral, and concurrent streams
+// against the same requests run alone.
 
 import type OpenAI from "openai";
 import { MAX_READING_RATE, MIN_READING_RATE } from "../../../runtime/service.ts";
-import { assert, assertEquals } from "../../helpers/testing.ts";
+import { assert, assertEquals, assertMatch } from "../../helpers/testing.ts";
 import { MODEL_ID, sseData, startServer } from "../harness.ts";
 
 Deno.test("completions: openai client, chat and completions, stream and not", async (t) => {
@@ -199,6 +200,160 @@ Deno.test("completions: 16 concurrent streams match the same requests run alone"
       return text;
     }));
     assertEquals(together, alone);
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("completions: return_tokens_as_token_ids keeps all K top logprobs, named token_id:N", async (t) => {
+  const s = await startServer();
+  try {
+    const K = 20;
+    const body = {
+      model: MODEL_ID,
+      prompt: [5, 6, 7, 8],
+      max_tokens: 8,
+      temperature: 0,
+      logprobs: K,
+      ignore_eos: true,
+    };
+    const complete = async (extra: object) => {
+      const res = await s.post("/v1/completions", { ...body, ...extra });
+      assertEquals(res.status, 200);
+      return (await res.json()).choices[0];
+    };
+    const byText = await complete({});
+    await t.step("by text, tokens that decode alike share one key", () => {
+      // The tiny model's byte tokens 128-255 all decode to U+FFFD on their own.
+      const sizes = byText.logprobs.top_logprobs.map((top: object) => Object.keys(top).length);
+      assert(sizes.some((n: number) => n < K), `some step lost keys (${sizes})`);
+    });
+    await t.step("by id, every step has exactly K keys", async () => {
+      const byId = await complete({ return_tokens_as_token_ids: true });
+      const lp = byId.logprobs;
+      assertEquals(byId.text, byText.text);
+      assertEquals(lp.text_offset, byText.logprobs.text_offset, "offsets count decoded text");
+      for (const [i, top] of lp.top_logprobs.entries()) {
+        const keys = Object.keys(top);
+        assertEquals(keys.length, K, `step ${i}`);
+        for (const key of keys) assertMatch(key, /^token_id:\d+$/);
+        assertMatch(lp.tokens[i], /^token_id:\d+$/);
+        // Greedy: the chosen token is the most likely one, with its own logprob.
+        assertEquals(top[lp.tokens[i]], lp.token_logprobs[i]);
+        assertEquals(Math.max(...Object.values(top) as number[]), lp.token_logprobs[i]);
+      }
+      // The ids decode back to the text through /detokenize.
+      const ids = lp.tokens.map((t: string) => Number(t.slice("token_id:".length)));
+      const detok = await s.post("/detokenize", { tokens: ids });
+      assertEquals((await detok.json()).prompt, byId.text);
+    });
+    await t.step("streamed completions: every chunk's steps have K keys", async () => {
+      const res = await s.post("/v1/completions", {
+        ...body,
+        stream: true,
+        return_tokens_as_token_ids: true,
+      });
+      const chunks = (await sseData(res)).slice(0, -1).map((d) => JSON.parse(d));
+      let steps = 0;
+      for (const c of chunks) {
+        for (const top of c.choices[0].logprobs?.top_logprobs ?? []) {
+          assertEquals(Object.keys(top).length, K);
+          steps++;
+        }
+      }
+      assertEquals(steps, 8);
+    });
+    await t.step("chat: token and top_logprobs tokens are token_id:N", async () => {
+      const res = await s.post("/v1/chat/completions", {
+        model: MODEL_ID,
+        messages: [{ role: "user", content: "x" }],
+        max_tokens: 4,
+        temperature: 0,
+        logprobs: true,
+        top_logprobs: K,
+        ignore_eos: true,
+        return_tokens_as_token_ids: true,
+      });
+      const content = (await res.json()).choices[0].logprobs.content;
+      assertEquals(content.length, 4);
+      for (const c of content) {
+        assertMatch(c.token, /^token_id:\d+$/);
+        assertEquals(new Set(c.top_logprobs.map((e: { token: string }) => e.token)).size, K);
+        for (const e of c.top_logprobs) assertMatch(e.token, /^token_id:\d+$/);
+      }
+    });
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("completions: empty stop strings and fields Sluice does not implement get a 400 naming them", async () => {
+  const s = await startServer();
+  try {
+    const chat = { model: MODEL_ID, messages: [{ role: "user", content: "x" }], max_tokens: 2 };
+    const text = { model: MODEL_ID, prompt: "x", max_tokens: 2 };
+    const refused: [string, object, string][] = [
+      ["/v1/completions", { ...text, stop: "" }, "stop"],
+      ["/v1/completions", { ...text, stop: ["a", ""] }, "stop"],
+      ["/v1/chat/completions", { ...chat, stop: "" }, "stop"],
+      [
+        "/v1/chat/completions",
+        { ...chat, tools: [{ type: "function", function: { name: "f" } }] },
+        "tools",
+      ],
+      ["/v1/chat/completions", { ...chat, tool_choice: "required" }, "tool_choice"],
+      ["/v1/chat/completions", {
+        ...chat,
+        tool_choice: { type: "function", function: { name: "f" } },
+      }, "tool_choice"],
+      ["/v1/chat/completions", { ...chat, functions: [{ name: "f" }] }, "functions"],
+      ["/v1/chat/completions", { ...chat, function_call: { name: "f" } }, "function_call"],
+      [
+        "/v1/chat/completions",
+        { ...chat, response_format: { type: "json_object" } },
+        "response_format",
+      ],
+      ["/v1/chat/completions", {
+        ...chat,
+        response_format: { type: "json_schema", json_schema: {} },
+      }, "response_format"],
+      ["/v1/completions", { ...text, response_format: { type: "json_object" } }, "response_format"],
+      ["/v1/chat/completions", { ...chat, logit_bias: { "5": 100 } }, "logit_bias"],
+      ["/v1/completions", { ...text, logit_bias: { "5": -100 } }, "logit_bias"],
+      ["/v1/completions", { ...text, min_p: 0.1 }, "min_p"],
+      ["/v1/completions", { ...text, repetition_penalty: 1.2 }, "repetition_penalty"],
+      ["/v1/chat/completions", { ...chat, top_logprobs: 3 }, "top_logprobs"],
+    ];
+    for (const [path, body, param] of refused) {
+      const res = await s.post(path, body);
+      const json = await res.json();
+      assertEquals(res.status, 400, `${path} ${JSON.stringify(body)}`);
+      assertEquals(json.error.param, param);
+      assertEquals(json.error.type, "invalid_request_error");
+      assert(json.error.message.includes(param), json.error.message);
+    }
+    // Their neutral values change nothing, so they are accepted.
+    const accepted: [string, object][] = [
+      ["/v1/chat/completions", {
+        ...chat,
+        tools: [],
+        tool_choice: "none",
+        functions: [],
+        function_call: "auto",
+        parallel_tool_calls: false,
+        response_format: { type: "text" },
+        logit_bias: {},
+        min_p: 0,
+        repetition_penalty: 1,
+        stop: ["a"],
+      }],
+      ["/v1/chat/completions", { ...chat, tool_choice: "auto", logit_bias: null, tools: null }],
+      ["/v1/completions", { ...text, response_format: { type: "text" }, stop: "a" }],
+    ];
+    for (const [path, body] of accepted) {
+      const res = await s.post(path, body);
+      assertEquals(res.status, 200, JSON.stringify(await res.json()));
+    }
   } finally {
     await s.close();
   }

@@ -1,6 +1,6 @@
 // GET /metrics over a running server: requests counted by final status (429 refusals, 499 for a
 // client that went away from a streamed or a whole response), preemptions and paused requests
-// from the runtime, and KV blocks per tier.
+// from the runtime, and KV blocks per tier; vLLM's names for the same, labelled with the model.
 
 import { sampleValue } from "../../../server/metrics/parse.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
@@ -102,7 +102,7 @@ function budgetForBlocks(blocks: number, maxSlots: number, blockSize = 16, maxPo
   return (table + blocks * perBlock) / 2 ** 20;
 }
 
-Deno.test("/metrics: preemptions, paused requests and KV blocks per tier", async () => {
+Deno.test("/metrics: preemptions, paused requests and KV blocks per tier, in both namings", async () => {
   const maxSlots = 8;
   const s = await startServer({
     engine: { maxSlots, maxRows: 32, gpuKvMb: budgetForBlocks(40, maxSlots) },
@@ -120,14 +120,22 @@ Deno.test("/metrics: preemptions, paused requests and KV blocks per tier", async
     // positions) per layer: fcfs must preempt. Scrape while they run to see the gauges move.
     let peakPaused = 0;
     let peakUsed = 0;
+    let peakUsage = 0;
     let running = true;
+    const model = { model_name: MODEL_ID };
     const scraping = (async () => {
       while (running) {
         const now = await s.scrape();
         peakPaused = Math.max(peakPaused, sampleValue(now, "sluice_paused_requests")!);
-        peakUsed = Math.max(
-          peakUsed,
-          sampleValue(now, "sluice_kv_blocks_used", { tier: "device" })!,
+        const used = sampleValue(now, "sluice_kv_blocks_used", { tier: "device" })!;
+        peakUsed = Math.max(peakUsed, used);
+        // vLLM's usage is the same scrape's device blocks in use, as a fraction.
+        const usage = sampleValue(now, "vllm:kv_cache_usage_perc", model)!;
+        assertEquals(usage, used / total);
+        peakUsage = Math.max(peakUsage, usage);
+        assertEquals(
+          sampleValue(now, "vllm:num_requests_waiting", model),
+          sampleValue(now, "sluice_queue_depth")! + sampleValue(now, "sluice_paused_requests")!,
         );
         await new Promise((r) => setTimeout(r, 5));
       }
@@ -148,6 +156,12 @@ Deno.test("/metrics: preemptions, paused requests and KV blocks per tier", async
     assertEquals(preemptions, s.runtime.stats().preemptions);
     assert(preemptions >= 2, `only ${preemptions} preemptions (peak paused ${peakPaused})`);
     assert(peakUsed > 0, "KV blocks in use while requests ran");
+    assert(peakUsage > 0 && peakUsage <= 1, `vllm:kv_cache_usage_perc peaked at ${peakUsage}`);
+    assertEquals(sampleValue(m, "vllm:num_preemptions_total", model), preemptions);
+    assertEquals(sampleValue(m, "vllm:num_requests_running", model), 0);
+    assertEquals(sampleValue(m, "vllm:time_to_first_token_seconds_count", model), 8);
+    assertEquals(sampleValue(m, "vllm:e2e_request_latency_seconds_count", model), 8);
+    assertEquals(sampleValue(m, "vllm:inter_token_latency_seconds_count", model), 8 * 39);
     assertEquals(sampleValue(m, "sluice_paused_requests"), 0);
     assertEquals(sampleValue(m, "sluice_kv_blocks_used", { tier: "device" }), 0);
   } finally {

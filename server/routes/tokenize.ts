@@ -1,0 +1,41 @@
+// POST /tokenize and POST /detokenize, in vLLM's shapes: a client counts a prompt's tokens against
+// the context (or builds a token-id prompt) with the server's own tokenizer and chat template, and
+// turns the ids of `return_tokens_as_token_ids` logprobs back into text. Mounted at the root, as
+// vLLM has them, behind the same API key, body limits and error envelope as /v1.
+
+import { Hono } from "hono";
+import { chatPromptIds, textPromptIds } from "../completions/kinds.ts";
+import type { ObservedEnv } from "../middleware/count_requests.ts";
+import { parseBody } from "../openai/body.ts";
+import { ApiError, checkModel } from "../openai/errors.ts";
+import { DetokenizeRequest, TokenizeRequest } from "../openai/schemas.ts";
+import { readyModel, type ServerState } from "../state.ts";
+
+export function tokenizeRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
+  return new Hono<ObservedEnv>()
+    .post("/tokenize", async (c) => {
+      const { runtime, tokenizer } = readyModel(state);
+      const body = await parseBody(c, TokenizeRequest);
+      checkModel(body.model, modelId);
+      // The same ids the chat and completions endpoints would run.
+      const tokens = body.messages
+        ? chatPromptIds(tokenizer, body.messages, body.add_generation_prompt ?? true)
+        : textPromptIds(tokenizer, body.prompt!, body.add_special_tokens ?? true);
+      return c.json({ count: tokens.length, max_model_len: runtime.info.maxContext, tokens });
+    })
+    .post("/detokenize", async (c) => {
+      const { tokenizer } = readyModel(state);
+      const body = await parseBody(c, DetokenizeRequest);
+      checkModel(body.model, modelId);
+      const bad = body.tokens.find((id) => id >= tokenizer.vocabSize);
+      if (bad !== undefined) {
+        throw new ApiError(
+          400,
+          `Token id ${bad} is outside the vocabulary (0..${tokenizer.vocabSize - 1})`,
+          "tokens",
+          "invalid_value",
+        );
+      }
+      return c.json({ prompt: tokenizer.decode(body.tokens) });
+    });
+}
