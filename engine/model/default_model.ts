@@ -37,9 +37,9 @@ export function fallbackNotice(reason: string): string {
     `*   ${reason}`,
     "* Using the DEMO model instead: a small RANDOM model. Its replies are noise; it exercises the",
     "* whole server (API, streaming, metrics) with no download.",
-    "* For real answers: run again with network access (the model is downloaded once), or pass",
+    "* For real answers, run again with network access (the model is downloaded once), or pass",
     "*   --model /path/to/model-dir   (a Hugging Face checkout: config.json, tokenizer, safetensors)",
-    "* and --model demo to choose the demo model without this notice.",
+    "* --model demo picks the demo model on purpose, without trying the download.",
     rule,
   ].join("\n");
 }
