@@ -4,29 +4,12 @@
 import type { RuntimeStats } from "../../../runtime/service.ts";
 import { parsePrometheusText, sampleValue } from "../../../server/metrics/parse.ts";
 import { type RuntimeView, ServerMetrics } from "../../../server/metrics/server_metrics.ts";
+import { IDLE_STATS } from "../../helpers/idle_stats.ts";
 import { assertEquals } from "../../helpers/testing.ts";
 
 function fakeRuntime(stats: Partial<RuntimeStats>, stepMs: number[] = []): RuntimeView {
-  const idle = {
-    waiting: 0,
-    paused: 0,
-    running: 0,
-    kvBlocksUsed: 0,
-    kvBlocksCached: 0,
-    kvBlocksTotal: 0,
-    hostBlocksUsed: 0,
-    hostBlocksTotal: 0,
-    swaps: null,
-    kvBytesMoved: { out: 0, in: 0 },
-    prefix: null,
-    steps: 0,
-    tokensGenerated: 0,
-    preemptions: 0,
-    requests: [],
-  };
   return {
-    // A cast: fields the metrics do not read may be added to RuntimeStats without touching this.
-    stats: () => ({ ...idle, ...stats }) as RuntimeStats,
+    stats: () => ({ ...IDLE_STATS, ...stats }),
     takeStepTimes: () => stepMs.splice(0),
   };
 }

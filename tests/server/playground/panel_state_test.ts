@@ -6,26 +6,10 @@ import type { Runtime, RuntimeStats } from "../../../runtime/service.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../../../server/playground/panel_state.ts";
 import type { ServerState } from "../../../server/state.ts";
+import { IDLE_STATS } from "../../helpers/idle_stats.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
-// A cast: fields the panel does not read may be added to RuntimeStats without touching this.
-const IDLE = {
-  waiting: 0,
-  paused: 0,
-  running: 0,
-  kvBlocksUsed: 0,
-  kvBlocksCached: 0,
-  kvBlocksTotal: 0,
-  hostBlocksUsed: 0,
-  hostBlocksTotal: 0,
-  swaps: null,
-  kvBytesMoved: { out: 0, in: 0 },
-  prefix: null,
-  steps: 0,
-  tokensGenerated: 0,
-  preemptions: 0,
-  requests: [],
-} as unknown as RuntimeStats;
+const IDLE = IDLE_STATS;
 
 /** A ready server whose runtime reports `stats.current`, and a clock the test moves. */
 function fixture(windowMs = 5000) {
