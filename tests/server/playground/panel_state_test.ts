@@ -2,7 +2,7 @@
 // ServerMetrics over a window of recent samples, and what it says before the model is ready.
 
 import type { Tokenizer } from "../../../engine/model/tokenizer.ts";
-import type { Runtime, RuntimeStats } from "../../../runtime/service.ts";
+import type { Runtime } from "../../../runtime/service.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../../../server/playground/panel_state.ts";
 import type { ServerState } from "../../../server/state.ts";
