@@ -26,5 +26,10 @@ export function readyModel(state: ServerState): { runtime: Runtime; tokenizer: T
     throw new ApiError(503, "The model is still loading", null, "model_loading");
   }
   // Like /health: no absolute paths to clients (the server log has the full message).
-  throw new ApiError(503, `The model failed to load: ${redactPaths(s.error)}`, null, "model_failed");
+  throw new ApiError(
+    503,
+    `The model failed to load: ${redactPaths(s.error)}`,
+    null,
+    "model_failed",
+  );
 }
