@@ -129,16 +129,20 @@ type EngineFlagValues = z.infer<typeof EngineFlags>;
 /** The engine and runtime options every command shares, from its flags. */
 function runtimeOptions(flags: EngineFlagValues) {
   return {
-    gpuKvMb: flags["gpu-kv-mb"],
-    maxSlots: flags["max-batch"],
-    maxRows: flags["prefill-chunk"],
-    forceF32: flags.f32,
-    policy: flags.sched,
-    prefixCache: flags["prefix-cache"] === "on",
-    hostKvMb: flags["host-kv-mb"],
-    preempt: flags.preempt,
-    writeThrough: flags["write-through"] === "on",
-    swapReuse: flags["swap-reuse"] === "on",
+    engine: {
+      gpuKvMb: flags["gpu-kv-mb"],
+      maxSlots: flags["max-batch"],
+      maxRows: flags["prefill-chunk"],
+      forceF32: flags.f32,
+      hostKvMb: flags["host-kv-mb"],
+    },
+    runtime: {
+      policy: flags.sched,
+      prefixCache: flags["prefix-cache"] === "on",
+      preempt: flags.preempt,
+      writeThrough: flags["write-through"] === "on",
+      swapReuse: flags["swap-reuse"] === "on",
+    },
   };
 }
 
@@ -151,10 +155,10 @@ async function generate(args: string[]): Promise<void> {
   const { openRuntime } = await import("./runtime/open.ts");
   const { StreamDecoder } = await import("./engine/model/tokenizer.ts");
   const model = await chooseModel(flags.model, log);
+  const options = runtimeOptions(flags);
   const { runtime, tokenizer: tok } = await openRuntime(model.dir, {
-    ...runtimeOptions(flags),
-    maxQueue: 1,
-    maxTokensLimit: Number.MAX_SAFE_INTEGER,
+    engine: options.engine,
+    runtime: { ...options.runtime, maxQueue: 1, maxTokensLimit: Number.MAX_SAFE_INTEGER },
     inProcess: true,
   });
   try {
@@ -202,13 +206,17 @@ async function serveCommand(args: string[]): Promise<void> {
   // Resolved (downloaded, or given way to the demo model) before the port opens: the id clients
   // see must be the model's that is served.
   const model = await chooseModel(flags.model, log);
+  const options = runtimeOptions(flags);
   await serve({ ...flags, model: model.id }, () =>
     openRuntime(model.dir, {
-      ...runtimeOptions(flags),
-      maxQueue: flags["max-queue"],
-      maxTokensLimit: flags["max-tokens-limit"],
-      defaultReadingRate: flags["reading-rate"],
-      defaultSlo: { ttftMs: flags["slo-ttft-ms"], tbtMs: flags["slo-tbt-ms"] },
+      engine: options.engine,
+      runtime: {
+        ...options.runtime,
+        maxQueue: flags["max-queue"],
+        maxTokensLimit: flags["max-tokens-limit"],
+        defaultReadingRate: flags["reading-rate"],
+        defaultSlo: { ttftMs: flags["slo-ttft-ms"], tbtMs: flags["slo-tbt-ms"] },
+      },
     }));
 }
 

@@ -10,10 +10,9 @@ import { Tokenizer } from "../engine/model/tokenizer.ts";
 import { progressBar } from "../engine/util/progress.ts";
 import { Runtime, type RuntimeOptions } from "./service.ts";
 
-export interface OpenOptions
-  extends
-    Omit<EngineOptions, "modelDir" | "gpu" | "onLoadProgress">,
-    Omit<RuntimeOptions, "eosIds"> {
+export interface OpenOptions {
+  engine: Omit<EngineOptions, "modelDir" | "gpu" | "onLoadProgress">;
+  runtime: Omit<RuntimeOptions, "eosIds">;
   /** Run the engine on this thread instead of a Worker (the `generate` command, tests). */
   inProcess?: boolean;
 }
@@ -32,23 +31,11 @@ export async function openRuntime(
   const modelDir = await resolveModel(model, log);
   const files = await openModelDir(modelDir);
   const tokenizer = new Tokenizer(files);
-  const {
-    inProcess,
-    policy,
-    prefixCache,
-    preempt,
-    writeThrough,
-    swapReuse,
-    maxQueue,
-    maxTokensLimit,
-    defaultReadingRate,
-    defaultSlo,
-    ...engineOpts
-  } = options;
+  const { policy, prefixCache, preempt } = options.runtime;
   const progress = progressBar("loading weights");
-  const engine: StepEngine = inProcess
-    ? await Engine.load({ ...engineOpts, modelDir, onLoadProgress: progress })
-    : await WorkerEngine.load({ ...engineOpts, modelDir }, progress);
+  const engine: StepEngine = options.inProcess
+    ? await Engine.load({ ...options.engine, modelDir, onLoadProgress: progress })
+    : await WorkerEngine.load({ ...options.engine, modelDir }, progress);
   const i = engine.info;
   const mib = (b: number) => (b / 2 ** 20).toFixed(1);
   const blocks = i.blocksPerArena.reduce((a, b) => a + b, 0);
@@ -64,17 +51,6 @@ export async function openRuntime(
         ? `; host KV ${i.hostBlocks} blocks, preempt by ${preempt ?? "recompute"}`
         : ""),
   );
-  const runtime = new Runtime(engine, {
-    policy,
-    prefixCache,
-    preempt,
-    writeThrough,
-    swapReuse,
-    maxQueue,
-    maxTokensLimit,
-    defaultReadingRate,
-    defaultSlo,
-    eosIds: tokenizer.eosTokenIds,
-  });
+  const runtime = new Runtime(engine, { ...options.runtime, eosIds: tokenizer.eosTokenIds });
   return { runtime, tokenizer, modelDir };
 }

@@ -75,7 +75,7 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
   if (opts.worker) {
     ({ runtime, tokenizer } = await openRuntime(
       dir,
-      { ...engineSetup, ...runtimeOptions, skipWarmUp: true, inProcess: false },
+      { engine: { ...engineSetup, skipWarmUp: true }, runtime: runtimeOptions, inProcess: false },
       () => {},
     ));
   } else {
