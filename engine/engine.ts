@@ -9,7 +9,7 @@ import { type Gpu, openGpu } from "./gpu/device.ts";
 import { DeviceKv, type TableWrite } from "./kv/device_kv.ts";
 import { NOT_RESIDENT } from "./kv/block_pool.ts";
 import { HostKv } from "./kv/host_kv.ts";
-import type { KvCopy } from "./kv/kv_copies.ts";
+import type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
 import { type KvCopyStats, KvTransfers } from "./kv/kv_transfers.ts";
 import type { CostModel } from "./kv/cost_model.ts";
 import {
@@ -29,6 +29,7 @@ export type {
   CostModel,
   KvCopy,
   KvCopyStats,
+  KvPrefetch,
   OverlapMeasurement,
   SampleRecord,
   SamplingParams,
@@ -105,6 +106,13 @@ export interface StepPlan {
    * with copies may have no rows (a copy-only step; its records are []).
    */
   copies?: KvCopy[];
+  /**
+   * Offloaded layers' KV (offload distance): host blocks copied into device blocks just before
+   * their layer runs, after the layers before it. The device blocks are the prefetch region, which
+   * the step's tables must point those layers at; each layer may reuse the same region. Host
+   * blocks are read when step() is called; one still being filled by an "out" copy is refused.
+   */
+  prefetch?: KvPrefetch[];
   /** Block-table entries to upload before the step (new blocks, or a slot's new owner). */
   tables: TableWrite[];
   /** Sampling parameters of slots whose request changed. */
@@ -230,9 +238,13 @@ export class Engine implements StepEngine {
     if (this.closed) return Promise.reject(new Error("engine is closed"));
     const copies = plan.copies ?? [];
     const runs = this.transfers.plan(copies);
+    const prefetchRuns = this.transfers.planPrefetch(plan.prefetch ?? [], runs);
     const copyOnly = plan.rows.length === 0 && copies.length > 0;
     if (copyOnly && plan.samples.length > 0) {
       throw new Error(`a step with no rows cannot sample (${plan.samples.length} samples)`);
+    }
+    if (plan.rows.length === 0 && prefetchRuns.size > 0) {
+      throw new Error("a step with no rows cannot prefetch");
     }
     if (!copyOnly) this.forward.check(plan);
     for (const t of plan.tables) this.kv.checkTable(t.slot, t.layer, t.blocks, t.first);
@@ -240,7 +252,13 @@ export class Engine implements StepEngine {
     const landed = this.transfers.execute(runs);
     for (const t of plan.tables) this.kv.writeTable(t.slot, t.layer, t.blocks, t.first);
     for (const s of plan.sampling) this.forward.setSampling(s.slot, s.params);
-    const records = copyOnly ? Promise.resolve([]) : this.forward.submit(plan);
+    const staged = this.transfers.stagePrefetch(prefetchRuns);
+    const records = copyOnly
+      ? Promise.resolve([])
+      : this.forward.submit(plan, undefined, staged?.between);
+    // The staging buffers are needed until the GPU has run the step (a step with no samples
+    // resolves its records at once).
+    if (staged) this.gpu.device.queue.onSubmittedWorkDone().finally(() => staged.release());
     if (runs.length === 0) return records;
     return Promise.all([records, landed]).then(([r]) => r);
   }

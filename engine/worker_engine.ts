@@ -25,6 +25,7 @@ export class WorkerEngine implements StepEngine {
     steps: 0,
     out: { copies: 0, blocks: 0, bytes: 0 },
     in: { copies: 0, blocks: 0, bytes: 0 },
+    prefetch: { copies: 0, blocks: 0, bytes: 0 },
   };
 
   private constructor(private readonly worker: Worker, readonly info: EngineInfo) {

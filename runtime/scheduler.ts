@@ -11,12 +11,13 @@
 
 import type { BlockPool } from "../engine/kv/block_pool.ts";
 import type { PrefixIndex } from "../engine/kv/prefix_index.ts";
-import { DROPPED, NOT_RESIDENT } from "../engine/kv/block_pool.ts";
+import { NOT_RESIDENT } from "../engine/kv/block_pool.ts";
 import type { SampleRecord, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
 import type { Request } from "./request.ts";
 import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
 import type { SchedulingPolicy } from "./policy/policy.ts";
 import type { Landing, Swapper } from "./swapper.ts";
+import type { Offloader, OffloadLanding } from "./offload.ts";
 
 export interface SchedulerOptions {
   /**
@@ -27,6 +28,11 @@ export interface SchedulerOptions {
   preempt: "recompute" | "swap" | "partial";
   /** Full blocks (per layer) mirrored to the host per request per step; 0 = no write-through. */
   writeThroughBlocks: number;
+  /**
+   * The offload distance each running request should have (0: all layers on the device). Needs
+   * an offloader. Uniform: the same for all; a planner may pick per request.
+   */
+  offloadDistance?: (req: Request) => number;
 }
 
 export interface SchedulerLimits {
@@ -43,6 +49,8 @@ export interface BuiltStep {
   owners: Request[];
   /** Host copies that are complete once this step is delivered. */
   landings: Landing[];
+  /** Offloaded layers' copies out that are complete once this step is delivered. */
+  offloadLandings?: OffloadLanding[];
 }
 
 export class Scheduler {
@@ -66,6 +74,7 @@ export class Scheduler {
     private readonly prefixIndex: PrefixIndex | null = null,
     private readonly swapper: Swapper | null = null,
     private readonly options: SchedulerOptions = { preempt: "recompute", writeThroughBlocks: 0 },
+    private readonly offloader: Offloader | null = null,
   ) {
     this.freeSlots = Array.from({ length: limits.maxSlots }, (_, i) => limits.maxSlots - 1 - i);
   }
@@ -166,8 +175,12 @@ export class Scheduler {
   }
 
   /** Delivers a step's sampled tokens to their requests (none after a finish), and its landings. */
-  deliver(step: Pick<BuiltStep, "owners" | "landings">, records: SampleRecord[]): void {
+  deliver(
+    step: Pick<BuiltStep, "owners" | "landings" | "offloadLandings">,
+    records: SampleRecord[],
+  ): void {
     this.swapper?.land(step.landings);
+    this.offloader?.land(step.offloadLandings ?? []);
     records.forEach((rec, i) => step.owners[i].accept(rec));
   }
 
@@ -177,6 +190,7 @@ export class Scheduler {
   }
 
   private build(): BuiltStep | null {
+    if (this.offloader) this.placeLayers();
     if (this.swapper && this.options.writeThroughBlocks > 0) {
       // Before this step's rows: only blocks written by earlier steps are complete.
       for (const req of this.running) {
@@ -198,6 +212,7 @@ export class Scheduler {
       if (req.state !== "decoding" || req.issued >= req.spec.maxTokens) continue;
       const pos = req.promptLength + req.issued - 1; // the newest sampled id goes in here
       if (!this.ensureBlocks(req, pos + 1, inStep)) continue;
+      if (this.offloader && !this.offloader.claimRegion(req)) continue;
       rows.push({ slot: req.slot, pos, token: null });
       inStep.add(req);
       req.computed = pos + 1;
@@ -221,6 +236,7 @@ export class Scheduler {
       }
       const n = Math.min(req.prefillTarget - req.computed, this.limits.maxRows - rows.length);
       if (!this.ensureBlocks(req, req.computed + n, inStep)) continue;
+      if (this.offloader && !this.offloader.claimRegion(req)) continue;
       for (let pos = req.computed; pos < req.computed + n; pos++) {
         rows.push({ slot: req.slot, pos, token: req.tokenAt(pos) });
       }
@@ -233,10 +249,15 @@ export class Scheduler {
       else sample(req);
     }
     const moves = this.swapper?.take() ?? { copies: [], landings: [] };
-    if (rows.length === 0 && moves.copies.length === 0 && moves.landings.length === 0) return null;
+    const offload = this.offloader?.take() ??
+      { copies: [], prefetch: [], tables: [], landings: [] };
+    const copies = [...moves.copies, ...offload.copies];
+    if (rows.length === 0 && copies.length === 0 && moves.landings.length === 0) return null;
     const plan: StepPlan = {
-      copies: moves.copies,
-      tables: this.tables,
+      copies,
+      prefetch: offload.prefetch,
+      // Prefetch region entries last: they override what a slot's new table said for those.
+      tables: [...this.tables, ...offload.tables],
       sampling: this.sampling,
       rows,
       samples,
@@ -244,7 +265,21 @@ export class Scheduler {
     };
     this.tables = [];
     this.sampling = [];
-    return { plan, owners, landings: moves.landings };
+    return { plan, owners, landings: moves.landings, offloadLandings: offload.landings };
+  }
+
+  /**
+   * Gives running requests the offload distance the options ask for (a refilling request waits),
+   * then frees landed offloaded blocks and copies newly full ones out, before this step's rows.
+   */
+  private placeLayers(): void {
+    const offloader = this.offloader!;
+    const want = this.options.offloadDistance;
+    for (const req of want ? this.running : []) {
+      const d = want!(req);
+      if (offloader.distanceOf(req) !== d && !req.refill) offloader.setDistance(req, d);
+    }
+    offloader.beginStep(this.running);
   }
 
   /**
@@ -316,7 +351,7 @@ export class Scheduler {
    * done) when that would drop all its blocks or it is still refilling: then it is preempted whole.
    */
   private dropOldest(victim: Request, needy: Request, tokens: number): boolean {
-    if (victim.refill || victim.computed === 0) return false;
+    if (victim.refill || victim.computed === 0 || this.offloader?.offloads(victim)) return false;
     const short = this.pool.shortfall(needy.id, tokens);
     const layersIn = this.pool.shape.blocksPerArena.map((_, a) =>
       this.pool.layerArena.filter((x) => x === a).length
@@ -339,6 +374,7 @@ export class Scheduler {
   private preempt(req: Request): void {
     const swapped = this.options.preempt === "swap" && (this.swapper?.swapOut(req) ?? false);
     if (!swapped) this.swapper?.release(req); // recomputed from its ids: drop any partial host copy
+    this.offloader?.forget(req, swapped);
     this.leaveBatch(req);
     req.pause();
     req.swapped = swapped;
@@ -347,7 +383,10 @@ export class Scheduler {
   }
 
   private leaveBatch(req: Request): void {
-    if (req.finish) this.swapper?.release(req);
+    if (req.finish) {
+      this.offloader?.forget(req, false);
+      this.swapper?.release(req);
+    }
     this.pool.release(req.id);
     this.freeSlots.push(req.slot);
     this.running.splice(this.running.indexOf(req), 1);
@@ -355,7 +394,8 @@ export class Scheduler {
 
   private fullRow(slot: number, layer: number, blocks: number[]): TableWrite {
     const row = new Array(this.limits.maxBlocksPerSeq).fill(NOT_RESIDENT);
-    blocks.forEach((b, i) => row[i] = b === DROPPED ? NOT_RESIDENT : b);
+    // DROPPED and OFFLOADED entries hold no device block.
+    blocks.forEach((b, i) => row[i] = b < 0 ? NOT_RESIDENT : b);
     return { slot, layer, first: 0, blocks: row };
   }
 }

@@ -19,6 +19,7 @@ import {
 } from "./request.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Swapper, type SwapStats } from "./swapper.ts";
+import { Offloader, type OffloadStats } from "./offload.ts";
 import {
   MAX_READING_RATE,
   MIN_READING_RATE,
@@ -45,6 +46,14 @@ export interface RuntimeOptions {
   writeThrough?: boolean;
   /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
   swapReuse?: boolean;
+  /**
+   * Offload distance for every running request (`--offload-distance`; 0 or undefined: every
+   * layer on the device): every d-th layer's KV lives on the host tier and is brought into the
+   * prefetch region just before its layer runs. Needs a host tier.
+   */
+  offloadDistance?: number | OffloadDistanceOf;
+  /** Prefetch region blocks per arena (default: one layer's share of the device pool). */
+  prefetchBlocks?: number;
   /** Most requests waiting for admission; a request that would be one more is refused. */
   maxQueue: number;
   /** Largest max_tokens a request may ask for. */
@@ -56,6 +65,9 @@ export interface RuntimeOptions {
   /** Token ids that end generation unless a request gives its own. */
   eosIds: readonly number[];
 }
+
+/** A distance per request, asked again every step (a planner; tests change it mid-stream). */
+export type OffloadDistanceOf = (req: { id: number; generated: number }) => number;
 
 export interface SubmitParams {
   ids: number[];
@@ -129,6 +141,8 @@ export interface RuntimeStats {
   hostBlocksUsed: number;
   hostBlocksTotal: number;
   swaps: SwapStats | null;
+  /** Offload distance work (null without offloading). */
+  offload: OffloadStats | null;
   /** KV bytes copied to the host (swap-outs, write-through) and back. */
   kvBytesMoved: { out: number; in: number };
   prefix: PrefixStats | null;
@@ -145,6 +159,7 @@ export class Runtime {
   private readonly pool: BlockPool;
   private readonly prefixIndex: PrefixIndex | null;
   private readonly swapper: Swapper | null;
+  private readonly offloader: Offloader | null;
   /** The engine's cost model, re-fitted from observed step times (for planners and reports). */
   readonly costs: CostTracker;
   private readonly loop: StepLoop;
@@ -152,20 +167,35 @@ export class Runtime {
   private closing = false;
   /** Requests whose token buffer may still be playing out (pruned as they finish). */
   private readonly streams = new Set<Request>();
+  private readonly limits: EngineInfo;
 
   constructor(private readonly engine: StepEngine, private readonly options: RuntimeOptions) {
     const info = engine.info;
     this.pool = new BlockPool(info);
     this.prefixIndex = options.prefixCache ? new PrefixIndex(this.pool) : null;
+    const distance = options.offloadDistance ?? 0;
+    const offloading = typeof distance === "function" || distance > 0;
+    if (offloading && info.hostBlocks === 0) {
+      throw new RangeError("an offload distance needs a host KV tier (--host-kv-mb)");
+    }
+    const host = new BlockPool({
+      blocksPerArena: [Math.max(1, info.hostBlocks)],
+      layerArena: info.layerArena.map(() => 0),
+      blockSize: info.blockSize,
+    });
+    this.offloader = offloading
+      ? new Offloader(
+        this.pool,
+        host,
+        options.prefetchBlocks ?? Math.ceil(this.pool.total / info.numLayers),
+      )
+      : null;
     this.swapper = info.hostBlocks > 0
       ? new Swapper(
         this.pool,
-        new BlockPool({
-          blocksPerArena: [info.hostBlocks],
-          layerArena: info.layerArena.map(() => 0),
-          blockSize: info.blockSize,
-        }),
+        host,
         options.swapReuse ?? true,
+        (req, layer) => this.offloader?.blocksOut(req, layer) ?? 0,
       )
       : null;
     this.scheduler = new Scheduler(
@@ -178,8 +208,15 @@ export class Runtime {
         preempt: options.preempt ?? "recompute",
         // Four blocks per request per step: small copies beside each step, not one big stall.
         writeThroughBlocks: options.writeThrough ? 4 : 0,
+        offloadDistance: typeof distance === "function"
+          ? (req) => distance({ id: req.id, generated: req.generated.length })
+          : distance > 0
+          ? () => distance
+          : undefined,
       },
+      this.offloader,
     );
+    this.limits = { ...info, maxContext: this.contextLimit(info) };
     this.costs = new CostTracker(info.costModel, info.kvBlockBytes);
     this.loop = new StepLoop(
       engine,
@@ -190,8 +227,9 @@ export class Runtime {
     );
   }
 
+  /** The engine's limits, with the context a request may have once the prefetch region is set aside. */
   get info(): EngineInfo {
-    return this.engine.info;
+    return this.limits;
   }
 
   get policy(): PolicyName {
@@ -243,12 +281,13 @@ export class Runtime {
       waiting: this.scheduler.waiting.filter((r) => r.state === "waiting").length,
       paused: this.scheduler.waiting.filter((r) => r.state === "paused").length,
       running: this.scheduler.running.length,
-      kvBlocksUsed: this.pool.used - this.pool.idle,
+      kvBlocksUsed: this.pool.used - this.pool.idle - (this.offloader?.regionTotal ?? 0),
       kvBlocksCached: this.pool.idle,
       kvBlocksTotal: this.pool.total,
       hostBlocksUsed: this.swapper?.host.used ?? 0,
       hostBlocksTotal: this.swapper?.host.total ?? 0,
       swaps: this.swapper ? { ...this.swapper.stats } : null,
+      offload: this.offloader ? { ...this.offloader.stats } : null,
       kvBytesMoved: this.kvBytesMoved(),
       prefix: this.prefixIndex?.stats() ?? null,
       steps: this.loop.steps,
@@ -265,11 +304,29 @@ export class Runtime {
     };
   }
 
+  /**
+   * The engine's context limit, less what the prefetch region takes from the pool: a request
+   * alone must fit with every layer on the device, or it could wait forever.
+   */
+  private contextLimit(info: EngineInfo): number {
+    const region = this.offloader?.regionBlocks ?? 0;
+    if (region === 0) return info.maxContext;
+    const perLayer = Math.min(
+      ...info.blocksPerArena.map((n, a) =>
+        Math.floor((n - region) / info.layerArena.filter((x) => x === a).length)
+      ),
+    );
+    return Math.max(0, Math.min(info.maxContext, perLayer * info.blockSize));
+  }
+
   private kvBytesMoved(): { out: number; in: number } {
     const sw = this.swapper?.stats;
     const bytes = this.engine.info.kvBlockBytes;
     if (!sw) return { out: 0, in: 0 };
-    return { out: (sw.blocksOut + sw.blocksWrittenThrough) * bytes, in: sw.blocksIn * bytes };
+    const off = this.offloader?.stats;
+    const out = sw.blocksOut + sw.blocksWrittenThrough + (off?.blocksOut ?? 0);
+    const into = sw.blocksIn + (off ? off.blocksPrefetched + off.blocksRestored : 0);
+    return { out: out * bytes, in: into * bytes };
   }
 
   /** Step durations (ms) since the last call, for the metrics histogram. */
@@ -302,7 +359,7 @@ export class Runtime {
 
   private validate(p: SubmitParams) {
     const info = this.engine.info;
-    const context = info.maxContext;
+    const context = this.limits.maxContext;
     if (p.ids.length === 0) {
       throw new InvalidRequest("The prompt is empty", "prompt", "invalid_value");
     }

@@ -50,10 +50,15 @@ export class Swapper {
    * @param reuse keep host copies valid after a swap-in, so a second swap-out moves only the new
    *   KV (FastSwitch); false copies everything again each time (the baseline).
    */
+  /**
+   * @param outFrom leading blocks of a request's layer already on the host or on their way there
+   *   by other means (an offloaded layer's): copies out of that layer start after them.
+   */
   constructor(
     private readonly device: BlockPool,
     readonly host: BlockPool,
     private readonly reuse = true,
+    private readonly outFrom: (req: Request, layer: number) => number = () => 0,
   ) {}
 
   /**
@@ -148,19 +153,24 @@ export class Swapper {
   private copyOut(req: Request, fromBlock: number, tokens: number): number {
     const n = this.device.blocksFor(tokens);
     if (n <= fromBlock) return 0;
+    let moved = 0;
     for (let layer = 0; layer < this.device.numLayers; layer++) {
+      // An offloaded layer's leading blocks are on the host already (or on their way).
+      const from = Math.max(fromBlock, this.outFrom(req, layer));
+      if (from >= n) continue;
       this.copies.push({
         req,
         copy: {
           direction: "out",
           layer,
-          deviceBlocks: this.device.table(req.id, layer).slice(fromBlock, n),
-          hostBlocks: this.host.table(req.id, layer).slice(fromBlock, n),
+          deviceBlocks: this.device.table(req.id, layer).slice(from, n),
+          hostBlocks: this.host.table(req.id, layer).slice(from, n),
         },
       });
+      moved += n - from;
     }
     this.landings.push({ req, tokens, epoch: req.hostEpoch });
     req.hostIssued = tokens;
-    return (n - fromBlock) * this.device.numLayers;
+    return moved;
   }
 }

@@ -23,6 +23,12 @@ export const NOT_RESIDENT = 0xffffffff;
 /** In a table: a block dropped from the front (eLLM) and not yet refilled. */
 export const DROPPED = -1;
 
+/**
+ * In a table: a block whose KV lives only in the host tier (an offloaded layer's full blocks).
+ * Unlike DROPPED, grow() never refills it: the step brings it into the prefetch region instead.
+ */
+export const OFFLOADED = -2;
+
 export interface PoolShape {
   /** Blocks in each arena. */
   blocksPerArena: readonly number[];
@@ -151,7 +157,7 @@ export class BlockPool {
     const free = this.freeMap[arena];
     const added: number[] = [];
     // Extend the last run in place while the blocks after it are free.
-    if (held.length > 0 && drops === 0) {
+    if (held.length > 0 && drops === 0 && held[held.length - 1] >= 0) {
       for (
         let b = held[held.length - 1] + 1;
         b < free.length && added.length < need && free[b];
@@ -188,12 +194,64 @@ export class BlockPool {
       const table = layers[layer];
       const arena = this.layerArena[layer];
       for (let i = 0; i < Math.min(count, table.length); i++) {
-        if (table[i] === DROPPED) continue;
+        if (table[i] < 0) continue;
         freed += this.unhold(arena, table[i]);
         table[i] = DROPPED;
       }
     }
     return freed;
+  }
+
+  /**
+   * Frees the blocks at indices [from, to) of `seqId`'s table on `layer`, whose KV is now in the
+   * host tier: their entries read OFFLOADED. Returns how many blocks became free.
+   */
+  offload(seqId: SeqId, layer: number, from: number, to: number): number {
+    this.requireLayer(layer);
+    const table = this.owned.get(seqId)?.[layer] ?? [];
+    if (from < 0 || to > table.length) {
+      throw new RangeError(`offload ${from}..${to} is outside a table of ${table.length} blocks`);
+    }
+    let freed = 0;
+    for (let i = from; i < to; i++) {
+      if (table[i] < 0) throw new Error(`entry ${i} of layer ${layer} holds no block`);
+      freed += this.unhold(this.layerArena[layer], table[i]);
+      table[i] = OFFLOADED;
+    }
+    return freed;
+  }
+
+  /** OFFLOADED entries of `seqId`'s table on `layer` (blocks it holds only on the host). */
+  offloadedOn(seqId: SeqId, layer: number): number {
+    return (this.owned.get(seqId)?.[layer] ?? []).filter((b) => b === OFFLOADED).length;
+  }
+
+  /**
+   * Gives every OFFLOADED entry of `seqId`'s table on `layer` a device block again (the caller
+   * copies the KV in). Returns the new blocks with their indices, or null (nothing changed) when
+   * the arena is short.
+   */
+  restore(seqId: SeqId, layer: number): { index: number; block: number }[] | null {
+    this.requireLayer(layer);
+    const table = this.owned.get(seqId)?.[layer] ?? [];
+    const indices = table.flatMap((b, i) => b === OFFLOADED ? [i] : []);
+    if (indices.length === 0) return [];
+    const arena = this.layerArena[layer];
+    if (indices.length > this.availableIn(arena)) return null;
+    if (indices.length > this.freeCount[arena]) {
+      this.reclaimer?.(arena, indices.length - this.freeCount[arena]);
+    }
+    if (indices.length > this.freeCount[arena]) return null;
+    const picked = pickRuns(this.freeMap[arena], indices.length);
+    const restored = indices.map((index, i) => {
+      const block = picked[i];
+      this.freeMap[arena][block] = 0;
+      this.refs[arena][block] = 1;
+      table[index] = block;
+      return { index, block };
+    });
+    this.freeCount[arena] -= picked.length;
+    return restored;
   }
 
   /**
@@ -270,7 +328,7 @@ export class BlockPool {
   /** Blocks `seqId` holds over all layers. */
   heldBy(seqId: SeqId): number {
     return (this.owned.get(seqId) ?? []).reduce(
-      (n, blocks) => n + blocks.length - dropsIn(blocks),
+      (n, blocks) => n + blocks.filter((b) => b >= 0).length,
       0,
     );
   }
@@ -293,7 +351,7 @@ export class BlockPool {
     const blocks = layers[layer];
     const arena = this.layerArena[layer];
     let freed = 0;
-    for (const b of blocks) if (b !== DROPPED) freed += this.unhold(arena, b);
+    for (const b of blocks) if (b >= 0) freed += this.unhold(arena, b);
     layers[layer] = [];
     return freed;
   }

@@ -19,6 +19,17 @@ export interface KvCopy {
   hostBlocks: number[];
 }
 
+/**
+ * Offload distance (OrbitFlow): host blocks of one layer copied into device blocks (the prefetch
+ * region) just before that layer runs in the step. Different layers may reuse the same device
+ * blocks: each layer's copy lands after the layers before it have run.
+ */
+export interface KvPrefetch {
+  layer: number;
+  deviceBlocks: number[];
+  hostBlocks: number[];
+}
+
 /** `blocks` blocks from device block `deviceBlock` of `arena` and host block `hostBlock` on. */
 export interface CopyRun {
   direction: "out" | "in";
@@ -107,6 +118,59 @@ export function checkCopies(
       );
     }
   });
+}
+
+/**
+ * Throws a RangeError naming the first bad prefetch: an unknown layer, lists of different lengths,
+ * a block out of range, a device block written twice before one layer, or a host block that an
+ * "out" copy has not filled yet (`pendingHost`, or an "out" copy of the same step).
+ */
+export function checkPrefetches(
+  prefetches: readonly KvPrefetch[],
+  geo: CopyGeometry,
+  pendingHost: (block: number) => boolean,
+): void {
+  const targets = new Set<string>();
+  prefetches.forEach((p, i) => {
+    const what = `KV prefetch ${i} (layer ${p.layer})`;
+    if (geo.hostBlocks === 0) throw new RangeError(`${what}: the engine has no host KV tier`);
+    requireIndex(`${what}: layer`, p.layer, geo.layerArena.length);
+    if (p.deviceBlocks.length !== p.hostBlocks.length) {
+      throw new RangeError(
+        `${what}: ${p.deviceBlocks.length} device blocks but ${p.hostBlocks.length} host blocks`,
+      );
+    }
+    const arena = geo.layerArena[p.layer];
+    p.deviceBlocks.forEach((d, j) => {
+      requireIndex(`${what}: device block`, d, geo.blocksPerArena[arena]);
+      const h = p.hostBlocks[j];
+      requireIndex(`${what}: host block`, h, geo.hostBlocks);
+      if (!claim(targets, `${p.layer}:${d}`)) {
+        throw new RangeError(`${what}: device block ${d} is written twice`);
+      }
+      if (pendingHost(h)) {
+        throw new RangeError(`${what}: host block ${h} is still being filled by an "out" copy`);
+      }
+    });
+  });
+}
+
+/** The runs of each layer's prefetches, merged like copies in (block groups). */
+export function prefetchRuns(
+  prefetches: readonly KvPrefetch[],
+  layerArena: readonly number[],
+  opts: RunOptions,
+): Map<number, CopyRun[]> {
+  const byLayer = new Map<number, CopyRun[]>();
+  const layers = [...new Set(prefetches.map((p) => p.layer))].sort((a, b) => a - b);
+  for (const layer of layers) {
+    const copies = prefetches.filter((p) => p.layer === layer).map((p) => ({
+      direction: "in" as const,
+      ...p,
+    }));
+    byLayer.set(layer, toRuns(copies, layerArena, opts));
+  }
+  return byLayer;
 }
 
 /**

@@ -8,6 +8,9 @@
 //     chained so they happen in submission order.
 //   - "in" copies are queue.writeBuffer calls straight from host storage, one per run and K/V.
 //   - an "in" copy may not read a host block whose "out" copy has not landed (checkCopies refuses).
+//   - prefetches (offload distance) are written into a mappable staging buffer (host memory on a
+//     discrete GPU) and copied into the prefetch region between layers' compute passes, so one
+//     region serves every offloaded layer of a step in turn.
 // Staging buffers live from submit to landing, then are destroyed.
 
 import type { Gpu } from "../gpu/device.ts";
@@ -15,13 +18,17 @@ import type { DeviceKv } from "./device_kv.ts";
 import type { HostKv } from "./host_kv.ts";
 import {
   checkCopies,
+  checkPrefetches,
   type CopyRun,
   type CopyTally,
   emptyTally,
   type KvCopy,
+  type KvPrefetch,
+  prefetchRuns,
   tally,
   toRuns,
 } from "./kv_copies.ts";
+import type { LayerCopies } from "../model/forward.ts";
 
 /** Copies executed since load, per direction (plain data: it crosses the Worker boundary). */
 export interface KvCopyStats {
@@ -29,6 +36,14 @@ export interface KvCopyStats {
   steps: number;
   out: CopyTally;
   in: CopyTally;
+  /** Host → device copies into the prefetch region between layers (offload distance). */
+  prefetch: CopyTally;
+}
+
+/** A step's prefetches, staged: encode them between layers, then free the staging once done. */
+export interface StagedPrefetch {
+  between: LayerCopies;
+  release(): void;
 }
 
 /** Largest staging buffer: copies are packed into buffers of at most this size. */
@@ -43,7 +58,12 @@ interface Segment {
 }
 
 export class KvTransfers {
-  private readonly stats: KvCopyStats = { steps: 0, out: emptyTally(), in: emptyTally() };
+  private readonly stats: KvCopyStats = {
+    steps: 0,
+    out: emptyTally(),
+    in: emptyTally(),
+    prefetch: emptyTally(),
+  };
   /** Host block → "out" copies into it that have not landed yet. */
   private readonly filling = new Map<number, number>();
   /** The last landing in submission order (never rejects). */
@@ -72,6 +92,118 @@ export class KvTransfers {
   }
 
   /**
+   * Checks a step's prefetches against the host blocks still being filled, including by this
+   * step's own "out" `runs`, and plans their runs per layer.
+   */
+  planPrefetch(
+    prefetches: readonly KvPrefetch[],
+    runs: readonly CopyRun[],
+  ): Map<number, CopyRun[]> {
+    if (prefetches.length === 0) return new Map();
+    const { layerArena, blocksPerArena } = this.kv.layout;
+    const outs = new Set<number>();
+    for (const r of runs) {
+      if (r.direction === "out") {
+        for (const h of range(r.hostBlock, r.blocks)) outs.add(h);
+      }
+    }
+    checkPrefetches(
+      prefetches,
+      { layerArena, blocksPerArena, hostBlocks: this.host.blocks },
+      (h) => this.filling.has(h) || outs.has(h),
+    );
+    return prefetchRuns(prefetches, layerArena, {
+      hostChunkBlocks: this.host.chunkBlocks,
+      coalesce: this.coalesce,
+    });
+  }
+
+  /**
+   * Copies the prefetched host bytes into staging buffers now (the host blocks may be rewritten
+   * once this returns) and returns the commands that move them into the device between layers.
+   */
+  stagePrefetch(byLayer: Map<number, CopyRun[]>): StagedPrefetch | null {
+    if (byLayer.size === 0) return null;
+    const per = this.host.bytesPerBlock;
+    const segments: {
+      layer: number;
+      dst: GPUBuffer;
+      offset: number;
+      bytes: number;
+      host: Uint8Array;
+    }[] = [];
+    for (const [layer, runs] of byLayer) {
+      const t = tally(runs, per).in;
+      addTally(this.stats.prefetch, t);
+      for (const r of runs) {
+        const at = { offset: r.deviceBlock * per, bytes: r.blocks * per };
+        segments.push({
+          layer,
+          dst: this.kv.k[r.arena],
+          ...at,
+          host: this.host.k(r.hostBlock, r.blocks),
+        });
+        segments.push({
+          layer,
+          dst: this.kv.v[r.arena],
+          ...at,
+          host: this.host.v(r.hostBlock, r.blocks),
+        });
+      }
+    }
+    const placed: {
+      layer: number;
+      dst: GPUBuffer;
+      offset: number;
+      bytes: number;
+      src: GPUBuffer;
+      at: number;
+    }[] = [];
+    const buffers: GPUBuffer[] = [];
+    for (const group of packSegments(segments, STAGING_BYTES)) {
+      const size = group.reduce((n, s) => n + s.bytes, 0);
+      const buffer = this.gpu.device.createBuffer({
+        size,
+        usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC,
+        mappedAtCreation: true,
+        label: "kv.prefetch.staging",
+      });
+      const bytes = new Uint8Array(buffer.getMappedRange());
+      let at = 0;
+      for (const s of group) {
+        bytes.set(s.host, at);
+        placed.push({
+          layer: s.layer,
+          dst: s.dst,
+          offset: s.offset,
+          bytes: s.bytes,
+          src: buffer,
+          at,
+        });
+        at += s.bytes;
+      }
+      buffer.unmap();
+      this.staging.add(buffer);
+      buffers.push(buffer);
+    }
+    return {
+      between: {
+        layers: new Set(byLayer.keys()),
+        encode: (encoder, layer) => {
+          for (const p of placed) {
+            if (p.layer === layer) {
+              encoder.copyBufferToBuffer(p.src, p.at, p.dst, p.offset, p.bytes);
+            }
+          }
+        },
+      },
+      release: () => {
+        for (const b of buffers) this.dropStaging(b);
+      },
+    };
+  }
+
+  /**
    * Submits the "out" runs, then writes the "in" runs. Resolves once the "out" bytes are in host
    * memory; rejects if their readback fails.
    */
@@ -88,7 +220,12 @@ export class KvTransfers {
 
   /** A snapshot of the counters. */
   snapshot(): KvCopyStats {
-    return { steps: this.stats.steps, out: { ...this.stats.out }, in: { ...this.stats.in } };
+    return {
+      steps: this.stats.steps,
+      out: { ...this.stats.out },
+      in: { ...this.stats.in },
+      prefetch: { ...this.stats.prefetch },
+    };
   }
 
   /** Resolves when every "out" copy submitted so far has landed (or failed). */
@@ -178,8 +315,8 @@ function land(buffer: GPUBuffer, group: readonly Segment[]): void {
 }
 
 /** Greedy packing in order: a group grows until the next segment would pass `cap` bytes. */
-function packSegments(segments: readonly Segment[], cap: number): Segment[][] {
-  const groups: Segment[][] = [];
+function packSegments<S extends { bytes: number }>(segments: readonly S[], cap: number): S[][] {
+  const groups: S[][] = [];
   let size = Infinity;
   for (const s of segments) {
     if (size + s.bytes > cap) {

@@ -101,32 +101,43 @@ export class PrefixIndex {
 
   /** Evicts every entry whose blocks nobody holds (all of them once every request has ended). */
   clear(): void {
-    while (this.evictOne(() => true));
+    while (this.evictOne(null));
   }
 
   /** Evicts idle entries, least recently used leaves first, until `count` blocks of `arena` are free. */
   private reclaim(arena: number, count: number): void {
     const start = this.pool.freeIn(arena);
-    const touchesArena = (e: PrefixEntry) =>
-      e.blocks.some((_, layer) => this.pool.layerArena[layer] === arena);
-    while (this.pool.freeIn(arena) - start < count && this.evictOne(touchesArena));
+    while (this.pool.freeIn(arena) - start < count && this.evictOne(arena));
   }
 
   /**
-   * Evicts one idle entry (nobody holds its blocks): preferably one no lookup can reach any more
-   * or one nothing is chained after, least recently used first; else any idle one, cutting off
-   * what is chained after it. Every idle cached block is thus reclaimable, as the pool assumes.
+   * Evicts one entry with an idle block in `arena` (null: wholly idle ones in any arena): preferably one nobody holds any block of and
+   * that no lookup can reach any more or nothing is chained after, least recently used first; else
+   * any wholly idle one, cutting off what is chained after it; else one whose other layers are
+   * still held (a request offloaded only some of its layers): its held blocks stay with their
+   * holders, uncached. Every idle cached block is thus reclaimable, as the pool assumes.
    */
-  private evictOne(wanted: (e: PrefixEntry) => boolean): boolean {
-    const idle = (e: PrefixEntry) =>
-      wanted(e) && e.blocks.every((b, layer) => this.pool.holders(layer, b) === 0);
+  private evictOne(arena: number | null): boolean {
+    const idleIn = (e: PrefixEntry) =>
+      e.blocks.some((b, layer) =>
+        (arena === null || this.pool.layerArena[layer] === arena) &&
+        this.pool.holders(layer, b) === 0
+      );
+    const wholly = (e: PrefixEntry) =>
+      e.blocks.every((b, layer) => this.pool.holders(layer, b) === 0);
     let fallback: PrefixEntry | null = null;
+    let partly: PrefixEntry | null = null;
     for (const entry of this.entries.values()) {
-      if (!idle(entry)) continue;
+      if (!idleIn(entry)) continue;
+      if (!wholly(entry)) {
+        if (arena !== null) partly ??= entry; // clear() evicts only what nobody holds
+        continue;
+      }
       if (entry.children === 0 || unreachable(entry)) return this.evict(entry);
       fallback ??= entry;
     }
-    return fallback ? this.evict(fallback) : false;
+    const victim = fallback ?? partly;
+    return victim ? this.evict(victim) : false;
   }
 
   private evict(entry: PrefixEntry): true {

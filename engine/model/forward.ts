@@ -70,11 +70,20 @@ export interface ForwardLimits {
   ringSize: number;
 }
 
+/** Commands a step encodes between layers' compute passes. */
+export interface LayerCopies {
+  /** Layers that need commands before their kernels. */
+  layers: ReadonlySet<number>;
+  encode(encoder: GPUCommandEncoder, layer: number): void;
+}
+
 const NO_TOKEN = 0xffffffff;
 
 export class LlamaForward {
   readonly cfg: LlamaConfig;
-  private readonly steps: BoundKernel[] = [];
+  /** The embedding, then each layer's kernels: a step may need copies between layers. */
+  private readonly head: BoundKernel[] = [];
+  private readonly layers: BoundKernel[][] = [];
   private readonly tail: BoundKernel[] = [];
   private readonly samplerPlain: BoundKernel;
   private readonly samplerTop: BoundKernel;
@@ -103,7 +112,7 @@ export class LlamaForward {
     };
 
     for (const part of weights.embed.parts) {
-      this.steps.push(bindEmbedding(gpu, {
+      this.head.push(bindEmbedding(gpu, {
         table: part.buffer,
         rowStart: part.rowStart,
         rowCount: part.rows,
@@ -116,9 +125,11 @@ export class LlamaForward {
     }
     weights.layers.forEach((w, layer) => {
       const eps = cfg.rmsNormEps;
-      this.steps.push(bindRmsNorm(gpu, { x: io.hidden, w: w.inputNorm, y: io.normed, D, eps }));
-      this.steps.push(...matmulParts(gpu, w.qkv, io.normed, io.qkv, "store"));
-      this.steps.push(
+      const steps: BoundKernel[] = [];
+      this.layers.push(steps);
+      steps.push(bindRmsNorm(gpu, { x: io.hidden, w: w.inputNorm, y: io.normed, D, eps }));
+      steps.push(...matmulParts(gpu, w.qkv, io.normed, io.qkv, "store"));
+      steps.push(
         bindRope(gpu, {
           qkv: io.qkv,
           positions: io.rowPos,
@@ -136,14 +147,14 @@ export class LlamaForward {
         rowPos: io.rowPos,
         layer,
       };
-      this.steps.push(bindKvWrite(gpu, { qkv: io.qkv, ...cache, ...attnShape }));
-      this.steps.push(bindAttention(gpu, { qkv: io.qkv, out: io.attn, ...cache, ...attnShape }));
-      this.steps.push(...matmulParts(gpu, w.o, io.attn, io.hidden, "add"));
-      this.steps.push(
+      steps.push(bindKvWrite(gpu, { qkv: io.qkv, ...cache, ...attnShape }));
+      steps.push(bindAttention(gpu, { qkv: io.qkv, out: io.attn, ...cache, ...attnShape }));
+      steps.push(...matmulParts(gpu, w.o, io.attn, io.hidden, "add"));
+      steps.push(
         bindRmsNorm(gpu, { x: io.hidden, w: w.postAttentionNorm, y: io.normed, D, eps }),
       );
-      this.steps.push(...gluParts(gpu, w.gateUp, io.normed, io.mlp));
-      this.steps.push(...matmulParts(gpu, w.down, io.mlp, io.hidden, "add"));
+      steps.push(...gluParts(gpu, w.gateUp, io.normed, io.mlp));
+      steps.push(...matmulParts(gpu, w.down, io.mlp, io.hidden, "add"));
     });
 
     // Tail: runs on sample rows only.
@@ -190,7 +201,7 @@ export class LlamaForward {
 
   /** Number of compute dispatches one step records (for benchmarks and the one-submission check). */
   get dispatchesPerStep(): number {
-    return this.steps.length + this.tail.length + 1;
+    return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 1;
   }
 
   setSampling(slot: number, params: SamplingParams): void {
@@ -221,11 +232,14 @@ export class LlamaForward {
    * promise of the step's sample records that resolves once the GPU has finished it; awaiting it is
    * the caller's choice (a few steps later). At most ringSize steps may be unread at once.
    * `prelude` encodes commands into the step's command buffer before its compute pass (the cost
-   * profile uses it to time a copy and a step in one submission).
+   * profile uses it to time a copy and a step in one submission). `between` encodes commands just
+   * before the kernels of the layers it names (offloaded KV brought into the prefetch region): the
+   * compute pass is ended there and a new one begun, so the copies sit between the layers.
    */
   submit(
     plan: StepPlan,
     prelude?: (encoder: GPUCommandEncoder) => void,
+    between?: LayerCopies,
   ): Promise<SampleRecord[]> {
     this.check(plan);
     const { rows, samples } = plan;
@@ -235,8 +249,16 @@ export class LlamaForward {
     this.io.writePlan(plan);
     const encoder = this.gpu.device.createCommandEncoder();
     prelude?.(encoder);
-    const pass = encoder.beginComputePass();
-    for (const k of this.steps) k.encode(pass, rows.length);
+    let pass = encoder.beginComputePass();
+    for (const k of this.head) k.encode(pass, rows.length);
+    this.layers.forEach((kernels, layer) => {
+      if (between?.layers.has(layer)) {
+        pass.end();
+        between.encode(encoder, layer);
+        pass = encoder.beginComputePass();
+      }
+      for (const k of kernels) k.encode(pass, rows.length);
+    });
     if (samples.length > 0) {
       for (const k of this.tail) k.encode(pass, samples.length);
       (plan.wantTopLogprobs ? this.samplerTop : this.samplerPlain).encode(pass, samples.length);

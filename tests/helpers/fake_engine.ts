@@ -65,8 +65,10 @@ export class FakeEngine implements StepEngine {
   private readonly kv: Map<string, { layer: number; token: number }>[];
   /** The host tier: what landed at "hostBlock:offset". */
   private readonly host = new Map<string, { layer: number; token: number }>();
+  /** Host block → copies out into it that have not landed. */
+  private readonly filling = new Map<number, number>();
   /** Blocks copied each way, for tests. */
-  readonly copied = { out: 0, in: 0 };
+  readonly copied = { out: 0, in: 0, prefetched: 0 };
   private readonly nextIds: number[];
   private readonly seeds: number[];
   private unread = 0;
@@ -121,8 +123,12 @@ export class FakeEngine implements StepEngine {
       throw new Error("bad row count");
     }
     // Copies out read the device now and land in host memory when the step's records resolve;
-    // copies in read the host now, so a swap-in issued before its swap-out landed reads nothing.
-    const landing = copies.filter((c) => c.direction === "out").flatMap((c) => this.copyOut(c));
+    // copies in read the host now. Like the engine, reading a host block before the copy out
+    // filling it has landed is refused.
+    const outs = copies.filter((c) => c.direction === "out");
+    const landing = outs.flatMap((c) => this.copyOut(c));
+    const filled = outs.flatMap((c) => c.hostBlocks);
+    for (const h of filled) this.filling.set(h, (this.filling.get(h) ?? 0) + 1);
     for (const c of copies.filter((c) => c.direction === "in")) this.copyIn(c);
     for (const t of plan.tables) {
       t.blocks.forEach((b, i) => {
@@ -133,32 +139,38 @@ export class FakeEngine implements StepEngine {
     this.steps++;
     this.rowsPerStep.push(plan.rows.length);
 
-    // Write every row's token into every layer's KV, then sample from what the tables point at.
+    // Layer by layer, as the GPU runs them: bring the layer's offloaded KV into the prefetch
+    // region, write every row's token into its KV, and read back what each sample row attends to.
+    // The region is reused by the next offloaded layer, so a sample must read it in between.
     const rowTokens = plan.rows.map((r) => r.token ?? this.nextIds[r.slot]);
     plan.rows.forEach((r, i) => {
       if (rowTokens[i] < 0) throw new Error(`slot ${r.slot} has no sampled id to decode from`);
-      for (let l = 0; l < numLayers; l++) {
-        this.kv[this.info.layerArena[l]].set(this.key(l, r.slot, r.pos), {
-          layer: l,
-          token: rowTokens[i],
-        });
-      }
     });
-    const records = plan.samples.map((s) => {
-      const row = plan.rows[s.row];
-      const context: number[] = [];
-      for (let pos = 0; pos <= row.pos; pos++) {
-        const seen = new Set<number>();
-        for (let l = 0; l < numLayers; l++) {
-          const t = this.kv[this.info.layerArena[l]].get(this.key(l, row.slot, pos));
+    const seen = plan.samples.map((s) => new Array(plan.rows[s.row].pos + 1).fill(-1));
+    for (let l = 0; l < numLayers; l++) {
+      const arena = this.kv[this.info.layerArena[l]];
+      for (const p of (plan.prefetch ?? []).filter((p) => p.layer === l)) {
+        this.copyIn({ direction: "in", ...p }, false);
+      }
+      plan.rows.forEach((r, i) =>
+        arena.set(this.key(l, r.slot, r.pos), { layer: l, token: rowTokens[i] })
+      );
+      plan.samples.forEach((s, i) => {
+        const row = plan.rows[s.row];
+        for (let pos = 0; pos <= row.pos; pos++) {
+          const t = arena.get(this.key(l, row.slot, pos));
           if (t === undefined) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
           if (t.layer !== l) throw new Error(`layer ${l} reads a block layer ${t.layer} wrote`);
-          seen.add(t.token);
+          if (seen[i][pos] !== -1 && seen[i][pos] !== t.token) {
+            throw new Error(`slot ${row.slot} pos ${pos}: layers disagree`);
+          }
+          seen[i][pos] = t.token;
         }
-        if (seen.size !== 1) throw new Error(`slot ${row.slot} pos ${pos}: layers disagree`);
-        context.push([...seen][0]);
-      }
-      const id = toyNextToken(context, this.seeds[row.slot], this.info.vocabSize);
+      });
+    }
+    const records = plan.samples.map((s, i) => {
+      const row = plan.rows[s.row];
+      const id = toyNextToken(seen[i], this.seeds[row.slot], this.info.vocabSize);
       this.nextIds[row.slot] = id;
       return { id, logprob: -1, top: [] as [number, number][] };
     });
@@ -168,6 +180,11 @@ export class FakeEngine implements StepEngine {
       for (const [key, value] of landing) {
         if (value) this.host.set(key, value);
         else this.host.delete(key);
+      }
+      for (const h of filled) {
+        const n = this.filling.get(h)! - 1;
+        if (n === 0) this.filling.delete(h);
+        else this.filling.set(h, n);
       }
       return records;
     });
@@ -200,9 +217,14 @@ export class FakeEngine implements StepEngine {
     );
   }
 
-  private copyIn(c: KvCopy): void {
+  private copyIn(c: KvCopy, count = true): void {
     const arena = this.checkCopy(c);
-    this.copied.in += c.deviceBlocks.length;
+    const pending = c.hostBlocks.find((h) => this.filling.has(h));
+    if (pending !== undefined) {
+      throw new Error(`layer ${c.layer}: host block ${pending} read before its copy out landed`);
+    }
+    if (count) this.copied.in += c.deviceBlocks.length;
+    else this.copied.prefetched += c.deviceBlocks.length;
     c.deviceBlocks.forEach((d, i) => {
       for (let off = 0; off < this.info.blockSize; off++) {
         const v = this.host.get(`${c.hostBlocks[i]}:${off}`);

@@ -13,6 +13,7 @@ export const IDLE_STATS: RuntimeStats = {
   hostBlocksUsed: 0,
   hostBlocksTotal: 0,
   swaps: null,
+  offload: null,
   kvBytesMoved: { out: 0, in: 0 },
   prefix: null,
   steps: 0,

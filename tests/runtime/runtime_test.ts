@@ -32,6 +32,8 @@ interface RuntimeSetup {
   hostKvMb?: number;
   preempt?: "recompute" | "swap" | "partial";
   writeThrough?: boolean;
+  offloadDistance?: number | ((req: { id: number; generated: number }) => number);
+  prefetchBlocks?: number;
 }
 
 async function withEngine(
@@ -40,7 +42,15 @@ async function withEngine(
 ) {
   const dir = await Deno.makeTempDir({ prefix: "sluice-runtime-" });
   await writeTinyModel(dir, SPEC);
-  const { policy = "fcfs", prefixCache = false, preempt, writeThrough, ...engineOpts } = opts;
+  const {
+    policy = "fcfs",
+    prefixCache = false,
+    preempt,
+    writeThrough,
+    offloadDistance,
+    prefetchBlocks,
+    ...engineOpts
+  } = opts;
   const engine = await Engine.load({
     modelDir: dir,
     gpu: await testGpu(),
@@ -53,6 +63,8 @@ async function withEngine(
     prefixCache,
     preempt,
     writeThrough,
+    offloadDistance,
+    prefetchBlocks,
     maxQueue: 1000,
     maxTokensLimit: 100_000,
     eosIds: [],
@@ -253,6 +265,40 @@ for (const writeThrough of [false, true]) {
 Deno.test("temperature 0: requests whose oldest KV was dropped and recomputed get the tokens they get alone", async () => {
   const s = await tokensUnderPressure({ preempt: "partial" }, 700);
   assert(s.partialResumes >= 1, `only ${s.partialResumes} partial resumes`);
+});
+
+Deno.test("temperature 0: requests at any offload distance, or one that changes mid-stream, get the tokens they get with every layer on the device", async () => {
+  const maxSlots = 6;
+  const run = async (setup: RuntimeSetup) => {
+    let out!: number[][];
+    let stats!: ReturnType<Runtime["stats"]>;
+    await withEngine(async (engine) => {
+      const V = engine.info.vocabSize;
+      // Prompts over several blocks, so whole blocks reach the host and come back every step.
+      out = await Promise.all([70, 33, 50, 9, 41, 64].map((len, i) =>
+        collect(engine, {
+          ids: randomIds(900 + i, len, V),
+          maxTokens: 24,
+          sampling: i % 2 ? greedy : { temperature: 0.8, topK: 0, topP: 0.95, seed: 40 + i },
+          stopIds: [],
+        })
+      ));
+      stats = engine.stats();
+      assertEquals([stats.kvBlocksUsed, stats.hostBlocksUsed], [0, 0]);
+    }, { maxSlots, maxRows: 32, gpuKvMb: budgetForBlocks(120, maxSlots), ...setup });
+    return { out, stats };
+  };
+  const resident = await run({});
+  const changing = (r: { id: number; generated: number }) => (r.id + (r.generated >> 3)) % 3;
+  for (const offloadDistance of [1, 2, changing]) {
+    const got = await run({ hostKvMb: 2, offloadDistance, prefetchBlocks: 30 });
+    assertEquals(got.out, resident.out, `distance ${offloadDistance}`);
+    const off = got.stats.offload!;
+    assert(off.blocksPrefetched > 100, `only ${off.blocksPrefetched} blocks prefetched`);
+    if (typeof offloadDistance === "function") {
+      assert(off.blocksRestored > 0, "no layer came back when its distance changed");
+    }
+  }
 });
 
 Deno.test("stats list a finished request while its paced buffer still plays out", async () => {

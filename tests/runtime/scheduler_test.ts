@@ -17,10 +17,25 @@ interface Setup {
   prefixCache?: boolean;
   preempt?: "recompute" | "swap" | "partial";
   writeThrough?: boolean;
+  /** Every running request's offload distance, or a distance per request that changes as it runs. */
+  offloadDistance?: number | "changing";
+  prefetchBlocks?: number;
+}
+
+/** A distance in 0..3 per (request, every third token): changes mid-stream, differs per request. */
+function changingDistance(req: { id: number; generated: number }): number {
+  return Math.imul(req.id * 31 + Math.floor(req.generated / 3), 0x9e3779b1) >>> 30;
 }
 
 function runtimeOver(engine: FakeEngine, setup: Setup = { policy: "fcfs" }, maxQueue = 100) {
-  return new Runtime(engine, { ...setup, maxQueue, maxTokensLimit: 10_000, eosIds: [] });
+  const { offloadDistance, ...rest } = setup;
+  return new Runtime(engine, {
+    ...rest,
+    offloadDistance: offloadDistance === "changing" ? changingDistance : offloadDistance,
+    maxQueue,
+    maxTokensLimit: 10_000,
+    eosIds: [],
+  });
 }
 
 /** Lets the loop run (the fake engine answers in microtasks) until `done` holds, boundedly. */
@@ -157,7 +172,15 @@ async function runScenario(
   s: Scenario,
   setup: Setup,
 ): Promise<
-  { preemptions: number; prefixHits: number; swapsIn: number; written: number; refilled: number }
+  {
+    preemptions: number;
+    prefixHits: number;
+    swapsIn: number;
+    written: number;
+    refilled: number;
+    prefetched: number;
+    restored: number;
+  }
 > {
   const engine = new FakeEngine(s.shape);
   const runtime = runtimeOver(engine, setup);
@@ -206,7 +229,11 @@ async function runScenario(
       );
       return;
     }
-    assertEquals(got, want, `request ${i} (${policy}): got ${got} want ${want}`);
+    assertEquals(
+      got,
+      want,
+      `request ${i} (${policy}): got ${got} want ${want}, ${JSON.stringify(finish)}`,
+    );
     assertEquals(finish.reason, want.length < r.maxTokens ? "stop" : "length");
     assertEquals(finish.completionTokens, want.length);
   });
@@ -222,6 +249,8 @@ async function runScenario(
     swapsIn: stats.swaps?.swapsIn ?? 0,
     written: stats.swaps?.blocksWrittenThrough ?? 0,
     refilled: stats.partialResumes,
+    prefetched: stats.offload?.blocksPrefetched ?? 0,
+    restored: stats.offload?.blocksRestored ?? 0,
   };
 }
 
@@ -233,6 +262,24 @@ const PROPERTY_CASES: (Setup & { seed: number })[] = [
   { policy: "fcfs", preempt: "swap", writeThrough: true, prefixCache: true, seed: 31 },
   { policy: "fcfs", preempt: "partial", seed: 77 },
   { policy: "fcfs", preempt: "partial", prefixCache: true, writeThrough: true, seed: 78 },
+  { policy: "fcfs", offloadDistance: 1, prefetchBlocks: 3, seed: 11 },
+  { policy: "fcfs", offloadDistance: 2, prefetchBlocks: 5, preempt: "swap", seed: 12 },
+  {
+    policy: "fcfs",
+    offloadDistance: "changing",
+    prefetchBlocks: 4,
+    preempt: "swap",
+    writeThrough: true,
+    prefixCache: true,
+    seed: 13,
+  },
+  {
+    policy: "reserve",
+    offloadDistance: "changing",
+    prefetchBlocks: 2,
+    prefixCache: true,
+    seed: 14,
+  },
 ];
 
 for (const { seed, ...setup } of PROPERTY_CASES) {
@@ -242,12 +289,32 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     setup.preempt === "partial" ? "dropping only the oldest KV" : "",
     setup.writeThrough ? "write-through" : "",
     setup.prefixCache ? "the prefix cache" : "",
+    setup.offloadDistance === "changing"
+      ? "offload distances changing mid-stream"
+      : setup.offloadDistance
+      ? `offload distance ${setup.offloadDistance}`
+      : "",
   ].filter(Boolean).join(", ");
   Deno.test(`property: ${what}: 3000 random workloads lose, duplicate and reorder no token and leak no block`, async () => {
     const next = rng(seed);
-    const total = { preemptions: 0, prefixHits: 0, swapsIn: 0, written: 0, refilled: 0 };
+    const total = {
+      preemptions: 0,
+      prefixHits: 0,
+      swapsIn: 0,
+      written: 0,
+      refilled: 0,
+      prefetched: 0,
+      restored: 0,
+    };
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
+      if (setup.offloadDistance !== undefined) {
+        // Offloading needs a host tier; the region comes on top of the pool the requests are
+        // sized for, so every request still fits alone.
+        const { shape } = s;
+        shape.hostBlocks ||= shape.maxBlocksPerSeq! * shape.numLayers!;
+        shape.blocksPerArena = shape.blocksPerArena!.map((n) => n + setup.prefetchBlocks!);
+      }
       try {
         const r = await runScenario(s, setup);
         for (const k of Object.keys(total) as (keyof typeof total)[]) total[k] += r[k];
@@ -261,6 +328,12 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     } else assertEquals(total.preemptions, 0);
     if (setup.prefixCache) assert(total.prefixHits > 1000, `only ${total.prefixHits} prefix hits`);
     if (setup.preempt === "swap") assert(total.swapsIn > 100, `only ${total.swapsIn} swap-ins`);
+    if (setup.offloadDistance !== undefined) {
+      assert(total.prefetched > 1000, `only ${total.prefetched} blocks prefetched`);
+    }
+    if (setup.offloadDistance === "changing") {
+      assert(total.restored > 100, `only ${total.restored} blocks restored by distance changes`);
+    }
     if (setup.writeThrough) {
       assert(total.written > 1000, `only ${total.written} blocks written through`);
       if (setup.preempt === "partial") {

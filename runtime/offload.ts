@@ -1,0 +1,314 @@
+// Offload distance (OrbitFlow's executor, LayerKV's layer-wise placement). A running request with
+// distance d keeps the KV of every d-th layer (layers d-1, 2d-1, ...) in the host tier: its full
+// blocks are copied out as soon as they are written, and their device blocks are freed once the
+// copy has landed. Each step then brings those host blocks into one shared device region just
+// before the layer runs (the engine splits the step's compute pass there), so an offloaded layer
+// costs the device only its newest, partly written block and the region, whoever holds it.
+//
+// Pure bookkeeping, like the swapper: it decides which blocks move, queues the copies for the next
+// step, and learns from delivered steps which copies have landed.
+//
+//   distance 0: keep every layer on the device (no offload);
+//   distance d: layers L with (L + 1) % d === 0 are offloaded (d = 1: all of them).
+
+import type { KvCopy, KvPrefetch, TableWrite } from "../engine/engine.ts";
+import { type BlockPool, OFFLOADED } from "../engine/kv/block_pool.ts";
+import type { Request } from "./request.ts";
+
+/** Copies out of an offloaded layer that land when the step carrying them is delivered. */
+export interface OffloadLanding {
+  req: Request;
+  layer: number;
+  /** Leading blocks of the layer on the host once it lands. */
+  blocks: number;
+  epoch: number;
+  state: LayerHost;
+}
+
+/**
+ * One layer's host copy, in leading full blocks: copied out, and landed. It outlives distance
+ * changes (full blocks never change), so a layer offloaded again moves only what is new; it is
+ * void once the request's host blocks are released (its host epoch moves on).
+ */
+interface LayerHost {
+  issued: number;
+  landed: number;
+}
+
+export interface OffloadStats {
+  /** Full blocks copied out of offloaded layers as they were written. */
+  blocksOut: number;
+  /** Blocks brought into the prefetch region, over all steps. */
+  blocksPrefetched: number;
+  /** Blocks brought back from the host when a distance change kept a layer on the device again. */
+  blocksRestored: number;
+  /** Steps a request sat out because the prefetch region could not hold its offloaded layers. */
+  regionStalls: number;
+}
+
+/** The pool's id for the blocks of the prefetch region. */
+export const PREFETCH_REGION = "prefetch-region";
+
+/** The layers a distance offloads. */
+export function offloadedLayers(distance: number, numLayers: number): number[] {
+  if (!Number.isInteger(distance) || distance < 0) {
+    throw new RangeError(`offload distance must be an integer >= 0, got ${distance}`);
+  }
+  if (distance === 0) return [];
+  return Array.from({ length: numLayers }, (_, l) => l).filter((l) => (l + 1) % distance === 0);
+}
+
+export class Offloader {
+  readonly stats: OffloadStats = {
+    blocksOut: 0,
+    blocksPrefetched: 0,
+    blocksRestored: 0,
+    regionStalls: 0,
+  };
+  /** Running requests' distances (absent: 0). */
+  private readonly distances = new Map<Request, number>();
+  /** Per request, its host epoch and each layer's host copy. */
+  private readonly hostCopies = new Map<
+    Request,
+    { epoch: number; layers: Map<number, LayerHost> }
+  >();
+  /** Region blocks of each arena (the same blocks serve every layer of the arena in turn). */
+  private readonly region: number[][];
+  /** Copies for the next step, each with the request whose blocks it moves. */
+  private copies: { req: Request; copy: KvCopy }[] = [];
+  /** Table entries for the next step (restored blocks). */
+  private tables: TableWrite[] = [];
+  private landings: OffloadLanding[] = [];
+  /** This step's region use: per layer, blocks handed out so far. */
+  private regionUsed = new Map<number, number>();
+  private assigned: { req: Request; layer: number; at: number; count: number }[] = [];
+
+  /**
+   * Reserves `regionBlocks` device blocks in every arena for the prefetch region. Throws when the
+   * pool cannot spare them.
+   */
+  constructor(
+    private readonly device: BlockPool,
+    private readonly host: BlockPool,
+    readonly regionBlocks: number,
+  ) {
+    const arenas = device.shape.blocksPerArena.length;
+    this.region = Array.from({ length: arenas }, (_, a) => {
+      const layer = device.layerArena.indexOf(a);
+      if (layer < 0 || regionBlocks === 0) return [];
+      const blocks = device.grow(PREFETCH_REGION, layer, regionBlocks * device.blockSize);
+      if (!blocks) {
+        throw new RangeError(
+          `the device KV pool cannot spare ${regionBlocks} blocks of arena ${a} for the prefetch ` +
+            `region (it has ${device.freeIn(a)} free)`,
+        );
+      }
+      return blocks;
+    });
+  }
+
+  /** Device blocks the region holds over all arenas (not any request's). */
+  get regionTotal(): number {
+    return this.region.reduce((n, r) => n + r.length, 0);
+  }
+
+  /** The request's offload distance (0: every layer on the device). */
+  distanceOf(req: Request): number {
+    return this.distances.get(req) ?? 0;
+  }
+
+  /** True when some of the request's layers live on the host. */
+  offloads(req: Request): boolean {
+    return this.distanceOf(req) > 0;
+  }
+
+  /**
+   * Sets a running request's distance, moving only the difference: layers no longer offloaded get
+   * device blocks again and their host KV copied in; newly offloaded ones start copying out at the
+   * next step (blocks its host copy already has are not moved again). False, with nothing
+   * changed, when the device lacks the blocks to bring layers back, or the request is refilling
+   * dropped blocks (eLLM) and so has no offloadable layout.
+   */
+  setDistance(req: Request, distance: number): boolean {
+    if (this.distanceOf(req) === distance) return true;
+    const numLayers = this.device.numLayers;
+    const wanted = new Set(offloadedLayers(distance, numLayers));
+    if (distance > 0 && (req.refill || req.dropped > 0 || req.slot < 0)) return false;
+    const back = Array.from({ length: numLayers }, (_, l) => l).filter((l) =>
+      !wanted.has(l) && this.device.offloadedOn(req.id, l) > 0
+    );
+    const need = new Array(this.device.shape.blocksPerArena.length).fill(0);
+    for (const l of back) need[this.device.layerArena[l]] += this.device.offloadedOn(req.id, l);
+    if (need.some((n, a) => n > this.device.availableIn(a))) return false;
+
+    for (const layer of back) {
+      const restored = this.device.restore(req.id, layer)!;
+      const hostTable = this.host.table(req.id, layer);
+      this.copies.push({
+        req,
+        copy: {
+          direction: "in",
+          layer,
+          deviceBlocks: restored.map((r) => r.block),
+          hostBlocks: restored.map((r) => hostTable[r.index]),
+        },
+      });
+      for (const r of restored) {
+        this.tables.push({ slot: req.slot, layer, first: r.index, blocks: [r.block] });
+      }
+      this.stats.blocksRestored += restored.length;
+    }
+    if (distance === 0) {
+      this.distances.delete(req);
+      return true;
+    }
+    this.distances.set(req, distance);
+    // Its offloaded layers' blocks leave the device: they cannot stay shared with the prefix cache
+    // as this request's own.
+    req.prefixDiverged = true;
+    return true;
+  }
+
+  /**
+   * Leading blocks of `layer` that are on the host or on their way there, counting the copy the
+   * swapper keeps (swap-out, write-through): copies out of the layer start after them.
+   */
+  blocksOut(req: Request, layer: number): number {
+    const fromSwapper = Math.floor(req.hostIssued / this.device.blockSize);
+    return Math.max(fromSwapper, this.layerHost(req, layer).issued);
+  }
+
+  /** The layer's host copy, void (reset) when the request's host blocks were released since. */
+  private layerHost(req: Request, layer: number): LayerHost {
+    let copy = this.hostCopies.get(req);
+    if (!copy || copy.epoch !== req.hostEpoch) {
+      this.hostCopies.set(req, copy = { epoch: req.hostEpoch, layers: new Map() });
+    }
+    let state = copy.layers.get(layer);
+    if (!state) copy.layers.set(layer, state = { issued: 0, landed: 0 });
+    return state;
+  }
+
+  /**
+   * Forgets the request's placement: it left the batch and its device blocks are gone. Its copies
+   * in go with it; its copies out this step stay when `keepCopiesOut` (its host copy is kept: a
+   * swap-out counted on them), else they go too (its host blocks are released).
+   */
+  forget(req: Request, keepCopiesOut: boolean): void {
+    this.distances.delete(req);
+    this.assigned = this.assigned.filter((a) => a.req !== req);
+    this.copies = this.copies.filter((c) =>
+      c.req !== req || (keepCopiesOut && c.copy.direction === "out")
+    );
+    if (keepCopiesOut) return;
+    this.landings = this.landings.filter((l) => l.req !== req);
+    this.hostCopies.delete(req);
+  }
+
+  /**
+   * Before a step's rows: frees the device blocks of offloaded layers whose host copy has landed,
+   * then copies out every full block written by earlier steps that the host lacks.
+   */
+  beginStep(running: readonly Request[]): void {
+    this.regionUsed = new Map();
+    this.assigned = [];
+    const B = this.device.blockSize;
+    for (const req of running) {
+      const distance = this.distanceOf(req);
+      if (distance === 0) continue;
+      const landedBySwapper = Math.floor(req.hostTokens / B);
+      // Only as many leading blocks per layer as the region holds leave the device, so a request
+      // always fits the region alone and never waits for it forever.
+      const full = Math.min(Math.floor(req.computed / B), this.regionBlocks);
+      for (const layer of offloadedLayers(distance, this.device.numLayers)) {
+        const state = this.layerHost(req, layer);
+        const landed = Math.min(Math.max(state.landed, landedBySwapper), full);
+        const offloaded = this.device.offloadedOn(req.id, layer);
+        if (landed > offloaded) this.device.offload(req.id, layer, offloaded, landed);
+        const from = this.blocksOut(req, layer);
+        if (full <= from || !this.host.grow(req.id, layer, full * B)) continue;
+        this.copies.push({
+          req,
+          copy: {
+            direction: "out",
+            layer,
+            deviceBlocks: this.device.table(req.id, layer).slice(from, full),
+            hostBlocks: this.host.table(req.id, layer).slice(from, full),
+          },
+        });
+        state.issued = full;
+        this.stats.blocksOut += full - from;
+        this.landings.push({ req, layer, blocks: full, epoch: req.hostEpoch, state });
+      }
+    }
+  }
+
+  /**
+   * Claims prefetch region room for `req`'s offloaded layers in this step. False (nothing claimed)
+   * when the region is too small: the request sits this step out.
+   */
+  claimRegion(req: Request): boolean {
+    const distance = this.distanceOf(req);
+    if (distance === 0) return true;
+    const counts = offloadedLayers(distance, this.device.numLayers).map((layer) =>
+      [layer, this.device.offloadedOn(req.id, layer)] as const
+    ).filter(([, n]) => n > 0);
+    const fits = counts.every(([layer, n]) =>
+      (this.regionUsed.get(layer) ?? 0) + n <= this.regionBlocks
+    );
+    if (!fits) {
+      this.stats.regionStalls++;
+      return false;
+    }
+    for (const [layer, count] of counts) {
+      const at = this.regionUsed.get(layer) ?? 0;
+      this.regionUsed.set(layer, at + count);
+      this.assigned.push({ req, layer, at, count });
+    }
+    return true;
+  }
+
+  /**
+   * The step's offload work: copies (out of newly full blocks, in for restored layers), the
+   * prefetches of the claimed region room with the table entries pointing there, and landings.
+   */
+  take(): {
+    copies: KvCopy[];
+    prefetch: KvPrefetch[];
+    tables: TableWrite[];
+    landings: OffloadLanding[];
+  } {
+    const prefetch: KvPrefetch[] = [];
+    const tables = this.tables;
+    for (const { req, layer, at, count } of this.assigned) {
+      const region = this.region[this.device.layerArena[layer]].slice(at, at + count);
+      const table = this.device.table(req.id, layer);
+      if (table.slice(0, count).some((b) => b !== OFFLOADED)) {
+        throw new Error(`request ${req.id} layer ${layer}: region claimed for resident blocks`);
+      }
+      prefetch.push({
+        layer,
+        deviceBlocks: region,
+        hostBlocks: this.host.table(req.id, layer).slice(0, count),
+      });
+      tables.push({ slot: req.slot, layer, first: 0, blocks: region });
+      this.stats.blocksPrefetched += count;
+    }
+    const copies = this.copies.map((c) => c.copy);
+    const out = { copies, prefetch, tables, landings: this.landings };
+    this.copies = [];
+    this.tables = [];
+    this.landings = [];
+    this.assigned = [];
+    return out;
+  }
+
+  /** Marks the copies of a delivered step as landed (unless the request left or was released). */
+  land(landings: readonly OffloadLanding[]): void {
+    for (const l of landings) {
+      const copy = this.hostCopies.get(l.req);
+      if (l.epoch !== l.req.hostEpoch || copy?.layers.get(l.layer) !== l.state) continue;
+      l.state.landed = Math.max(l.state.landed, l.blocks);
+    }
+  }
+}
