@@ -1,4 +1,4 @@
-// `deno task bench kernels|decode|kv|serve|responsiveness|startup [flags]`: runs one benchmark,
+// `deno task bench kernels|decode|kv|plan|serve|responsiveness|startup [flags]`: runs one benchmark,
 // prints its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and
 // runs nothing; a bad flag prints one line and the usage (exit 2) before any work starts.
 
@@ -55,6 +55,13 @@ const BENCHES: Record<string, Bench> = {
             ? (await import("./serve/concurrency.ts")).benchConcurrency(args)
             : m.benchServe(args),
       };
+    },
+  },
+  plan: {
+    summary: "OrbitFlow offload planner: solve time against one decode step",
+    load: async () => {
+      const m = await import("./plan.ts");
+      return { usage: m.USAGE, run: m.benchPlan };
     },
   },
   responsiveness: {
