@@ -1,55 +1,110 @@
 // Decode and prefill throughput of the whole engine on a generated SmolLM2-135M-shaped model.
-// Reports tokens/s at batch 1, 4 and 16, prefill tokens/s, and dispatches and submissions per step.
+// Reports tokens/s at batch 1, 4 and 16, prefill tokens/s, and dispatches and submissions per step;
+// with --quant, the same model as quantized GGUF files against f16 (decode_quant.ts).
 
 import { z } from "zod";
 import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
 import { Runtime } from "../runtime/service.ts";
-import { writeTinyModel } from "../engine/model/tiny_model.ts";
 import { parseBenchFlags } from "./cli.ts";
+import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
+import { smolShapedModelDir } from "./smol_model.ts";
+
+export { SMOLLM2_SHAPE, smolShapedModelDir } from "./smol_model.ts";
 
 const Flags = z.object({
   tokens: z.coerce.number().int().min(1).max(100_000).default(24),
+  quant: z.string().transform((s, ctx) => {
+    const list = [...new Set(s.split(",").map((a) => a.trim()).filter(Boolean))];
+    const bad = list.find((a) => !(QUANT_KINDS as readonly string[]).includes(a));
+    if (bad || list.length === 0) {
+      ctx.addIssue({ code: "custom", message: `expected a list of ${QUANT_KINDS.join(", ")}` });
+      return z.NEVER;
+    }
+    return list as QuantKind[];
+  }).optional(),
+  rounds: z.coerce.number().int().min(1).max(20).default(3),
 });
 
-export const USAGE = `usage: deno task bench decode [--tokens N]
+export const USAGE = `usage: deno task bench decode [--tokens N] [--quant KINDS [--rounds N]]
 
 Decode and prefill throughput of the whole engine on a generated SmolLM2-135M-shaped model: tokens/s
 at batch 1, 4 and 16, prefill tokens/s, dispatches and submissions per step.
 
-  --tokens N    decode steps measured per batch size (default 24)`;
+With --quant, the same model as GGUF files of each kind instead (written once, cached beside it):
+decode tokens/s at batch 1 and 16 and weight bytes read per token, each as a ratio to f16 (always
+included), the kinds interleaved round by round, medians reported.
 
-/** SmolLM2-135M's shape with random weights (no download possible here). */
-export const SMOLLM2_SHAPE = {
-  hiddenSize: 576,
-  intermediateSize: 1536,
-  numLayers: 30,
-  numHeads: 9,
-  numKvHeads: 3,
-  vocabSize: 49152,
-  tied: true,
-  dtype: "BF16",
-  maxPositionEmbeddings: 8192,
-  ropeTheta: 100000,
-  seed: 135,
-} as const;
+  --tokens N    decode steps measured per batch size (default 24)
+  --quant KINDS comma-separated: ${QUANT_KINDS.join(", ")}
+  --rounds N    with --quant: measurements of each kind and batch size (default 3)`;
 
-export async function smolShapedModelDir(): Promise<string> {
-  const cache = Deno.env.get("SLUICE_CACHE") ?? `${Deno.env.get("HOME") ?? "/tmp"}/.cache/sluice`;
-  const dir = `${cache}/bench-smollm2-shape-v1`;
-  try {
-    await Deno.stat(`${dir}/config.json`);
-  } catch {
-    console.error(`writing a SmolLM2-shaped random model to ${dir} ...`);
-    const tmp = `${dir}.tmp-${Deno.pid}`;
-    await writeTinyModel(tmp, SMOLLM2_SHAPE);
-    await Deno.rename(tmp, dir);
-  }
-  return dir;
+const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+
+/** A deterministic prompt of `n` ids, different for each `i`. */
+function prompt(i: number, n: number, vocab: number): number[] {
+  return Array.from({ length: n }, (_, j) => (i * 7919 + j * 104729) % vocab);
+}
+
+export interface DecodeRun {
+  tokensPerS: number;
+  /** Engine steps between the batch's last first token and its end. */
+  steps: number;
+  /** Queue submissions over those steps (0 unless `submits` counts them). */
+  submits: number;
+}
+
+/**
+ * `batch` requests with 8-token prompts decode `steps` tokens each; timed from the moment all of
+ * them have their first token (prefill done) to the last token.
+ */
+export async function measureDecode(
+  runtime: Runtime,
+  vocab: number,
+  batch: number,
+  steps: number,
+  submits: () => number = () => 0,
+): Promise<DecodeRun> {
+  let firstAll = 0;
+  let started = 0;
+  let submitsBefore = 0;
+  let stepsBefore = 0;
+  const handles = Array.from(
+    { length: batch },
+    (_, i) =>
+      runtime.submit({
+        ids: prompt(i + 1, 8, vocab),
+        maxTokens: steps + 1,
+        sampling: GREEDY,
+        stopIds: [],
+      }),
+  );
+  const t1 = await Promise.all(handles.map(async (h) => {
+    let n = 0;
+    for await (const _ of h.tokens) {
+      if (++n === 1 && ++started === batch) {
+        firstAll = performance.now();
+        submitsBefore = submits();
+        stepsBefore = runtime.stats().steps;
+      }
+    }
+    return performance.now();
+  }));
+  const end = Math.max(...t1);
+  return {
+    tokensPerS: (batch * steps) / ((end - firstAll) / 1000),
+    steps: runtime.stats().steps - stepsBefore,
+    submits: submits() - submitsBefore,
+  };
 }
 
 export async function benchDecode(args: string[]): Promise<string> {
-  const steps = parseBenchFlags(Flags, args).tokens;
+  const flags = parseBenchFlags(Flags, args);
+  const steps = flags.tokens;
+  if (flags.quant) {
+    const { benchDecodeQuant } = await import("./decode_quant.ts");
+    return benchDecodeQuant(flags.quant, steps, flags.rounds);
+  }
   const gpu = await openGpu();
   let submits = 0;
   const queue = gpu.device.queue;
@@ -72,15 +127,17 @@ export async function benchDecode(args: string[]): Promise<string> {
     eosIds: [],
   });
   const rows: string[] = [];
-  const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
   const V = engine.info.vocabSize;
-  const prompt = (i: number, n: number) =>
-    Array.from({ length: n }, (_, j) => (i * 7919 + j * 104729) % V);
 
   // Prefill: one 256-token prompt, one sampled token.
   {
     const t0 = performance.now();
-    const h = runtime.submit({ ids: prompt(0, 256), maxTokens: 1, sampling: greedy, stopIds: [] });
+    const h = runtime.submit({
+      ids: prompt(0, 256, V),
+      maxTokens: 1,
+      sampling: GREEDY,
+      stopIds: [],
+    });
     for await (const _ of h.tokens);
     const s = (performance.now() - t0) / 1000;
     rows.push(
@@ -92,41 +149,14 @@ export async function benchDecode(args: string[]): Promise<string> {
 
   let base = 0;
   for (const batch of [1, 4, 16]) {
-    let firstAll = 0;
-    let started = 0;
-    const submitsBefore = { n: 0 };
-    const stepsBefore = { n: 0 };
-    const handles = Array.from(
-      { length: batch },
-      (_, i) =>
-        runtime.submit({
-          ids: prompt(i + 1, 8),
-          maxTokens: steps + 1,
-          sampling: greedy,
-          stopIds: [],
-        }),
-    );
-    const t1 = await Promise.all(handles.map(async (h) => {
-      let n = 0;
-      for await (const _ of h.tokens) {
-        if (++n === 1 && ++started === batch) {
-          firstAll = performance.now();
-          submitsBefore.n = submits;
-          stepsBefore.n = runtime.stats().steps;
-        }
-      }
-      return performance.now();
-    }));
-    const end = Math.max(...t1);
-    const decodeSteps = runtime.stats().steps - stepsBefore.n;
-    const tokS = (batch * steps) / ((end - firstAll) / 1000);
-    if (batch === 1) base = tokS;
-    const perStep = (submits - submitsBefore.n) / Math.max(1, decodeSteps);
+    const run = await measureDecode(runtime, V, batch, steps, () => submits);
+    if (batch === 1) base = run.tokensPerS;
+    const perStep = run.submits / Math.max(1, run.steps);
     rows.push(
-      `| decode, batch ${batch} | ${tokS.toFixed(1)} tokens/s | ${
-        (tokS / base).toFixed(2)
+      `| decode, batch ${batch} | ${run.tokensPerS.toFixed(1)} tokens/s | ${
+        (run.tokensPerS / base).toFixed(2)
       }× batch 1; ` +
-        `${perStep.toFixed(2)} submissions/step over ${decodeSteps} steps |`,
+        `${perStep.toFixed(2)} submissions/step over ${run.steps} steps |`,
     );
   }
   const info = engine.info;

@@ -1,5 +1,6 @@
-// Kernel benchmark: the copy kernel's bandwidth as the baseline, then the matmul on SmolLM2-135M's
-// shapes — decode (1, 4, 16 rows) and prefill (256 rows) — as a Markdown report.
+// Kernel benchmark: the copy and read-only kernels' bandwidth as baselines, then the matmul on
+// SmolLM2-135M's shapes — decode (1, 4, 16 rows) and prefill (256 rows) — and every matrix-vector
+// kernel (the weight dtype's and each quantized format's) against the read roofline, as Markdown.
 //
 // Each figure is the median over trials of the slope between submits of n and 3n dispatches, so
 // the ~11 ms submit round trip cancels out. Wall-clock: other processes on the CPU slow it down.
@@ -9,11 +10,17 @@ import type { BoundKernel } from "../engine/gpu/kernel.ts";
 import { createStorage, writeBytes } from "../engine/gpu/buffers.ts";
 import { bindCopy } from "../engine/gpu/kernels/copy.ts";
 import { bindMatmul, type MatmulMode } from "../engine/gpu/kernels/matmul.ts";
+import { bindQuantMatmul } from "../engine/gpu/kernels/matmul_quant.ts";
+import { quantLayout } from "../engine/gpu/kernels/quant_layout.ts";
+import { bindReadSum, readSumTotals } from "../engine/gpu/kernels/read_sum.ts";
+import { QUANT_FORMATS, QUANT_TYPES } from "../engine/model/quant/formats.ts";
 
 export const USAGE = `usage: deno task bench kernels
 
-The copy kernel's bandwidth, then the matmul on SmolLM2-135M's shapes (decode at 1, 4 and 16 rows,
-prefill at 256 rows). Takes no flags.`;
+The copy kernel's and a read-only kernel's bandwidth, then the matmul on SmolLM2-135M's shapes
+(decode at 1, 4 and 16 rows, prefill at 256 rows), then every matrix-vector kernel at one row (the
+weight dtype's and q8_0, q4_0, q4_k, q6_k where K is whole blocks) as GB/s of weight bytes read and
+as a share of the read roofline. Takes no flags.`;
 
 interface Shape {
   name: string;
@@ -46,8 +53,12 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
   const dst = createStorage(gpu, COPY_BYTES);
   const copyS = await secondsPerDispatch(gpu, bindCopy(gpu, { src, dst, bytes: COPY_BYTES }), 1);
   const copyGBs = COPY_BYTES / copyS / 1e9;
+  const totals = createStorage(gpu, readSumTotals(COPY_BYTES) * 4);
+  const readKernel = bindReadSum(gpu, { src, bytes: COPY_BYTES, totals });
+  const readGBs = COPY_BYTES / (await secondsPerDispatch(gpu, readKernel, 1)) / 1e9;
   src.destroy();
   dst.destroy();
+  totals.destroy();
 
   const wBytesPer = gpu.f16 ? 2 : 4;
   const rowsNeeded = Math.max(PREFILL_ROWS, ...DECODE_ROWS);
@@ -87,12 +98,14 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
     x.destroy();
     y.destroy();
   }
+  const matvecLines = await benchMatvecs(gpu, readGBs);
 
   return [
     `## Kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
     "",
     `Copy kernel (vec4<u32>, ${COPY_BYTES >> 20} MiB): **${copyGBs.toFixed(2)} GB/s** copied ` +
-    `(${(2 * copyGBs).toFixed(2)} GB/s read + written). Load average at start: ${load}.`,
+    `(${(2 * copyGBs).toFixed(2)} GB/s read + written). Read-only kernel (u32 sum, same bytes): ` +
+    `**${readGBs.toFixed(2)} GB/s** read, the roofline below. Load average at start: ${load}.`,
     "",
     "| shape | K×N | weights MiB | rows=1 µs | rows=1 GB/s | % of copy | " +
     DECODE_ROWS.slice(1).map((r) => `rows=${r} speed-up`).join(" | ") +
@@ -105,10 +118,58 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
     "time, the bandwidth a row-at-a-time matvec would need to keep up. The small shapes' weights " +
     "fit in the CPU's L2/L3 caches; the LM head's do not.",
     "",
+    "### Matrix-vector kernels (rows=1) against the read roofline",
+    "",
+    `| shape | K×N | ${MATVEC_FORMATS(gpu).join(" | ")} |`,
+    "|" + " --- |".repeat(2 + MATVEC_FORMATS(gpu).length),
+    ...matvecLines,
+    "",
+    "Each cell: µs per call / GB/s of weight bytes read (the format's bytes, scales included) / % " +
+    `of the read-only kernel's ${readGBs.toFixed(2)} GB/s. q4_k and q6_k need K in whole blocks ` +
+    "of 256 (GGUF files keep other formats for such matrices): – where K is not.",
+    "",
     `_${
       ((performance.now() - started) / 1000).toFixed(0)
     } s including first-use shader compilation._`,
   ].join("\n");
+}
+
+const MATVEC_FORMATS = (gpu: Gpu) => [gpu.f16 ? "f16" : "f32", ...QUANT_TYPES];
+
+/** One table row per shape: each format's matrix-vector kernel at one row. */
+async function benchMatvecs(gpu: Gpu, readGBs: number): Promise<string[]> {
+  const lines: string[] = [];
+  for (const shape of SHAPES) {
+    const { K, N, mode } = shape;
+    const weightRows = (mode === "glu" ? 2 : 1) * N;
+    const x = createStorage(gpu, K * 4);
+    const y = createStorage(gpu, N * 4);
+    const cells = [shape.name, `${K}×${N}${mode === "glu" ? "×2" : ""} ${mode}`];
+    for (const format of MATVEC_FORMATS(gpu)) {
+      const quant = QUANT_TYPES.find((t) => t === format);
+      if (quant && K % QUANT_FORMATS[quant].blockElems !== 0) {
+        cells.push("–");
+        continue;
+      }
+      const bytes = quant
+        ? quantLayout(quant, weightRows, K).bytes
+        : weightRows * K * (gpu.f16 ? 2 : 4);
+      const w = quant ? randomHalves(gpu, bytes) : randomWeights(gpu, weightRows * K);
+      const kernel = quant
+        ? bindQuantMatmul(gpu, { x, w, y, K, N, mode, type: quant })
+        : bindMatmul(gpu, { x, w, y, K, N, mode });
+      const s = await secondsPerDispatch(gpu, kernel, 1);
+      const gbs = bytes / s / 1e9;
+      cells.push(
+        `${(s * 1e6).toFixed(0)} / ${gbs.toFixed(2)} / ${(100 * gbs / readGBs).toFixed(0)}%`,
+      );
+      w.destroy();
+    }
+    lines.push(`| ${cells.join(" | ")} |`);
+    x.destroy();
+    y.destroy();
+  }
+  return lines;
 }
 
 /** Median seconds per dispatch of `kernel` at `rows`, by the slope between n and 3n dispatches. */
@@ -135,6 +196,24 @@ async function secondsPerDispatch(gpu: Gpu, kernel: BoundKernel, rows: number): 
   }
   slopes.sort((a, b) => a - b);
   return slopes[Math.floor(slopes.length / 2)];
+}
+
+/**
+ * `bytes` of random f16 halves in ±[0.5, 1): valid quantized blocks of every format (any bits are
+ * valid quants; every scale field is a finite f16), with no zeros to flatter a kernel.
+ */
+function randomHalves(gpu: Gpu, bytes: number): GPUBuffer {
+  const buffer = createStorage(gpu, bytes);
+  const halves = new Uint16Array(Math.ceil(bytes / 4) * 2);
+  let state = 0x2545f491;
+  for (let i = 0; i < halves.length; i++) {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    halves[i] = (state & 0x83ff) | 0x3800;
+  }
+  writeBytes(gpu, buffer, 0, halves);
+  return buffer;
 }
 
 /** A weight buffer of `count` values in [-1, 1): random, so no fast path for zeros can flatter it. */

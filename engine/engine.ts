@@ -5,7 +5,7 @@
 // The same interface (StepEngine) is served in-process (tests, `generate`) or from a Worker
 // (engine/worker.ts, for `serve`), so the GPU loop never runs on the thread that serves HTTP.
 
-import { type Gpu, openGpu } from "./gpu/device.ts";
+import { type Gpu, openGpu, withKvDtype } from "./gpu/device.ts";
 import { DeviceKv, type TableWrite } from "./kv/device_kv.ts";
 import { NOT_RESIDENT } from "./kv/block_pool.ts";
 import { HostKv } from "./kv/host_kv.ts";
@@ -51,6 +51,8 @@ export interface EngineOptions {
   /** Readback buffers: steps that may be in flight at once. */
   ringSize?: number;
   forceF32?: boolean;
+  /** KV cache dtype; default: the weights' (f16 where the adapter has shader-f16). */
+  kvDtype?: "f16" | "f32";
   /** Host KV tier budget in MiB (0: no host tier). */
   hostKvMb?: number;
   /** false: one copy per KV block instead of per contiguous run (the kv benchmark's baseline). */
@@ -153,7 +155,7 @@ export class Engine implements StepEngine {
 
   static async load(opts: EngineOptions): Promise<Engine> {
     const files = await openModelDir(opts.modelDir);
-    const gpu = opts.gpu ?? await openGpu({ forceF32: opts.forceF32 });
+    const gpu = withKvDtype(opts.gpu ?? await openGpu({ forceF32: opts.forceF32 }), opts.kvDtype);
     const cfg = files.config;
     const maxSlots = opts.maxSlots ?? 32;
     const maxRows = Math.max(opts.maxRows ?? 128, maxSlots);

@@ -1,6 +1,6 @@
 // Copies each row's K and V heads from the fused qkv activations into the paged KV cache of one layer.
 // qkv row m is [q (numHeads*headDim) | k (numKvHeads*headDim) | v (numKvHeads*headDim)], f32;
-// the cache is [numBlocks, blockSize, numKvHeads, headDim] of W. Works in vec4s (headDim % 4 == 0).
+// the cache is [numBlocks, blockSize, numKvHeads, headDim] of KV. Works in vec4s (headDim % 4 == 0).
 
 struct Params {
   rows: u32,
@@ -15,8 +15,8 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> kCache: array<vec4<W>>;
-@group(0) @binding(3) var<storage, read_write> vCache: array<vec4<W>>;
+@group(0) @binding(2) var<storage, read_write> kCache: array<vec4<KV>>;
+@group(0) @binding(3) var<storage, read_write> vCache: array<vec4<KV>>;
 @group(0) @binding(4) var<storage, read> blockTable: array<u32>;
 @group(0) @binding(5) var<storage, read> rowSlot: array<u32>;
 @group(0) @binding(6) var<storage, read> rowPos: array<u32>;
@@ -39,7 +39,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let dst = (block * params.blockSize + pos % params.blockSize) * kvVec4;
 
   for (var e = lid; e < kvVec4; e += WG) {
-    kCache[dst + e] = vec4<W>(qkv[kSrc + e]);
-    vCache[dst + e] = vec4<W>(qkv[vSrc + e]);
+    kCache[dst + e] = vec4<KV>(qkv[kSrc + e]);
+    vCache[dst + e] = vec4<KV>(qkv[vSrc + e]);
   }
 }

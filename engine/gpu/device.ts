@@ -4,12 +4,28 @@ export interface Gpu {
   device: GPUDevice;
   /** Human-readable adapter description for logs ("llvmpipe (LLVM 15...)"). */
   adapterName: string;
-  /** True when weights and KV are stored as f16 (adapter has shader-f16 and it was not disabled). */
+  /** True when weights are stored as f16 (adapter has shader-f16 and it was not disabled). */
   f16: boolean;
+  /** KV cache stored as f16; absent: the same as the weights (see kvIsF16). */
+  kvF16?: boolean;
   /** Largest storage-buffer binding; tensors above it are split. */
   maxBinding: number;
   /** Largest single buffer the device allows. */
   maxBufferSize: number;
+}
+
+/** Whether the KV cache holds f16: as chosen (--kv-dtype), else as the weights. */
+export function kvIsF16(gpu: Gpu): boolean {
+  return gpu.kvF16 ?? gpu.f16;
+}
+
+/** `gpu` with its KV dtype set; refused where the device cannot run f16 shaders. */
+export function withKvDtype(gpu: Gpu, kvDtype: "f16" | "f32" | undefined): Gpu {
+  if (kvDtype === undefined) return gpu;
+  if (kvDtype === "f16" && !gpu.device.features.has("shader-f16")) {
+    throw new Error("--kv-dtype f16 needs an adapter with shader-f16; this one has none");
+  }
+  return { ...gpu, kvF16: kvDtype === "f16" };
 }
 
 export interface GpuOptions {
@@ -28,7 +44,10 @@ export async function openGpu(options: GpuOptions = {}): Promise<Gpu> {
     );
   }
   const canF16 = adapter.features.has("shader-f16") && !options.forceF32;
-  const requiredFeatures: GPUFeatureName[] = canF16 ? ["shader-f16"] : [];
+  // Requested even for f32 weights, so that an f16 KV cache stays possible (--kv-dtype f16).
+  const requiredFeatures: GPUFeatureName[] = adapter.features.has("shader-f16")
+    ? ["shader-f16"]
+    : [];
   const lim = adapter.limits;
   const device = await adapter.requestDevice({
     requiredFeatures,

@@ -1,16 +1,22 @@
 // Builds WGSL modules from the files in shaders/ and caches their pipelines.
 //
 // Every shader file is written against a small prelude rather than concrete types:
-//   W   the storage type of weights and KV (f16 where the adapter has shader-f16, else f32)
+//   W   the storage type of weights (f16 where the adapter has shader-f16, else f32)
+//   KV  the storage type of the KV cache (as W unless --kv-dtype says otherwise)
 //   any `const NAME` passed in `consts` (e.g. head dim), so arrays can be sized at compile time.
 // Activations are always f32 and every reduction accumulates in f32.
 
-import type { Gpu } from "./device.ts";
+import { type Gpu, kvIsF16 } from "./device.ts";
 
 export type ShaderConsts = Record<string, number>;
 
 export function shaderPrelude(gpu: Gpu, consts: ShaderConsts = {}): string {
-  const lines = gpu.f16 ? ["enable f16;", "alias W = f16;"] : ["alias W = f32;"];
+  const kvF16 = kvIsF16(gpu);
+  const lines = [
+    ...(gpu.f16 || kvF16 ? ["enable f16;"] : []),
+    `alias W = ${gpu.f16 ? "f16" : "f32"};`,
+    `alias KV = ${kvF16 ? "f16" : "f32"};`,
+  ];
   for (const [name, value] of Object.entries(consts)) {
     if (!Number.isInteger(value) || value < 0) {
       throw new Error(`shader const ${name}=${value} must be a u32`);

@@ -14,7 +14,10 @@ export type RopeScaling =
     highFreqFactor: number;
     originalMaxPositionEmbeddings: number;
   }
-  | { type: "linear"; factor: number };
+  | { type: "linear"; factor: number }
+  // GGUF files carry llama3-style scaling as llama.cpp's rope_freqs tensor: one divisor per
+  // frequency, already computed (gguf_config.ts).
+  | { type: "freq_factors"; factors: number[] };
 
 export interface LlamaConfig {
   hiddenSize: number;

@@ -9,8 +9,11 @@ import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
 import { createStorage, readF32, uploadStorage, writeBytes } from "../gpu/buffers.ts";
 import { bindEmbedding } from "../gpu/kernels/embedding.ts";
+import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
-import { bindMatmul } from "../gpu/kernels/matmul.ts";
+import { bindMatmul, type MatmulArgs } from "../gpu/kernels/matmul.ts";
+import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
+import { isQuantType } from "./quant/formats.ts";
 import { bindRope } from "../gpu/kernels/rope.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
 import { bindAttention } from "../gpu/kernels/attention.ts";
@@ -24,7 +27,7 @@ import {
 import type { DeviceKv } from "../kv/device_kv.ts";
 import type { LlamaConfig } from "./config.ts";
 import { ropeInvFreq } from "./rope_freqs.ts";
-import type { GluMatrix, GpuMatrix, ModelWeights } from "./weights.ts";
+import type { GluMatrix, GpuMatrix, MatrixFormat, ModelWeights } from "./weights.ts";
 
 /** One token row of a step. `token: null` means "the id the sampler wrote for this slot last step". */
 export interface StepRow {
@@ -111,8 +114,9 @@ export class LlamaForward {
       maxBlocksPerSeq: layout.maxBlocksPerSeq,
     };
 
+    const embedFormat = weights.embed.format;
     for (const part of weights.embed.parts) {
-      this.head.push(bindEmbedding(gpu, {
+      const args = {
         table: part.buffer,
         rowStart: part.rowStart,
         rowCount: part.rows,
@@ -121,7 +125,13 @@ export class LlamaForward {
         nextIds: io.nextIds,
         y: io.hidden,
         D,
-      }));
+      };
+      // A quantized table (GGUF) is gathered and dequantized row by row.
+      this.head.push(
+        embedFormat && isQuantType(embedFormat)
+          ? bindQuantEmbedding(gpu, { ...args, type: embedFormat })
+          : bindEmbedding(gpu, args),
+      );
     }
     weights.layers.forEach((w, layer) => {
       const eps = cfg.rmsNormEps;
@@ -409,7 +419,7 @@ function matmulParts(
   mode: "store" | "add",
 ): BoundKernel[] {
   return m.parts.map((p) =>
-    bindMatmul(gpu, {
+    bindMatrixKernel(gpu, m.format, {
       x,
       w: p.buffer,
       y,
@@ -424,7 +434,7 @@ function matmulParts(
 
 function gluParts(gpu: Gpu, m: GluMatrix, x: GPUBuffer, y: GPUBuffer): BoundKernel[] {
   return m.parts.map((p) =>
-    bindMatmul(gpu, {
+    bindMatrixKernel(gpu, m.format, {
       x,
       w: p.buffer,
       y,
@@ -435,4 +445,15 @@ function gluParts(gpu: Gpu, m: GluMatrix, x: GPUBuffer, y: GPUBuffer): BoundKern
       mode: "glu",
     })
   );
+}
+
+/** A quantized matrix dequantizes in its kernel; any other takes the weight-dtype matmul. */
+function bindMatrixKernel(
+  gpu: Gpu,
+  format: MatrixFormat | undefined,
+  args: MatmulArgs,
+): BoundKernel {
+  return format && isQuantType(format)
+    ? bindQuantMatmul(gpu, { ...args, type: format })
+    : bindMatmul(gpu, args);
 }

@@ -1,11 +1,15 @@
-// Turns the --model argument into a local model directory: "demo" (a generated random model), a
-// directory that exists, or a Hugging Face hub id, downloaded once into the cache with a progress
-// bar. A download lands in a temporary directory that is renamed into place only when complete,
+// Turns the --model argument into a local model directory or GGUF file: "demo" (a generated random
+// model), a directory or .gguf file that exists, "ollama:NAME[:TAG]" (Ollama's store), or a Hugging
+// Face hub id ("org/name", or "org/name:FILE.gguf" / "org/name:Q4_K_M" for a GGUF repository):
+// taken from Hugging Face's own cache when another tool already fetched it, else downloaded once
+// into Sluice's cache with a progress bar. A download lands in a temporary directory that is renamed into place only when complete,
 // so an interrupted download never looks like a model. The hub's address is $HF_ENDPOINT when set
 // (as Hugging Face's own tools read it: a mirror, or a dead address that fails fast in tests).
 
 import { join } from "node:path";
 import { progressBar } from "../util/progress.ts";
+import { findInHfCache } from "./hf_cache.ts";
+import { resolveOllamaModel } from "./ollama_store.ts";
 import { demoModelDir, sluiceCacheDir } from "./tiny_model.ts";
 
 export const DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct";
@@ -62,10 +66,30 @@ export async function resolveModel(
     return dir;
   }
   if (await isDir(arg)) return arg;
+  if (arg.startsWith("ollama:")) return await resolveOllamaModel(arg.slice("ollama:".length), log);
+  if (await isFile(arg)) return arg; // a GGUF file (openModelDir checks its magic)
+  if (/\.gguf$/i.test(arg) && !arg.includes(":")) {
+    throw new ModelResolveError(`--model ${arg}: no such GGUF file`);
+  }
+  const [hubId, hubFile] = splitHubRef(arg);
+  if (HUB_ID.test(hubId) && !arg.includes("..")) {
+    const cached = await findInHfCache(hubId, hubFile);
+    if (cached !== null) {
+      log(`model ${arg}: using ${cached} from the Hugging Face cache`);
+      return cached;
+    }
+    if (hubFile !== undefined) {
+      throw new ModelResolveError(
+        `--model ${arg}: ${hubId} is not in the Hugging Face cache; fetch it first (e.g. ` +
+          `huggingface-cli download ${hubId}), or pass the .gguf file's path`,
+      );
+    }
+  }
   if (!HUB_ID.test(arg) || arg.includes("..")) {
     throw new ModelResolveError(
       `--model ${arg}: no such directory, and not a Hugging Face model id (org/name). ` +
-        `Pass a local model directory (--model /path/to/dir) or --model demo.`,
+        `Pass a local model directory (--model /path/to/dir), a .gguf file, ` +
+        `ollama:NAME[:TAG], or --model demo.`,
     );
   }
 
@@ -217,6 +241,21 @@ function stderrProgressBar(): (p: DownloadProgress) => void {
     if (!bar) bars.set(file, bar = progressBar(file, { quarters: true }));
     bar(doneBytes, totalBytes);
   };
+}
+
+/** "org/name:file" → ["org/name", "file"]; "org/name" → ["org/name", undefined]. */
+function splitHubRef(arg: string): [string, string | undefined] {
+  const colon = arg.indexOf(":");
+  return colon < 0 ? [arg, undefined] : [arg.slice(0, colon), arg.slice(colon + 1)];
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await Deno.stat(path)).isFile;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
 }
 
 async function isDir(path: string): Promise<boolean> {

@@ -5,6 +5,8 @@
 import { join, resolve } from "node:path";
 import { type LlamaConfig, parseLlamaConfig } from "./config.ts";
 import { ModelLoadError } from "./errors.ts";
+import { type GgufFile, isGgufFile } from "./gguf.ts";
+import { openGgufModel } from "./gguf_model.ts";
 import {
   readSafetensorsContents,
   type TensorInfo,
@@ -13,7 +15,7 @@ import {
 } from "./safetensors.ts";
 
 export interface ModelFiles {
-  /** Absolute path of the directory. */
+  /** Absolute path of the directory (of the file, for a GGUF model). */
   dir: string;
   config: LlamaConfig;
   /** Every loadable tensor of the checkpoint by name, across shards. */
@@ -21,6 +23,8 @@ export interface ModelFiles {
   tokenizerJson: unknown;
   tokenizerConfig: Record<string, unknown>;
   generationConfig: Record<string, unknown> | null;
+  /** A GGUF model's file: its weights load from here (`tensors` is then empty). */
+  gguf?: GgufFile;
 }
 
 export interface ExpectedTensor {
@@ -62,7 +66,8 @@ export async function openModelDir(dir: string): Promise<ModelFiles> {
     if (e instanceof Deno.errors.NotFound) throw new ModelLoadError(root, "no such directory");
     throw e;
   }
-  if (!stat.isDirectory) throw new ModelLoadError(root, "not a directory");
+  if (stat.isFile && await isGgufFile(root)) return openGgufModel(root);
+  if (!stat.isDirectory) throw new ModelLoadError(root, "not a directory or a GGUF file");
 
   const configPath = join(root, "config.json");
   const config = parseLlamaConfig(await readJson(configPath), configPath);

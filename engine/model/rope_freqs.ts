@@ -1,6 +1,7 @@
 // RoPE inverse frequencies, one per pair of rotated dimensions (headDim/2 of them), following
-// transformers' ROPE_INIT_FUNCTIONS for "default", "linear" and "llama3". Computed in float64 (the
-// Python code uses float32); the formulas are the same, the values differ by float32 rounding.
+// transformers' ROPE_INIT_FUNCTIONS for "default", "linear" and "llama3", and llama.cpp's
+// per-frequency factors (what GGUF files hold instead of llama3's parameters). Computed in float64
+// (the Python code uses float32); the formulas are the same, the values differ by float32 rounding.
 
 import type { LlamaConfig } from "./config.ts";
 
@@ -11,6 +12,10 @@ export function ropeInvFreq(cfg: LlamaConfig): Float64Array {
 
   const scaling = cfg.ropeScaling;
   if (scaling === null) return inv;
+  if (scaling.type === "freq_factors") {
+    for (let i = 0; i < half; i++) inv[i] /= scaling.factors[i];
+    return inv;
+  }
   if (scaling.type === "linear") {
     // Linear scaling divides positions by the factor; dividing the frequencies is the same thing.
     for (let i = 0; i < half; i++) inv[i] /= scaling.factor;

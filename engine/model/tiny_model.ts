@@ -89,6 +89,9 @@ export async function writeTinyModel(dir: string, spec: TinyModelSpec): Promise<
 function ropeScalingJson(s: RopeScaling): Record<string, unknown> | null {
   if (s === null) return null;
   if (s.type === "linear") return { rope_type: "linear", factor: s.factor };
+  if (s.type === "freq_factors") {
+    throw new RangeError("freq_factors scaling has no config.json form");
+  }
   return {
     rope_type: "llama3",
     factor: s.factor,

@@ -10,8 +10,10 @@ import { createStorage, writeBytes } from "../gpu/buffers.ts";
 import { bf16BitsToF32, f16BitsToF32, f32ToF16Bits } from "../gpu/half.ts";
 import { ModelLoadError } from "./errors.ts";
 import { firstNonFinite } from "./finite_check.ts";
+import { loadGgufWeights } from "./gguf_weights.ts";
 import type { ModelFiles } from "./model_dir.ts";
 import { readTensorInto, type TensorInfo } from "./safetensors.ts";
+import type { QuantType } from "./quant/formats.ts";
 
 /** One row range of a W-typed matrix, in its own buffer. */
 export interface MatrixPart {
@@ -21,11 +23,18 @@ export interface MatrixPart {
   rows: number;
 }
 
+/**
+ * How a matrix's parts store their values: absent means the adapter's weight dtype (f16 with
+ * shader-f16, else f32); a QuantType means GGML blocks in engine/gpu/kernels/quant_layout.ts's layout.
+ */
+export type MatrixFormat = "f32" | "f16" | QuantType;
+
 /** A W-typed [rows, cols] matrix (rows = outputs, HF Linear layout). */
 export interface GpuMatrix {
   rows: number;
   cols: number;
   parts: MatrixPart[];
+  format?: MatrixFormat;
 }
 
 /**
@@ -36,6 +45,7 @@ export interface GluMatrix {
   intermediate: number;
   cols: number;
   parts: MatrixPart[];
+  format?: MatrixFormat;
 }
 
 export interface LayerWeights {
@@ -77,6 +87,7 @@ export async function loadWeights(
   files: ModelFiles,
   onProgress?: LoadProgress,
 ): Promise<ModelWeights> {
+  if (files.gguf) return loadGgufWeights(gpu, files, onProgress);
   const cfg = files.config;
   const tensor = (name: string): TensorInfo => {
     const t = files.tensors.get(name);
@@ -225,7 +236,7 @@ class WeightWriter {
 }
 
 /** Converts raw little-endian tensor bytes to the GPU storage dtype. */
-function convert(
+export function convert(
   raw: Uint8Array,
   dtype: TensorInfo["dtype"],
   toF16: boolean,

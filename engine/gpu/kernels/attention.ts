@@ -1,6 +1,6 @@
 // Binds shaders/attention.wgsl: causal attention of each row over its slot's paged KV cache.
 
-import type { Gpu } from "../device.ts";
+import { type Gpu, kvIsF16 } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
@@ -49,13 +49,13 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
   const headsPerGroup = headsPerWorkgroup(
     numHeads / numKvHeads,
     headDim,
-    gpu.f16,
+    kvIsF16(gpu),
     gpu.device.limits.maxComputeWorkgroupStorageSize,
   );
   const pipeline = getPipeline(gpu, source, "main", {
     HD: headDim,
     HPW: headsPerGroup,
-    KV_F16: gpu.f16 ? 1 : 0,
+    KV_F16: kvIsF16(gpu) ? 1 : 0,
   });
   const params = new ParamsUniform(gpu, [
     args.layer,

@@ -1,0 +1,121 @@
+// `bench decode --quant`: decode tokens/s at batch 1 and 16 and weight bytes read per token of the
+// SmolLM2-shaped model as GGUF files of each quantization, each as a ratio to f16. All engines are
+// loaded at once and measured round by round, in a rotating order, so drifting load on a shared
+// machine hits every kind alike; ratios are taken within a round and their medians reported.
+
+import { Engine } from "../engine/engine.ts";
+import { openGpu } from "../engine/gpu/device.ts";
+import { Runtime } from "../runtime/service.ts";
+import { measureDecode } from "./decode.ts";
+import { describeRecipe, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
+
+const BATCHES = [1, 16] as const;
+
+export async function benchDecodeQuant(
+  requested: QuantKind[],
+  steps: number,
+  rounds: number,
+): Promise<string> {
+  // f16 is the baseline of every ratio.
+  const kinds: QuantKind[] = ["f16", ...requested.filter((k) => k !== "f16")];
+  const paths = new Map<QuantKind, string>();
+  for (const kind of kinds) paths.set(kind, await smolShapedGguf(kind));
+
+  const gpu = await openGpu();
+  const loaded = new Map<QuantKind, { engine: Engine; runtime: Runtime }>();
+  for (const kind of kinds) {
+    const t0 = performance.now();
+    const engine = await Engine.load({
+      modelDir: paths.get(kind)!,
+      gpu,
+      maxSlots: 16,
+      maxRows: 256,
+      gpuKvMb: 64,
+    });
+    const runtime = new Runtime(engine, {
+      policy: "fcfs",
+      maxQueue: 64,
+      maxTokensLimit: 100_000,
+      eosIds: [],
+    });
+    loaded.set(kind, { engine, runtime });
+    console.error(`loaded ${kind} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }
+
+  // tokS[kind][batch] holds one figure per round.
+  const tokS = new Map(kinds.map((k) => [k, new Map(BATCHES.map((b) => [b, [] as number[]]))]));
+  for (let round = 0; round < rounds; round++) {
+    const order = kinds.map((_, i) => kinds[(i + round) % kinds.length]);
+    for (const kind of order) {
+      const { engine, runtime } = loaded.get(kind)!;
+      for (const batch of BATCHES) {
+        const run = await measureDecode(runtime, engine.info.vocabSize, batch, steps);
+        tokS.get(kind)!.get(batch)!.push(run.tokensPerS);
+        console.error(`round ${round + 1}: ${kind} batch ${batch}: ${run.tokensPerS.toFixed(2)}`);
+      }
+    }
+  }
+
+  const info = loaded.get("f16")!.engine.info;
+  const bytes = (k: QuantKind) => loaded.get(k)!.engine.info.weightBytes;
+  const f16 = tokS.get("f16")!;
+  /** Median over rounds of this kind's figure divided by f16's in the same round. */
+  const ratio = (k: QuantKind, b: typeof BATCHES[number]) =>
+    median(tokS.get(k)!.get(b)!.map((x, r) => x / f16.get(b)![r]));
+  const mb = (n: number) => (n / 2 ** 20).toFixed(1);
+  const rows = kinds.map((k) => {
+    const t = tokS.get(k)!;
+    return `| ${k} | ${median(t.get(1)!).toFixed(2)} | ${ratio(k, 1).toFixed(2)}× | ${
+      median(t.get(16)!).toFixed(1)
+    } | ${ratio(k, 16).toFixed(2)}× | ${mb(bytes(k))} | ${mb(bytes(k) / 16)} | ${
+      (bytes(k) / bytes("f16")).toFixed(3)
+    }× |`;
+  });
+  const perRound = kinds.flatMap((k) =>
+    BATCHES.map((b) =>
+      `| ${k} | ${b} | ${tokS.get(k)!.get(b)!.map((x) => x.toFixed(2)).join(" · ")} |`
+    )
+  );
+  for (const { runtime } of loaded.values()) await runtime.close();
+  gpu.device.destroy();
+
+  const q40 = kinds.includes("q4_0") ? ratio("q4_0", 1) : null;
+  return [
+    `### Quantized decode (${info.adapter}, SmolLM2-135M shape, random weights, GGUF)`,
+    "",
+    `${rounds} rounds of ${steps} decode steps per kind and batch size, kinds in a rotating order; ` +
+    `tokens/s are medians over rounds, ratios are medians of the per-round ratio to f16. ` +
+    `Weight bytes: every weight buffer on the GPU, all read once per decode step (the tied ` +
+    `embedding table is the output head); per token at batch 16 is a sixteenth of it.`,
+    "",
+    "| kind | batch 1 tokens/s | ÷ f16 | batch 16 tokens/s | ÷ f16 | weight MiB/token, batch 1 | batch 16 | bytes ÷ f16 |",
+    "|---|---|---|---|---|---|---|---|",
+    ...rows,
+    "",
+    ...(q40 === null ? [] : [
+      `Goal (issue 11): Q4_0 ≥ 2.5× f16 at batch 1. Measured: ${q40.toFixed(2)}× — ${
+        q40 >= 2.5 ? "met" : "not met"
+      }.`,
+      "",
+    ]),
+    "Per round (tokens/s, in round order):",
+    "",
+    "| kind | batch | rounds |",
+    "|---|---|---|",
+    ...perRound,
+    ...(kinds.includes("q4_k_m")
+      ? [
+        "",
+        "q4_k_m recipe (llama.cpp's Q4_K_M choices for this shape):",
+        "",
+        ...describeRecipe("q4_k_m"),
+      ]
+      : []),
+  ].join("\n");
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}

@@ -1,0 +1,63 @@
+// Binds shaders/embedding_quant.wgsl: bindEmbedding's lookup from a block-quantized table (GGUF
+// files often quantize token_embd, which a tied LM head shares), dequantized exactly as GGML does.
+
+import type { Gpu } from "../device.ts";
+import { type BoundKernel, ParamsUniform } from "../kernel.ts";
+import { bindBuffers, getPipeline } from "../shader.ts";
+import type { EmbeddingArgs } from "./embedding.ts";
+import { Q_VEC4_PER_BLOCK, quantLayout } from "./quant_layout.ts";
+import { QUANT_FORMATS, type QuantType } from "../../model/quant/formats.ts";
+import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
+import embeddingQuant from "../../../shaders/embedding_quant.wgsl" with { type: "text" };
+
+export interface QuantEmbeddingArgs extends EmbeddingArgs {
+  /** `table` holds rowCount rows of D values in quant_layout.ts's layout. */
+  type: QuantType;
+}
+
+const MAX_WORKGROUPS = 65535;
+const FORMAT_CODES: Record<QuantType, number> = { q8_0: 0, q4_0: 1, q4_k: 2, q6_k: 3 };
+
+export function bindQuantEmbedding(gpu: Gpu, args: QuantEmbeddingArgs): BoundKernel {
+  const { rowStart, rowCount, D, type } = args;
+  for (const [name, v] of Object.entries({ rowStart, rowCount, D })) {
+    if (!Number.isInteger(v) || v < (name === "rowStart" ? 0 : 1) || v >= 2 ** 32) {
+      throw new RangeError(`embedding_quant: bad ${name} ${v}`);
+    }
+  }
+  if (!(type in FORMAT_CODES)) throw new RangeError(`embedding_quant: unknown type ${type}`);
+  const layout = quantLayout(type, rowCount, D); // throws on a partial block
+  const pipeline = getPipeline(gpu, blocks + embeddingQuant, "embeddingQuant", {
+    FMT: FORMAT_CODES[type],
+    BLOCK: QUANT_FORMATS[type].blockElems,
+    Q_VEC4: Q_VEC4_PER_BLOCK[type],
+  });
+  const params = new ParamsUniform(gpu, [
+    D,
+    rowStart,
+    rowCount,
+    layout.sOffset / 16,
+    layout.dOffset / 4,
+  ]);
+  const bindGroup = bindBuffers(gpu, pipeline, [
+    params.buffer,
+    args.tokens,
+    args.rowSlot,
+    args.nextIds,
+    args.table,
+    args.table,
+    args.y,
+  ]);
+  return {
+    encode(pass, rows) {
+      if (rows <= 0) return;
+      if (rows > MAX_WORKGROUPS) {
+        throw new RangeError(`embedding_quant: ${rows} rows exceed one dispatch`);
+      }
+      params.setRows(rows);
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(rows);
+    },
+  };
+}

@@ -1,0 +1,81 @@
+// Opens a GGUF file as a model, the way model_dir.ts opens a Hugging Face directory: config and
+// tokenizer from the metadata, and a check, before any weight is read, that every tensor the
+// forward pass needs is there with the right shape and a type Sluice can load.
+
+import { ModelLoadError } from "./errors.ts";
+import { type GgufFile, type GgufTensor, readGguf, SUPPORTED_GGML_TYPES } from "./gguf.ts";
+import { ggufLlamaConfig } from "./gguf_config.ts";
+import { ggufTokenizerFiles } from "./gguf_tokenizer.ts";
+import { expectedTensors, type ModelFiles } from "./model_dir.ts";
+
+/** Float types, the only ones norms (vectors) may have. */
+const FLOAT_TYPES = ["F32", "F16", "BF16"];
+
+export async function openGgufModel(path: string): Promise<ModelFiles> {
+  const gguf = await readGguf(path);
+  const config = await ggufLlamaConfig(gguf);
+  for (const want of expectedTensors(config)) {
+    const t = ggufTensorOf(gguf, want.name);
+    // ggml lists dimensions innermost first: [in, out] for an [out, in] matrix.
+    const shape = [...t.dims].reverse();
+    if (shape.join(",") !== want.shape.join(",")) {
+      throw new ModelLoadError(
+        path,
+        `tensor "${t.name}" has shape [${shape.join(", ")}] (ggml order [${t.dims.join(", ")}]), ` +
+          `expected [${want.shape.join(", ")}] from the metadata`,
+      );
+    }
+    if (shape.length === 1 && !FLOAT_TYPES.includes(t.typeName)) {
+      throw new ModelLoadError(path, `tensor "${t.name}" is ${t.typeName}; norms must be float`);
+    }
+  }
+  const { tokenizerJson, tokenizerConfig } = ggufTokenizerFiles(gguf);
+  return {
+    dir: path,
+    config,
+    tensors: new Map(),
+    tokenizerJson,
+    tokenizerConfig,
+    generationConfig: null,
+    gguf,
+  };
+}
+
+/** The GGUF tensor standing for a Hugging Face tensor name; throws if missing or unloadable. */
+export function ggufTensorOf(gguf: GgufFile, hfName: string): GgufTensor {
+  const name = ggufTensorName(hfName);
+  const t = gguf.tensors.get(name);
+  if (!t) throw new ModelLoadError(gguf.path, `missing tensor "${name}"`);
+  if (!t.supported) {
+    throw new ModelLoadError(
+      gguf.path,
+      `tensor "${name}" has type ${t.typeName}, which Sluice cannot load (supported: ${
+        SUPPORTED_GGML_TYPES.join(", ")
+      }; Q4_K_M and Q8_0 files are made of these)`,
+    );
+  }
+  return t;
+}
+
+const LAYER_TENSORS: Record<string, string> = {
+  "input_layernorm": "attn_norm",
+  "self_attn.q_proj": "attn_q",
+  "self_attn.k_proj": "attn_k",
+  "self_attn.v_proj": "attn_v",
+  "self_attn.o_proj": "attn_output",
+  "post_attention_layernorm": "ffn_norm",
+  "mlp.gate_proj": "ffn_gate",
+  "mlp.up_proj": "ffn_up",
+  "mlp.down_proj": "ffn_down",
+};
+
+/** llama.cpp's name for a Hugging Face Llama tensor ("model.layers.3.mlp.up_proj.weight"). */
+export function ggufTensorName(hfName: string): string {
+  if (hfName === "model.embed_tokens.weight") return "token_embd.weight";
+  if (hfName === "model.norm.weight") return "output_norm.weight";
+  if (hfName === "lm_head.weight") return "output.weight";
+  const m = /^model\.layers\.(\d+)\.(.+)\.weight$/.exec(hfName);
+  const short = m && LAYER_TENSORS[m[2]];
+  if (!short) throw new Error(`no GGUF name for tensor ${hfName}`);
+  return `blk.${m[1]}.${short}.weight`;
+}

@@ -1,0 +1,83 @@
+// Token embedding lookup from one row-part of a block-quantized table (quant_blocks.wgsl is
+// prepended): embedding.wgsl's contract, with each 32-value chunk dequantized on the way.
+//
+// Values are decoded with GGML's f32 arithmetic, so y holds exactly what the CPU dequantizer gives:
+// d·q and d·sc are exact products of small integers and f16 values, and Q6_K takes (d·sc)·(q - 32)
+// as GGML does, not a·q + b, whose product a·q could round.
+
+struct Params {
+  rows: u32,
+  /** D: values per row. */
+  K: u32,
+  rowStart: u32,
+  rowCount: u32,
+  sBase: u32,
+  dBase: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> tokens: array<u32>;
+@group(0) @binding(2) var<storage, read> rowSlot: array<u32>;
+@group(0) @binding(3) var<storage, read> nextIds: array<u32>;
+@group(0) @binding(4) var<storage, read> wq: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> wd: array<u32>;
+@group(0) @binding(6) var<storage, read_write> y: array<vec4<f32>>;
+
+const LANES: u32 = 64u;
+const FROM_SAMPLER: u32 = 0xFFFFFFFFu;
+
+/** Row m's id relative to this part, or -1 when another part holds it. */
+fn localRow(m: u32) -> i32 {
+  var id = tokens[m];
+  if (id == FROM_SAMPLER) {
+    id = nextIds[rowSlot[m]];
+  }
+  if (id < p.rowStart || id - p.rowStart >= p.rowCount) {
+    return -1;
+  }
+  return i32(id - p.rowStart);
+}
+
+/** Four values: quants q (from quant4 / bytes4) of the half whose pair is (a, b). */
+fn values4(q: vec4<f32>, a: f32, b: f32) -> vec4<f32> {
+  if (FMT == FMT_Q6_K) {
+    return a * (q - 32.0);
+  }
+  return a * q + b;
+}
+
+// One workgroup per row; lanes stride over the row's 32-value chunks.
+@compute @workgroup_size(LANES)
+fn embeddingQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
+  let m = wg.x;
+  let local = localRow(m);
+  if (local < 0) {
+    return;
+  }
+  let row = u32(local);
+  let chunks = BLOCK / 32u;
+  for (var c = lid.x; c < p.K / 32u; c += LANES) {
+    let blk = c / chunks;
+    let w = weights(row, blk, c % chunks, header(row, blk));
+    let o = (m * p.K + 32u * c) / 4u;
+    if (FMT == FMT_Q8_0) {
+      y[o] = values4(bytes4(w.q.x), w.a.x, 0.0);
+      y[o + 1u] = values4(bytes4(w.q.y), w.a.x, 0.0);
+      y[o + 2u] = values4(bytes4(w.q.z), w.a.x, 0.0);
+      y[o + 3u] = values4(bytes4(w.q.w), w.a.x, 0.0);
+      y[o + 4u] = values4(bytes4(w.h.x), w.a.y, 0.0);
+      y[o + 5u] = values4(bytes4(w.h.y), w.a.y, 0.0);
+      y[o + 6u] = values4(bytes4(w.h.z), w.a.y, 0.0);
+      y[o + 7u] = values4(bytes4(w.h.w), w.a.y, 0.0);
+    } else {
+      y[o] = values4(quant4(w.q.x, 0u, w.h.x, 0u), w.a.x, w.b.x);
+      y[o + 1u] = values4(quant4(w.q.y, 0u, w.h.x, 1u), w.a.x, w.b.x);
+      y[o + 2u] = values4(quant4(w.q.z, 0u, w.h.x, 2u), w.a.x, w.b.x);
+      y[o + 3u] = values4(quant4(w.q.w, 0u, w.h.x, 3u), w.a.x, w.b.x);
+      y[o + 4u] = values4(quant4(w.q.x, 4u, w.h.y, 0u), w.a.y, w.b.y);
+      y[o + 5u] = values4(quant4(w.q.y, 4u, w.h.y, 1u), w.a.y, w.b.y);
+      y[o + 6u] = values4(quant4(w.q.z, 4u, w.h.y, 2u), w.a.y, w.b.y);
+      y[o + 7u] = values4(quant4(w.q.w, 4u, w.h.y, 3u), w.a.y, w.b.y);
+    }
+  }
+}

@@ -1,0 +1,116 @@
+// y = x · Wᵀ with W block-quantized (Q8_0, Q4_0, Q4_K, Q6_K in engine/gpu/kernels/quant_layout.ts's
+// repacked layout), dequantized in registers, accumulated in f32. Modes as in matmul.wgsl.
+//
+// Consts: LANES, TILE_ROWS, OUTS (outputs per lane), MODE (0 store, 1 add, 2 SwiGLU with gate rows
+// 0..N-1 then up rows N..2N-1), CHUNKS (32-value chunks per block), and quant_blocks.wgsl's.
+// `$t` / `$r` lines are unrolled per tile row / per output, as in matmul.wgsl.
+//
+// The block decoding (quant_blocks.wgsl, prepended) gives each chunk of 32 weights as a·q + b per
+// value, one (a, b) for each half of 16 values. So Σ x·w = a·Σ x·q + b·Σ x per half: the offset
+// needs only the sum of x, computed once per tile row and shared by all outputs, and no weight is
+// ever converted to a float twice. Each output is
+// one chain over chunks in k order whatever the tile, so results are batch invariant.
+
+struct Params {
+  rows: u32,
+  K: u32,
+  N: u32,
+  ldy: u32,
+  yCol: u32,
+  /** Start of the S region, in vec4 words. */
+  sBase: u32,
+  /** Start of the D region, in u32 words. */
+  dBase: u32,
+}
+
+const MODE_ADD: u32 = 1u;
+const MODE_GLU: u32 = 2u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> xv: array<vec4<f32>>;
+// The weight buffer twice: as vec4 words (Q and S regions) and as u32 words (the D region).
+@group(0) @binding(2) var<storage, read> wq: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> wd: array<u32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+/** 32 consecutive x values and the sums of their two halves. */
+struct XChunk {
+  v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>,
+  v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32>,
+  sums: vec2<f32>,
+}
+
+fn loadX(row: u32, chunk: u32) -> XChunk {
+  let i = row * (p.K / 4u) + chunk * 8u;
+  let v0 = xv[i];
+  let v1 = xv[i + 1u];
+  let v2 = xv[i + 2u];
+  let v3 = xv[i + 3u];
+  let v4 = xv[i + 4u];
+  let v5 = xv[i + 5u];
+  let v6 = xv[i + 6u];
+  let v7 = xv[i + 7u];
+  let one = vec4<f32>(1.0);
+  let sums = vec2<f32>(dot((v0 + v1) + (v2 + v3), one), dot((v4 + v5) + (v6 + v7), one));
+  return XChunk(v0, v1, v2, v3, v4, v5, v6, v7, sums);
+}
+
+/** acc + this chunk's Σ x·w. */
+fn accumulate(acc: f32, x: XChunk, w: WChunk) -> f32 {
+  var lo: f32;
+  var hi: f32;
+  if (FMT == FMT_Q8_0) {
+    lo = dot(x.v0, bytes4(w.q.x)) + dot(x.v1, bytes4(w.q.y)) + dot(x.v2, bytes4(w.q.z)) + dot(x.v3, bytes4(w.q.w));
+    hi = dot(x.v4, bytes4(w.h.x)) + dot(x.v5, bytes4(w.h.y)) + dot(x.v6, bytes4(w.h.z)) + dot(x.v7, bytes4(w.h.w));
+    return fma(w.a.y, hi, fma(w.a.x, lo, acc));
+  }
+  lo = dot(x.v0, quant4(w.q.x, 0u, w.h.x, 0u)) + dot(x.v1, quant4(w.q.y, 0u, w.h.x, 1u))
+     + dot(x.v2, quant4(w.q.z, 0u, w.h.x, 2u)) + dot(x.v3, quant4(w.q.w, 0u, w.h.x, 3u));
+  hi = dot(x.v4, quant4(w.q.x, 4u, w.h.y, 0u)) + dot(x.v5, quant4(w.q.y, 4u, w.h.y, 1u))
+     + dot(x.v6, quant4(w.q.z, 4u, w.h.y, 2u)) + dot(x.v7, quant4(w.q.w, 4u, w.h.y, 3u));
+  return fma(w.a.y, hi, fma(w.b.y, x.sums.y, fma(w.a.x, lo, fma(w.b.x, x.sums.x, acc))));
+}
+
+fn silu(v: f32) -> f32 {
+  return v / (1.0 + exp(-v));
+}
+
+fn finish(m: u32, n: u32, g: f32, u: f32) {
+  if (m >= p.rows || n >= p.N) {
+    return;
+  }
+  let i = m * p.ldy + p.yCol + n;
+  if (MODE == MODE_GLU) {
+    y[i] = silu(g) * u;
+  } else if (MODE == MODE_ADD) {
+    y[i] = y[i] + g;
+  } else {
+    y[i] = g;
+  }
+}
+
+@compute @workgroup_size(LANES)
+fn matmulQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
+  let m0 = wg.y * TILE_ROWS;
+  let nb = p.K / BLOCK;
+  // Output r of this lane; outputs past N compute on the last row and store nothing.
+  let n$r = wg.x * (LANES * OUTS) + $r * LANES + lid.x;
+  let w$r = min(n$r, p.N - 1u);
+  let xRow$t = min(m0 + $t, p.rows - 1u);
+  var g$t_$r = 0.0;
+  var u$t_$r = 0.0;
+  for (var blk = 0u; blk < nb; blk++) {
+    let hg$r = header(w$r, blk);
+    var hu$r: Header;
+    if (MODE == MODE_GLU) { hu$r = header(w$r + p.N, blk); }
+    for (var c = 0u; c < CHUNKS; c++) {
+      let x$t = loadX(xRow$t, blk * CHUNKS + c);
+      let wg$r = weights(w$r, blk, c, hg$r);
+      g$t_$r = accumulate(g$t_$r, x$t, wg$r);
+      var wu$r: WChunk;
+      if (MODE == MODE_GLU) { wu$r = weights(w$r + p.N, blk, c, hu$r); }
+      if (MODE == MODE_GLU) { u$t_$r = accumulate(u$t_$r, x$t, wu$r); }
+    }
+  }
+  finish(m0 + $t, n$r, g$t_$r, u$t_$r);
+}
