@@ -14,22 +14,24 @@ import { demoModelDir } from "../engine/model/tiny_model.ts";
 import { smolShapedModelDir } from "./decode.ts";
 import { parseBenchFlags } from "./cli.ts";
 import { benchPrefixTtft, benchSwapReuse } from "./kv_runtime.ts";
+import { benchOffloadDistance } from "./kv_distance.ts";
 
 const TOKENS = 1024;
 
 const Flags = z.object({
   tokens: z.coerce.number().int().min(16).max(1_000_000).default(TOKENS),
-  only: z.enum(["runtime"]).optional(),
+  only: z.enum(["runtime", "distance"]).optional(),
 });
 
-export const USAGE = `usage: deno task bench kv [--tokens N] [--only runtime]
+export const USAGE = `usage: deno task bench kv [--tokens N] [--only runtime|distance]
 
 What moving KV between the device and the host costs: a request of N tokens of the SmolLM2-135M-shaped
 model swapped out and back with block groups and per block, the cost model profiled at load, and
 whether a copy overlaps a step's kernels.
 
   --tokens N      the swapped request's length (default ${TOKENS})
-  --only runtime  only the runtime-level part (swap reuse, prefix cache)`;
+  --only runtime  only the runtime-level part (swap reuse, prefix cache)
+  --only distance only decode step time vs offload distance, against the cost model`;
 const REPS = 5;
 const OVERLAP_REPS = 9;
 
@@ -55,6 +57,7 @@ export async function benchKv(args: string[]): Promise<string> {
   // The runtime-level part alone (swap reuse, prefix cache): `bench kv --only=runtime`.
   const runtimePart = async () => [await benchSwapReuse(gpu), await benchPrefixTtft(gpu)];
   if (flags.only === "runtime") return (await runtimePart()).join("\n\n");
+  if (flags.only === "distance") return await benchOffloadDistance(gpu);
   const dir = await smolShapedModelDir();
   const options = { modelDir: dir, gpu, gpuKvMb: 96, hostKvMb: 48, maxSlots: 4, maxRows: 64 };
 
@@ -88,6 +91,7 @@ export async function benchKv(args: string[]): Promise<string> {
   }
   return [
     report(gpu, info!, tokens, results, smolModel!, demo.info.costModel!, overlaps),
+    await benchOffloadDistance(gpu),
     ...await runtimePart(),
   ].join("\n\n");
 }
@@ -234,6 +238,7 @@ function report(
     model("LM head + sampler, s rows", (m) => line(m.sample, "row")),
     model("host → device copy", (m) => copyLine(m.hostToDevice)),
     model("device → host copy", (m) => copyLine(m.deviceToHost)),
+    model("prefetch between layers", (m) => m.prefetch ? copyLine(m.prefetch) : "—"),
     "",
     "#### Do copies overlap compute? (demo model; device-to-device copy)",
     "",

@@ -2,7 +2,7 @@
 // re-fitted from every delivered step's measured time (the planner of the policies reads it).
 // Pure bookkeeping over plain data; the fitting itself is engine/kv/cost_model.ts.
 
-import type { CostModel } from "../engine/engine.ts";
+import type { CostModel, KvPrefetch } from "../engine/engine.ts";
 import { observeStep, predictStepMs, type StepLoad } from "../engine/kv/cost_model.ts";
 import type { BuiltStep } from "./scheduler.ts";
 
@@ -35,6 +35,7 @@ export class CostTracker {
       bytesOut: blocks("out") * this.kvBlockBytes,
       copiesIn: 2 * copies.filter((c) => c.direction === "in").length,
       copiesOut: 2 * copies.filter((c) => c.direction === "out").length,
+      ...prefetchLoad(step.plan.prefetch ?? [], this.kvBlockBytes),
     };
   }
 
@@ -47,4 +48,24 @@ export class CostTracker {
     this.observed++;
     this.model = observeStep(this.model, load, ms);
   }
+}
+
+/**
+ * The prefetch part of a step's load: its bytes, and its copies counted as the engine makes them
+ * (runs of consecutive blocks on both sides, K and V each).
+ */
+export function prefetchLoad(
+  prefetch: readonly KvPrefetch[],
+  kvBlockBytes: number,
+): { bytesPrefetch: number; copiesPrefetch: number } {
+  let blocks = 0, runs = 0;
+  for (const p of prefetch) {
+    blocks += p.deviceBlocks.length;
+    p.deviceBlocks.forEach((d, i) => {
+      const continues = i > 0 && d === p.deviceBlocks[i - 1] + 1 &&
+        p.hostBlocks[i] === p.hostBlocks[i - 1] + 1;
+      if (!continues) runs++;
+    });
+  }
+  return { bytesPrefetch: blocks * kvBlockBytes, copiesPrefetch: 2 * runs };
 }

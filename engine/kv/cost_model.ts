@@ -36,6 +36,11 @@ export interface CostModel {
   hostToDevice: Line;
   /** One device → host copy of x bytes: copy to staging, map, copy into host memory. */
   deviceToHost: Line;
+  /**
+   * One prefetch of x bytes (offload distance): staged into a mappable buffer, copied into the
+   * prefetch region between two compute passes. Absent in models from before it was profiled.
+   */
+  prefetch?: Line;
   /** Share (0..1) of the shorter of copy and compute hidden when both are in flight together. */
   overlap: number;
   /** Decayed sums over (rows, one layer's ms) behind `layer`, for observeStep. */
@@ -53,6 +58,9 @@ export interface StepLoad {
   /** Copies each way (default: 2 — one block group's K and V — when any bytes move). */
   copiesIn?: number;
   copiesOut?: number;
+  /** Bytes and copies brought into the prefetch region between layers (default 0). */
+  bytesPrefetch?: number;
+  copiesPrefetch?: number;
 }
 
 /** Weight each profiled point keeps against observed steps (one observed step weighs 1). */
@@ -94,8 +102,12 @@ export function copyMs(m: CostModel, load: StepLoad): number {
   const bytesIn = load.bytesIn ?? 0, bytesOut = load.bytesOut ?? 0;
   const copiesIn = load.copiesIn ?? (bytesIn > 0 ? 2 : 0);
   const copiesOut = load.copiesOut ?? (bytesOut > 0 ? 2 : 0);
+  const bytesPrefetch = load.bytesPrefetch ?? 0;
+  const copiesPrefetch = load.copiesPrefetch ?? (bytesPrefetch > 0 ? 2 : 0);
+  const prefetch = m.prefetch ?? m.hostToDevice;
   return copiesIn * m.hostToDevice.fixedMs + bytesIn * m.hostToDevice.perUnitMs +
-    copiesOut * m.deviceToHost.fixedMs + bytesOut * m.deviceToHost.perUnitMs;
+    copiesOut * m.deviceToHost.fixedMs + bytesOut * m.deviceToHost.perUnitMs +
+    copiesPrefetch * prefetch.fixedMs + bytesPrefetch * prefetch.perUnitMs;
 }
 
 /** Predicted queue time (ms) of one step; add roundTripMs for its latency when waited alone. */

@@ -76,6 +76,7 @@ export async function profileCosts(
   const timing = { reps, rt: await roundTripMs(t.gpu, reps), pointMs: opts.pointMs ?? 100 };
   const hostToDevice = await copyLine((b, n) => hostToDeviceMs(t.gpu, b, n, timing));
   const deviceToHost = await copyLine((b, n) => deviceToHostMs(t.gpu, b, n, timing));
+  const prefetch = await copyLine((b, n) => prefetchMs(t.gpu, b, n, timing));
   // Two row counts fit the layer line exactly; the sampling tail is the same step's extra time.
   const rowCounts = unique((opts.rows ?? [1, 8]).map((n) => Math.min(n, t.maxRows)));
   const layerPoints: [number, number][] = [], samplePoints: [number, number][] = [];
@@ -92,6 +93,7 @@ export async function profileCosts(
     sample: fitLine(samplePoints),
     hostToDevice,
     deviceToHost,
+    prefetch,
     overlap: 0,
     layerFit: sumsOf(layerPoints, PROFILE_WEIGHT),
   };
@@ -197,6 +199,42 @@ async function hostToDeviceMs(
     });
   } finally {
     buffer.destroy();
+  }
+}
+
+/**
+ * Queue time of `count` prefetches of `bytes` each, the way KvTransfers does them: host bytes
+ * staged in a mappable buffer, each copied into the device between two compute passes.
+ */
+async function prefetchMs(gpu: Gpu, bytes: number, count: number, timing: Timing): Promise<number> {
+  const dev = gpu.device;
+  const dst = dev.createBuffer({
+    size: count * bytes,
+    usage: GPUBufferUsage.COPY_DST,
+    label: "profile.prefetch",
+  });
+  const host = new Uint8Array(count * bytes).fill(1);
+  const prefetch = () => {
+    const staging = dev.createBuffer({
+      size: count * bytes,
+      usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC,
+      mappedAtCreation: true,
+    });
+    new Uint8Array(staging.getMappedRange()).set(host);
+    staging.unmap();
+    const e = dev.createCommandEncoder();
+    e.beginComputePass().end();
+    for (let i = 0; i < count; i++) {
+      e.copyBufferToBuffer(staging, i * bytes, dst, i * bytes, bytes);
+      e.beginComputePass().end();
+    }
+    dev.queue.submit([e.finish()]);
+    return dev.queue.onSubmittedWorkDone().then(() => staging.destroy());
+  };
+  try {
+    return await queueMs(gpu, timing, prefetch);
+  } finally {
+    dst.destroy();
   }
 }
 

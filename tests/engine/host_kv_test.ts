@@ -5,7 +5,7 @@
 // the same step keeps the copied data; copy-only steps; refused plans change nothing; close waits
 // for copies in flight; the copy counters, in-process and behind a Worker.
 
-import { Engine, type KvCopy, type StepRow } from "../../engine/engine.ts";
+import { Engine, type KvCopy, type KvPrefetch, type StepRow } from "../../engine/engine.ts";
 import { HostKv } from "../../engine/kv/host_kv.ts";
 import { WorkerEngine } from "../../engine/worker_engine.ts";
 import { BlockPool, type SeqId } from "../../engine/kv/block_pool.ts";
@@ -284,6 +284,13 @@ Deno.test("refused steps change nothing; reading a host block still being filled
         hostBlocks: [0, 1],
         ...over,
       });
+      const oneRow = { ...empty, rows: [{ slot: 0, pos: 0, token: 1 }] };
+      const prefetch = (over: Partial<KvPrefetch>): KvPrefetch => ({
+        layer: 1,
+        deviceBlocks: [6, 7],
+        hostBlocks: [0, 1],
+        ...over,
+      });
       const bad: [object, RegExp][] = [
         [{ ...empty }, /step has 0 rows/],
         [{ ...empty, copies: [copy({ layer: 2 })] }, /layer 2 is out of range/],
@@ -302,6 +309,16 @@ Deno.test("refused steps change nothing; reading a host block still being filled
             rows: new Array(17).fill({ slot: 0, pos: 0, token: 1 }),
           },
           /step has 17 rows/,
+        ],
+        [
+          { ...empty, copies: [copy({})], prefetch: [prefetch({ hostBlocks: [2, 3] })] },
+          /no rows cannot prefetch/,
+        ],
+        [{ ...oneRow, prefetch: [prefetch({ layer: 5 })] }, /layer 5 is out of range/],
+        [{ ...oneRow, prefetch: [prefetch({ deviceBlocks: [7, 7] })] }, /written twice/],
+        [
+          { ...oneRow, copies: [copy({})], prefetch: [prefetch({})] },
+          /host block 0 is still being filled/,
         ],
       ];
       for (const [plan, message] of bad) {
@@ -322,6 +339,7 @@ Deno.test("refused steps change nothing; reading a host block still being filled
         steps: 3,
         out: { copies: 4, blocks: 4, bytes: 4 * engine.info.kvBlockBytes },
         in: { copies: 2, blocks: 2, bytes: 2 * engine.info.kvBlockBytes },
+        prefetch: { copies: 0, blocks: 0, bytes: 0 },
       });
     } finally {
       await h.engine.close();
@@ -375,6 +393,7 @@ Deno.test("behind a Worker: copy-only steps run and the counters come back with 
         steps: 2,
         out: { copies: 2, blocks: 3, bytes },
         in: { copies: 2, blocks: 3, bytes },
+        prefetch: { copies: 0, blocks: 0, bytes: 0 },
       });
     } finally {
       await engine.close();
