@@ -20,6 +20,7 @@ const EngineFlags = z.object({
   "max-batch": z.coerce.number().int().min(1).max(256).default(32),
   "prefill-chunk": z.coerce.number().int().min(16).max(4096).default(128),
   f32: z.boolean().default(false),
+  "kv-dtype": z.enum(["f16", "f32"]).optional(),
   // reserve: best measured on this adapter (README, "Scheduling"); fcfs is the vLLM baseline.
   sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("reserve"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
@@ -27,7 +28,36 @@ const EngineFlags = z.object({
   preempt: z.enum(["recompute", "swap", "partial"]).default("recompute"),
   "write-through": z.enum(["on", "off"]).default("off"),
   "swap-reuse": z.enum(["on", "off"]).default("on"),
+  offload: z.enum(["none", "uniform", "orbit"]).default("none"),
+  "offload-distance": z.coerce.number().int().min(1).optional(),
+  "prefetch-blocks": z.coerce.number().int().min(1).optional(),
 });
+
+/**
+ * Offload flags that only make sense together: checked on each command's final schema (zod
+ * cannot extend an object that has refinements), before anything loads.
+ */
+function checkOffload(
+  f: {
+    offload: string;
+    "host-kv-mb": number;
+    "offload-distance"?: number;
+    "prefetch-blocks"?: number;
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const problem = (path: string, message: string) =>
+    ctx.addIssue({ code: "custom", path: [path], message });
+  if (f.offload !== "none" && f["host-kv-mb"] === 0) {
+    problem("offload", `${f.offload} needs a host KV tier: pass --host-kv-mb MB`);
+  }
+  if (f["offload-distance"] !== undefined && f.offload !== "uniform") {
+    problem("offload-distance", "is the distance of --offload uniform");
+  }
+  if (f["prefetch-blocks"] !== undefined && f.offload === "none") {
+    problem("prefetch-blocks", "needs --offload uniform or orbit");
+  }
+}
 
 const GenerateFlags = EngineFlags.extend({
   prompt: z.string().optional(),
@@ -42,7 +72,7 @@ const GenerateFlags = EngineFlags.extend({
   json: z.boolean().default(false),
 }).refine((f) => (f.prompt === undefined) !== (f["prompt-ids"] === undefined), {
   message: "pass exactly one of --prompt or --prompt-ids",
-});
+}).superRefine(checkOffload);
 
 const env = (name: string) => Deno.env.get(name) || undefined;
 const commaList = z.string().transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
@@ -60,7 +90,7 @@ const ServeFlags = EngineFlags.extend({
   "shutdown-grace-s": z.coerce.number().min(0).default(10),
   "allowed-hosts": commaList.optional(),
   "cors-origins": commaList.optional(),
-});
+}).superRefine(checkOffload);
 export type ServeFlags = z.infer<typeof ServeFlags>;
 
 const STRING_FLAGS = [
@@ -71,6 +101,9 @@ const STRING_FLAGS = [
   "preempt",
   "write-through",
   "swap-reuse",
+  "offload",
+  "offload-distance",
+  "prefetch-blocks",
   "gpu-kv-mb",
   "max-batch",
   "prefill-chunk",
@@ -134,6 +167,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       maxSlots: flags["max-batch"],
       maxRows: flags["prefill-chunk"],
       forceF32: flags.f32,
+      kvDtype: flags["kv-dtype"],
       hostKvMb: flags["host-kv-mb"],
     },
     runtime: {
@@ -142,6 +176,9 @@ function runtimeOptions(flags: EngineFlagValues) {
       preempt: flags.preempt,
       writeThrough: flags["write-through"] === "on",
       swapReuse: flags["swap-reuse"] === "on",
+      offload: flags.offload,
+      offloadDistance: flags["offload-distance"],
+      prefetchBlocks: flags["prefetch-blocks"],
     },
   };
 }
@@ -228,11 +265,15 @@ async function benchCommand(args: string[]): Promise<void> {
 // ---- usage: keep each flag's line beside its schema entry above ----
 
 const MODEL_FLAGS = `model:
-  --model M              a local model directory, a Hugging Face id (org/name, downloaded once
-                         into ~/.cache/sluice/hub; $HF_ENDPOINT for a mirror), or "demo" (a small
-                         random model, no download). Default: ${DEFAULT_MODEL}, or the
-                         demo model, with a notice, when it cannot be downloaded.
-  --f32                  keep weights and KV in f32 even where the adapter has shader-f16`;
+  --model M              a local model directory, a .gguf file, a Hugging Face id (org/name:
+                         from the Hugging Face cache if there, else downloaded once into
+                         ~/.cache/sluice/hub; $HF_ENDPOINT for a mirror; org/name:Q4_K_M or
+                         org/name:FILE.gguf picks a cached GGUF), ollama:NAME[:TAG] (Ollama's
+                         store), or "demo" (a small random model, no download). Default:
+                         ${DEFAULT_MODEL}, or the demo model, with a notice, when it
+                         cannot be downloaded.
+  --f32                  keep weights and KV in f32 even where the adapter has shader-f16
+  --kv-dtype f16|f32     KV cache dtype (default: as the weights)`;
 
 const ENGINE_FLAGS = `engine and scheduling:
   --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)
@@ -243,7 +284,13 @@ const ENGINE_FLAGS = `engine and scheduling:
   --host-kv-mb MB        host KV tier for preempted requests (default 0: none)
   --preempt recompute|swap|partial   how a preempted request's KV is given back (default recompute)
   --write-through on|off copy full KV blocks to the host tier as they fill (default off)
-  --swap-reuse on|off    keep host copies after a swap-in (default on)`;
+  --swap-reuse on|off    keep host copies after a swap-in (default on)
+  --offload none|uniform|orbit   keep some layers' KV on the host tier, copied into a prefetch
+                         region just before each layer runs (needs --host-kv-mb): uniform, every
+                         request at --offload-distance; orbit, a planner picks each request's
+                         distance to fit the device budget at the least step time (default none)
+  --offload-distance N   uniform: every N-th layer's KV on the host (default 2)
+  --prefetch-blocks N    prefetch region, blocks per arena (default: one layer's share of the pool)`;
 
 const SERVE_USAGE = `usage: deno task serve [flags]          (main.ts serve)
 

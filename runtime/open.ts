@@ -31,7 +31,7 @@ export async function openRuntime(
   const modelDir = await resolveModel(model, log);
   const files = await openModelDir(modelDir);
   const tokenizer = new Tokenizer(files);
-  const { policy, prefixCache, preempt } = options.runtime;
+  const { policy, prefixCache, preempt, offload } = options.runtime;
   const progress = progressBar("loading weights");
   const engine: StepEngine = options.inProcess
     ? await Engine.load({ ...options.engine, modelDir, onLoadProgress: progress })
@@ -48,7 +48,8 @@ export async function openRuntime(
         prefixCache ? "on" : "off"
       }` +
       (i.hostBlocks > 0
-        ? `; host KV ${i.hostBlocks} blocks, preempt by ${preempt ?? "recompute"}`
+        ? `; host KV ${i.hostBlocks} blocks, preempt by ${preempt ?? "recompute"}` +
+          (offload && offload !== "none" ? `, offload ${offload}` : "")
         : ""),
   );
   const runtime = new Runtime(engine, { ...options.runtime, eosIds: tokenizer.eosTokenIds });

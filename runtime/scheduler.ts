@@ -33,6 +33,17 @@ export interface SchedulerOptions {
    * an offloader. Uniform: the same for all; a planner may pick per request.
    */
   offloadDistance?: (req: Request) => number;
+  /**
+   * A planner choosing distances for the whole batch (OrbitFlow): told the running requests before
+   * each step (it may start a re-plan, never waits for one), then asked each request's distance.
+   * Takes precedence over offloadDistance.
+   */
+  offloadPlanner?: OffloadPlanner;
+}
+
+export interface OffloadPlanner {
+  beforeStep(running: readonly Request[]): void;
+  distanceOf(req: Request): number;
 }
 
 export interface SchedulerLimits {
@@ -274,7 +285,9 @@ export class Scheduler {
    */
   private placeLayers(): void {
     const offloader = this.offloader!;
-    const want = this.options.offloadDistance;
+    const planner = this.options.offloadPlanner;
+    planner?.beforeStep(this.running);
+    const want = planner ? (req: Request) => planner.distanceOf(req) : this.options.offloadDistance;
     for (const req of want ? this.running : []) {
       const d = want!(req);
       if (offloader.distanceOf(req) !== d && !req.refill) offloader.setDistance(req, d);

@@ -20,6 +20,7 @@ import {
 import { Scheduler } from "./scheduler.ts";
 import { Swapper, type SwapStats } from "./swapper.ts";
 import { Offloader, type OffloadStats } from "./offload.ts";
+import { OrbitOffload, type PlannerStats } from "./plan/orbit_offload.ts";
 import {
   MAX_READING_RATE,
   MIN_READING_RATE,
@@ -47,9 +48,16 @@ export interface RuntimeOptions {
   /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
   swapReuse?: boolean;
   /**
-   * Offload distance for every running request (`--offload-distance`; 0 or undefined: every
-   * layer on the device): every d-th layer's KV lives on the host tier and is brought into the
-   * prefetch region just before its layer runs. Needs a host tier.
+   * Keeping some layers' KV on the host tier (`--offload`; needs one): "none"; "uniform", every
+   * running request at `offloadDistance`; "orbit", OrbitFlow's planner picks each request's
+   * distance (runtime/plan/orbit_offload.ts). Default: "uniform" when `offloadDistance` is given,
+   * else "none".
+   */
+  offload?: OffloadMode;
+  /**
+   * Offload distance for every running request (`--offload-distance`; 0: every layer on the
+   * device; default 2 with `offload: "uniform"`): every d-th layer's KV lives on the host tier and
+   * is brought into the prefetch region just before its layer runs. Needs a host tier.
    */
   offloadDistance?: number | OffloadDistanceOf;
   /** Prefetch region blocks per arena (default: one layer's share of the device pool). */
@@ -65,6 +73,8 @@ export interface RuntimeOptions {
   /** Token ids that end generation unless a request gives its own. */
   eosIds: readonly number[];
 }
+
+export type OffloadMode = "none" | "uniform" | "orbit";
 
 /** A distance per request, asked again every step (a planner; tests change it mid-stream). */
 export type OffloadDistanceOf = (req: { id: number; generated: number }) => number;
@@ -143,6 +153,8 @@ export interface RuntimeStats {
   swaps: SwapStats | null;
   /** Offload distance work (null without offloading). */
   offload: OffloadStats | null;
+  /** The offload planner's solves (only with `offload: "orbit"`). */
+  planner?: PlannerStats;
   /** KV bytes copied to the host (swap-outs, write-through) and back. */
   kvBytesMoved: { out: number; in: number };
   prefix: PrefixStats | null;
@@ -160,6 +172,7 @@ export class Runtime {
   private readonly prefixIndex: PrefixIndex | null;
   private readonly swapper: Swapper | null;
   private readonly offloader: Offloader | null;
+  private readonly planner: OrbitOffload | null;
   /** The engine's cost model, re-fitted from observed step times (for planners and reports). */
   readonly costs: CostTracker;
   private readonly loop: StepLoop;
@@ -173,10 +186,15 @@ export class Runtime {
     const info = engine.info;
     this.pool = new BlockPool(info);
     this.prefixIndex = options.prefixCache ? new PrefixIndex(this.pool) : null;
-    const distance = options.offloadDistance ?? 0;
-    const offloading = typeof distance === "function" || distance > 0;
+    const given = options.offloadDistance ?? 0;
+    const mode = options.offload ?? (typeof given === "function" || given > 0 ? "uniform" : "none");
+    const distance = mode === "uniform" ? options.offloadDistance ?? 2 : 0;
+    const offloading = mode === "orbit" || typeof distance === "function" || distance > 0;
     if (offloading && info.hostBlocks === 0) {
-      throw new RangeError("an offload distance needs a host KV tier (--host-kv-mb)");
+      throw new RangeError(`offload ${mode} needs a host KV tier (--host-kv-mb)`);
+    }
+    if (mode === "orbit" && !info.costModel) {
+      throw new RangeError("offload orbit needs the engine's cost model (profiled at load)");
     }
     const host = new BlockPool({
       blocksPerArena: [Math.max(1, info.hostBlocks)],
@@ -189,6 +207,15 @@ export class Runtime {
         host,
         options.prefetchBlocks ?? Math.ceil(this.pool.total / info.numLayers),
       )
+      : null;
+    this.planner = mode === "orbit"
+      ? new OrbitOffload({
+        info,
+        pool: this.pool,
+        region: this.offloader!,
+        // Read at each re-plan: `costs` is set below, and re-fitted every step.
+        costs: () => this.costs.current,
+      })
       : null;
     this.swapper = info.hostBlocks > 0
       ? new Swapper(
@@ -213,6 +240,7 @@ export class Runtime {
           : distance > 0
           ? () => distance
           : undefined,
+        offloadPlanner: this.planner ?? undefined,
       },
       this.offloader,
     );
@@ -223,7 +251,10 @@ export class Runtime {
       this.scheduler,
       info.ringSize,
       undefined,
-      (step, ms) => this.costs.observe(step, ms),
+      (step, ms) => {
+        this.costs.observe(step, ms);
+        this.planner?.observeStep(step, ms); // drift of measured steps from the plan's prediction
+      },
     );
   }
 
@@ -288,6 +319,7 @@ export class Runtime {
       hostBlocksTotal: this.swapper?.host.total ?? 0,
       swaps: this.swapper ? { ...this.swapper.stats } : null,
       offload: this.offloader ? { ...this.offloader.stats } : null,
+      ...(this.planner ? { planner: this.planner.stats() } : {}),
       kvBytesMoved: this.kvBytesMoved(),
       prefix: this.prefixIndex?.stats() ?? null,
       steps: this.loop.steps,
@@ -334,6 +366,11 @@ export class Runtime {
     return this.loop.takeStepTimes();
   }
 
+  /** The offload planner's solve times (ms) since the last call, for the metrics histogram. */
+  takeSolveTimes(): number[] {
+    return this.planner?.takeSolveTimes() ?? [];
+  }
+
   /** Requests not yet finished (running or waiting). */
   get openRequests(): number {
     return this.scheduler.running.length + this.scheduler.waiting.length;
@@ -350,6 +387,8 @@ export class Runtime {
    */
   async close(): Promise<void> {
     this.closing = true;
+    // Its Worker first, whatever happens below; the last steps keep the last plan's distances.
+    this.planner?.close();
     for (const req of [...this.scheduler.waiting, ...this.scheduler.running]) req.end("shutdown");
     for (const req of this.streams) req.cutStream();
     this.streams.clear();

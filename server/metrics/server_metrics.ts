@@ -27,8 +27,10 @@ export interface RequestObserver {
   finish(status: number): void;
 }
 
-/** What the metrics read of the runtime at each scrape. */
-export type RuntimeView = Pick<Runtime, "stats" | "takeStepTimes">;
+/** What the metrics read of the runtime at each scrape (solve times: with an offload planner). */
+export type RuntimeView =
+  & Pick<Runtime, "stats" | "takeStepTimes">
+  & Partial<Pick<Runtime, "takeSolveTimes">>;
 
 /** Runtime counters as of the last scrape, so each scrape adds what grew since. */
 const ZERO_COUNTERS = {
@@ -40,6 +42,7 @@ const ZERO_COUNTERS = {
   bytesIn: 0,
   prefixHits: 0,
   prefixLookups: 0,
+  plannerSolves: 0,
 };
 
 export class ServerMetrics {
@@ -134,6 +137,7 @@ export class ServerMetrics {
       bytesIn: s.kvBytesMoved.in,
       prefixHits: s.prefix?.hitBlocks ?? 0,
       prefixLookups: s.prefix?.lookupBlocks ?? 0,
+      plannerSolves: s.planner?.solves ?? 0,
     };
     const grew = (k: keyof typeof now) => Math.max(0, now[k] - this.last[k]);
     m.tokensGenerated.inc(grew("tokensGenerated"));
@@ -145,8 +149,10 @@ export class ServerMetrics {
     m.kvBytesMoved.inc({ direction: "in" }, grew("bytesIn"));
     m.prefixHitBlocks.inc(grew("prefixHits"));
     m.prefixLookupBlocks.inc(grew("prefixLookups"));
+    m.plannerSolves.inc(grew("plannerSolves"));
     this.last = now;
     for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
+    for (const ms of runtime.takeSolveTimes?.() ?? []) m.plannerSolveSeconds.observe(ms / 1000);
   }
 
   render(): string {

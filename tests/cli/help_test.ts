@@ -29,6 +29,17 @@ const BAD_CASES: [string[], RegExp, RegExp][] = [
   [["serve", "--sched", "lifo"], /^sluice serve: --sched: /, /usage: deno task serve/],
   [["serve", "stray"], /^sluice serve: Unexpected argument 'stray'/, /usage: deno task serve/],
   [
+    ["serve", "--offload", "orbit"],
+    /^sluice serve: --offload: orbit needs a host KV tier: pass --host-kv-mb/,
+    /usage: deno task serve/,
+  ],
+  [["serve", "--offload", "far"], /^sluice serve: --offload: /, /usage: deno task serve/],
+  [
+    ["generate", "--prompt", "hi", "--host-kv-mb", "8", "--offload-distance", "3"],
+    /^sluice generate: --offload-distance: is the distance of --offload uniform/,
+    /usage: deno task generate/,
+  ],
+  [
     ["generate", "--prompt"],
     /^sluice generate: Option '--prompt <value>' argument missing/,
     /usage: deno task generate/,

@@ -280,6 +280,7 @@ const PROPERTY_CASES: (Setup & { seed: number })[] = [
     prefixCache: true,
     seed: 14,
   },
+  { policy: "fcfs", offloadDistance: "changing", prefetchBlocks: 3, preempt: "partial", seed: 15 },
 ];
 
 for (const { seed, ...setup } of PROPERTY_CASES) {

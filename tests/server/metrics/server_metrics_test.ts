@@ -91,6 +91,40 @@ Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hi
   assertEquals(sampleValue(s, "sluice_kv_blocks_used", { tier: "host" }), 0);
 });
 
+Deno.test("server metrics: the offload planner's solves and their durations", () => {
+  const metrics = new ServerMetrics();
+  const planner = {
+    requested: { "no-plan": 1, batch: 2, window: 0, drift: 0 },
+    solves: 3,
+    lastSolveMs: 4,
+    solveMsTotal: 7,
+    abandoned: 0,
+    failed: 0,
+  };
+  const solveMs = [2, 1, 4];
+  const view = (solves: number): RuntimeView => ({
+    stats: () => ({ ...IDLE_STATS, planner: { ...planner, solves } }),
+    takeStepTimes: () => [],
+    takeSolveTimes: () => solveMs.splice(0),
+  });
+  metrics.observeRuntime(view(3));
+  let s = parsePrometheusText(metrics.render());
+  assertEquals(sampleValue(s, "sluice_planner_solves_total"), 3);
+  assertEquals(sampleValue(s, "sluice_planner_solve_seconds_count"), 3);
+  assertEquals(sampleValue(s, "sluice_planner_solve_seconds_bucket", { le: "0.001" }), 1);
+  assertEquals(sampleValue(s, "sluice_planner_solve_seconds_bucket", { le: "0.005" }), 3);
+  metrics.observeRuntime(view(5));
+  s = parsePrometheusText(metrics.render());
+  assertEquals(sampleValue(s, "sluice_planner_solves_total"), 5);
+  assertEquals(sampleValue(s, "sluice_planner_solve_seconds_count"), 3);
+  // A runtime with no planner adds nothing.
+  metrics.observeRuntime(fakeRuntime({}));
+  assertEquals(
+    sampleValue(parsePrometheusText(metrics.render()), "sluice_planner_solves_total"),
+    5,
+  );
+});
+
 Deno.test("server metrics: an observer counts its request once and closes it", () => {
   const metrics = new ServerMetrics();
   const a = metrics.requestStarted();

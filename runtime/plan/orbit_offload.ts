@@ -1,0 +1,240 @@
+// OrbitFlow's planner driving the offload executor (`--offload orbit`). Before each step the
+// scheduler shows it the running batch; it asks the planner Worker for a new plan only when the
+// batch changed, the plan's window ran out, or measured steps drifted from the plan's prediction
+// (replan.ts), and answers each request's distance from the newest finished plan. It never waits
+// for a solve: until the first plan arrives every request keeps all its layers, and a request the
+// plan does not know (just admitted, still prefilling) keeps them too.
+//
+// What the planner is told: the decoding requests (their context and where it stops, blocks per
+// layer, buffered tokens, SLO, reading rate), the device blocks they may hold, and the cost
+// model as re-fitted from the steps so far. The prefetch region is reserved in the pool for good,
+// and the plan counts its own region on top of the resident blocks, so the budget is the pool less
+// the reserved region and less what requests outside the plan hold: a plan that fits it always
+// fits the pool (it may offload a little more than strictly needed).
+
+import type { CostModel, EngineInfo } from "../../engine/engine.ts";
+import type { Request } from "../request.ts";
+import type { BuiltStep, OffloadPlanner } from "../scheduler.ts";
+import { PlannerClient } from "./planner_client.ts";
+import type { PlanInput, PlanRequest } from "./plan_types.ts";
+import { type PlanInForce, type ReplanReason, shouldReplan } from "./replan.ts";
+
+export interface OrbitOffloadOptions {
+  info: Pick<EngineInfo, "numLayers" | "kvBlockBytes" | "blockSize">;
+  /** The device pool: its size, and what a request holds in it over all layers. */
+  pool: { readonly total: number; heldBy(id: number): number };
+  /** The prefetch region: blocks per arena (the plan's cap) and in all (reserved in the pool). */
+  region: { readonly regionBlocks: number; readonly regionTotal: number };
+  /** The cost model as of now (re-fitted every step). */
+  costs: () => CostModel | undefined;
+  /** Decode steps a plan must hold for (default 32). */
+  window?: number;
+  /** The solver's time limit (default 100 ms); past it the last plan stays in force. */
+  timeoutMs?: number;
+  /** Drift of measured vs predicted step time that asks for a new plan (default replan.ts's). */
+  driftFraction?: number;
+  /** Where plans come from (default: a PlannerClient over the planner Worker). */
+  client?: PlanSource;
+}
+
+/** The part of PlannerClient this uses (tests plan inline, with no Worker). */
+export type PlanSource = Pick<
+  PlannerClient,
+  "request" | "latest" | "latestSeq" | "busy" | "settled" | "close" | "abandoned" | "failed"
+>;
+
+export interface PlannerStats {
+  /** Plans asked for, by why. */
+  requested: Record<ReplanReason, number>;
+  /** Plans received, and the solve time of the last one and of all together. */
+  solves: number;
+  lastSolveMs: number;
+  solveMsTotal: number;
+  /** Solves abandoned past their deadline, and ones that failed in the Worker. */
+  abandoned: number;
+  failed: number;
+  /** The running request the newest plan would pause (no plan fits the whole batch). */
+  pauseRequested?: number;
+}
+
+/** Steps a plan must have been measured over before drift can call for a new one. */
+const MIN_OBSERVED = 3;
+/** Weight of the newest step in the smoothed step time (one noisy step must not re-plan). */
+const SMOOTHING = 0.3;
+
+export class OrbitOffload implements OffloadPlanner {
+  private readonly client: PlanSource;
+  private readonly window: number;
+  /** Steps seen (beforeStep calls): the clock of plan windows. */
+  private step = 0;
+  private inForce?: PlanInForce & { seq: number };
+  /** The batch each plan asked for and not yet installed was made for, by sequence number. */
+  private readonly asked = new Map<number, number[]>();
+  /** Measured decode steps since the plan in force was installed, smoothed. */
+  private measured = { ms: 0, n: 0 };
+  private solveTimes: number[] = [];
+  private running = new Set<number>();
+  private closed = false;
+  private readonly counts: Omit<PlannerStats, "pauseRequested"> = {
+    requested: { "no-plan": 0, batch: 0, window: 0, drift: 0 },
+    solves: 0,
+    lastSolveMs: 0,
+    solveMsTotal: 0,
+    abandoned: 0,
+    failed: 0,
+  };
+
+  constructor(private readonly opts: OrbitOffloadOptions) {
+    this.client = opts.client ?? new PlannerClient();
+    this.window = opts.window ?? 32;
+  }
+
+  beforeStep(running: readonly Request[]): void {
+    this.step++;
+    this.running = new Set(running.map((r) => r.id));
+    this.install();
+    if (this.closed) return;
+    const decoding = running.filter((r) => r.state === "decoding");
+    if (decoding.length === 0) return;
+    const batch = decoding.map((r) => r.id);
+    const reason = shouldReplan(
+      this.inForce,
+      { batch, step: this.step, observedStepMs: this.observedStepMs() },
+      this.opts.driftFraction,
+    );
+    if (!reason || this.askedFor(batch)) return;
+    const input = this.inputOf(decoding, running);
+    if (!input) return;
+    const seq = this.client.request(input);
+    this.asked.set(seq, batch);
+    // Only the running solve and the one waiting can still answer; solves that never did (timed
+    // out, abandoned) must not pile up here.
+    if (this.asked.size > 8) this.asked.delete(this.asked.keys().next().value!);
+    this.counts.requested[reason]++;
+    this.client.settled(seq).then((outcome) => {
+      const plan = this.client.latest();
+      if (outcome !== "planned" || this.client.latestSeq !== seq || !plan) return;
+      this.counts.solves++;
+      this.counts.lastSolveMs = plan.solveMs;
+      this.counts.solveMsTotal += plan.solveMs;
+      if (this.solveTimes.length < 4096) this.solveTimes.push(plan.solveMs);
+    });
+  }
+
+  /** The newest plan's distance for `req`; 0 (keep all) for a request it does not place. */
+  distanceOf(req: Request): number {
+    return this.client.latest()?.distances.get(req.id) ?? 0;
+  }
+
+  /**
+   * The running request the newest plan would pause, because no plan fits the whole batch
+   * (OrbitFlow's Pause-Resume). Not acted on by the scheduler yet: it is reported.
+   */
+  pauseRequested(): number | undefined {
+    const pause = this.client.latest()?.pause;
+    return pause !== undefined && this.running.has(pause) ? pause : undefined;
+  }
+
+  /** Feeds one delivered step's measured time (ms): pure decode steps are what plans predict. */
+  observeStep(step: BuiltStep, ms: number): void {
+    const rows = step.plan.rows.length;
+    if (rows === 0 || rows !== step.plan.samples.length || !(ms >= 0)) return;
+    const m = this.measured;
+    m.ms = m.n === 0 ? ms : SMOOTHING * ms + (1 - SMOOTHING) * m.ms;
+    m.n++;
+  }
+
+  stats(): PlannerStats {
+    return {
+      ...this.counts,
+      requested: { ...this.counts.requested },
+      abandoned: this.client.abandoned,
+      failed: this.client.failed,
+      pauseRequested: this.pauseRequested(),
+    };
+  }
+
+  /** Solve times (ms) of the plans received since the last call, for the metrics histogram. */
+  takeSolveTimes(): number[] {
+    const t = this.solveTimes;
+    this.solveTimes = [];
+    return t;
+  }
+
+  /** Stops the planner's Worker; distances stay as the last plan said. Idempotent. */
+  close(): void {
+    this.closed = true;
+    this.client.close();
+  }
+
+  /** Puts a newly finished plan in force: its window starts now, and its drift is measured anew. */
+  private install(): void {
+    const seq = this.client.latestSeq;
+    const plan = this.client.latest();
+    if (!plan || seq === (this.inForce?.seq ?? 0)) return;
+    this.inForce = {
+      seq,
+      batch: this.asked.get(seq) ?? [...plan.distances.keys()],
+      fromStep: this.step,
+      window: this.window,
+      predictedStepMs: plan.predictedStepMs,
+    };
+    for (const s of this.asked.keys()) if (s <= seq) this.asked.delete(s);
+    this.measured = { ms: 0, n: 0 };
+  }
+
+  /** Whether a plan for these members is already being solved or waiting to be. */
+  private askedFor(batch: readonly number[]): boolean {
+    if (!this.client.busy) return false;
+    const ids = new Set(batch);
+    for (const [seq, b] of this.asked) {
+      if (seq > this.client.latestSeq && b.length === ids.size && b.every((id) => ids.has(id))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** The smoothed measured step, or the prediction itself until enough steps were measured. */
+  private observedStepMs(): number {
+    const predicted = this.inForce?.predictedStepMs ?? 0;
+    return this.measured.n >= MIN_OBSERVED && Number.isFinite(predicted)
+      ? this.measured.ms
+      : predicted;
+  }
+
+  /** The planner's question for the decoding requests; undefined without a cost model. */
+  private inputOf(
+    decoding: readonly Request[],
+    running: readonly Request[],
+  ): PlanInput | undefined {
+    const costs = this.opts.costs();
+    if (!costs) return undefined;
+    const { numLayers, kvBlockBytes, blockSize } = this.opts.info;
+    const planned = new Set(decoding);
+    const others = running.filter((r) => !planned.has(r))
+      .reduce((n, r) => n + this.opts.pool.heldBy(r.id), 0);
+    const requests: PlanRequest[] = decoding.map((r) => ({
+      id: r.id,
+      tokens: r.computed,
+      // What it holds now; the planner grows it by the tokens of its window (blockTokens), up
+      // to the context it stops at.
+      blocksPerLayer: Math.ceil(r.computed / blockSize),
+      finalTokens: r.promptLength + r.spec.maxTokens,
+      bufferedTokens: r.buffer.occupancy().tokens,
+      tbtSloMs: r.spec.slo.tbtMs,
+      readingRate: r.spec.readingRate,
+    }));
+    return {
+      requests,
+      numLayers,
+      blockBytes: kvBlockBytes,
+      blockTokens: blockSize,
+      budgetBlocks: Math.max(0, this.opts.pool.total - this.opts.region.regionTotal - others),
+      prefetchRegionBlocks: this.opts.region.regionBlocks,
+      costs,
+      window: this.window,
+      timeoutMs: this.opts.timeoutMs ?? 100,
+    };
+  }
+}
