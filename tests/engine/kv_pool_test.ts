@@ -4,7 +4,14 @@
 // DeviceKv: layout sizing against a fake device's limits (no GPU), buffers per arena, and table
 // uploads.
 
-import { BlockPool, NOT_RESIDENT, type PoolShape, type SeqId } from "../../engine/kv/block_pool.ts";
+import {
+  BlockPool,
+  NOT_RESIDENT,
+  OFFLOADED,
+  type PoolShape,
+  type SeqId,
+} from "../../engine/kv/block_pool.ts";
+import { PrefixIndex } from "../../engine/kv/prefix_index.ts";
 import { DeviceKv, type KvLayout } from "../../engine/kv/device_kv.ts";
 import { readU32 } from "../../engine/gpu/buffers.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
@@ -264,6 +271,49 @@ Deno.test("double frees are harmless through the API and detected in the free ma
   const freeMap = (pool as unknown as { freeMap: Uint8Array[] }).freeMap;
   freeMap[0][pool.table("b", 1)[1]] = 1;
   assertThrows(() => pool.release("b"), /block 3 of arena 0 freed twice/);
+});
+
+Deno.test("offload frees a layer's leading blocks (OFFLOADED, never refilled by grow); restore gives them blocks again", () => {
+  const pool = onePool(2, 12, 4);
+  pool.growAll("a", 16); // 4 blocks per layer: layer 0 gets 0..3, layer 1 gets 4..7
+  assertEquals(pool.offload("a", 1, 0, 3), 3);
+  assertEquals(pool.table("a", 1), [OFFLOADED, OFFLOADED, OFFLOADED, 7]);
+  assertEquals([pool.offloadedOn("a", 1), pool.heldBy("a"), pool.used], [3, 5, 5]);
+  // Growing counts offloaded entries as covered positions: only the new block is added.
+  assertEquals(pool.grow("a", 1, 20), [8]);
+  assertEquals(pool.canGrowAll("a", 20), true);
+  assertThrows(() => pool.offload("a", 1, 2, 4), /entry 2 of layer 1 holds no block/);
+  assertThrows(() => pool.offload("a", 1, 0, 9), /outside a table/);
+  const restored = pool.restore("a", 1)!;
+  assertEquals(restored.map((r) => r.index), [0, 1, 2]);
+  assertEquals(pool.table("a", 1), [...restored.map((r) => r.block), 7, 8]);
+  assertEquals(pool.offloadedOn("a", 1), 0);
+  // Short of blocks: restore says no and changes nothing.
+  pool.offload("a", 0, 0, 4);
+  assert(pool.growAll("b", 12)); // 3 blocks per layer: 1 block left free
+  assertEquals(pool.freeIn(0), 1);
+  assertEquals(pool.restore("a", 0), null);
+  assertEquals(pool.offloadedOn("a", 0), 4);
+  pool.release("a");
+  pool.release("b");
+  assertEquals(pool.used, 0);
+});
+
+Deno.test("the prefix index can evict an entry some of whose layers are still held (an offloaded layer's idle block)", () => {
+  const pool = onePool(2, 4, 4);
+  const index = new PrefixIndex(pool);
+  pool.growAll("a", 4); // one block per layer
+  const tokens = [1, 2, 3, 4];
+  index.insert(null, tokens, [pool.table("a", 0)[0], pool.table("a", 1)[0]]);
+  pool.offload("a", 1, 0, 1); // layer 1's block is idle (cached), layer 0's still held
+  assertEquals([pool.freeIn(0), pool.availableIn(0)], [2, 3]);
+  // Needing all available blocks reclaims the idle one by evicting the entry.
+  pool.growAll("b", 4);
+  assertEquals(pool.grow("c", 0, 4)!.length, 1);
+  assertEquals(index.stats().evictions, 1);
+  assertEquals(pool.table("a", 0).length, 1, "the held block stays with its holder");
+  for (const s of ["a", "b", "c"]) pool.release(s);
+  assertEquals(pool.used, 0);
 });
 
 Deno.test("errors are clear", () => {
