@@ -110,8 +110,10 @@ export class PlannerClient {
 
   private ensureWorker(): Worker {
     if (this.worker) return this.worker;
-    const url = this.opts.workerUrl ?? new URL("./planner_worker.ts", import.meta.url);
-    const worker = new Worker(url.href, { type: "module" });
+    // The URL is written inside `new Worker(...)` so `deno compile`'s --include check finds it.
+    const worker = this.opts.workerUrl
+      ? new Worker(this.opts.workerUrl.href, { type: "module" })
+      : new Worker(new URL("./planner_worker.ts", import.meta.url).href, { type: "module" });
     this.workerReady = false;
     worker.onmessage = (e: MessageEvent<FromPlanner>) => {
       if ("ready" in e.data) {
