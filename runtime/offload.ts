@@ -14,6 +14,7 @@
 import type { KvCopy, KvPrefetch, TableWrite } from "../engine/engine.ts";
 import { type BlockPool, OFFLOADED } from "../engine/kv/block_pool.ts";
 import type { Request } from "./request.ts";
+import { offloadedLayers } from "./plan/offload_pattern.ts";
 
 /** Copies out of an offloaded layer that land when the step carrying them is delivered. */
 export interface OffloadLanding {
@@ -48,15 +49,6 @@ export interface OffloadStats {
 
 /** The pool's id for the blocks of the prefetch region. */
 export const PREFETCH_REGION = "prefetch-region";
-
-/** The layers a distance offloads. */
-export function offloadedLayers(distance: number, numLayers: number): number[] {
-  if (!Number.isInteger(distance) || distance < 0) {
-    throw new RangeError(`offload distance must be an integer >= 0, got ${distance}`);
-  }
-  if (distance === 0) return [];
-  return Array.from({ length: numLayers }, (_, l) => l).filter((l) => (l + 1) % distance === 0);
-}
 
 export class Offloader {
   readonly stats: OffloadStats = {
@@ -131,6 +123,9 @@ export class Offloader {
    */
   setDistance(req: Request, distance: number): boolean {
     if (this.distanceOf(req) === distance) return true;
+    if (!Number.isInteger(distance) || distance < 0) {
+      throw new RangeError(`offload distance must be an integer >= 0, got ${distance}`);
+    }
     const numLayers = this.device.numLayers;
     const wanted = new Set(offloadedLayers(distance, numLayers));
     if (distance > 0 && (req.refill || req.dropped > 0 || req.slot < 0)) return false;
