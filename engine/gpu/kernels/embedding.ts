@@ -28,12 +28,8 @@ export interface EmbeddingArgs {
 const MAX_WORKGROUPS = 65535;
 
 export function bindEmbedding(gpu: Gpu, args: EmbeddingArgs): BoundKernel {
+  checkTablePart("embedding", args);
   const { rowStart, rowCount, D } = args;
-  for (const [name, v] of Object.entries({ rowStart, rowCount, D })) {
-    if (!Number.isInteger(v) || v < (name === "rowStart" ? 0 : 1) || v >= 2 ** 32) {
-      throw new RangeError(`embedding: bad ${name} ${v}`);
-    }
-  }
   const pipeline = getPipeline(gpu, source, D % 4 === 0 ? "embeddingVec" : "embeddingScalar");
   const params = new ParamsUniform(gpu, [D, rowStart, rowCount]);
   const bindGroup = bindBuffers(gpu, pipeline, [
@@ -44,11 +40,33 @@ export function bindEmbedding(gpu: Gpu, args: EmbeddingArgs): BoundKernel {
     args.table,
     args.y,
   ]);
+  return workgroupPerRow("embedding", pipeline, bindGroup, params);
+}
+
+/** Throws a RangeError naming `kernel` when the table part's rowStart, rowCount or D is bad. */
+export function checkTablePart(
+  kernel: string,
+  { rowStart, rowCount, D }: Pick<EmbeddingArgs, "rowStart" | "rowCount" | "D">,
+): void {
+  for (const [name, v] of Object.entries({ rowStart, rowCount, D })) {
+    if (!Number.isInteger(v) || v < (name === "rowStart" ? 0 : 1) || v >= 2 ** 32) {
+      throw new RangeError(`${kernel}: bad ${name} ${v}`);
+    }
+  }
+}
+
+/** An embedding lookup's dispatch: one workgroup per token row, in one dispatch. */
+export function workgroupPerRow(
+  kernel: string,
+  pipeline: GPUComputePipeline,
+  bindGroup: GPUBindGroup,
+  params: ParamsUniform,
+): BoundKernel {
   return {
     encode(pass, rows) {
       if (rows <= 0) return;
       if (rows > MAX_WORKGROUPS) {
-        throw new RangeError(`embedding: ${rows} rows exceed one dispatch`);
+        throw new RangeError(`${kernel}: ${rows} rows exceed one dispatch`);
       }
       params.setRows(rows);
       pass.setPipeline(pipeline);

@@ -4,7 +4,7 @@
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
-import type { EmbeddingArgs } from "./embedding.ts";
+import { checkTablePart, type EmbeddingArgs, workgroupPerRow } from "./embedding.ts";
 import { Q_VEC4_PER_BLOCK, quantLayout } from "./quant_layout.ts";
 import { QUANT_FORMATS, type QuantType } from "../../model/quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
@@ -15,16 +15,11 @@ export interface QuantEmbeddingArgs extends EmbeddingArgs {
   type: QuantType;
 }
 
-const MAX_WORKGROUPS = 65535;
 const FORMAT_CODES: Record<QuantType, number> = { q8_0: 0, q4_0: 1, q4_k: 2, q6_k: 3 };
 
 export function bindQuantEmbedding(gpu: Gpu, args: QuantEmbeddingArgs): BoundKernel {
+  checkTablePart("embedding_quant", args);
   const { rowStart, rowCount, D, type } = args;
-  for (const [name, v] of Object.entries({ rowStart, rowCount, D })) {
-    if (!Number.isInteger(v) || v < (name === "rowStart" ? 0 : 1) || v >= 2 ** 32) {
-      throw new RangeError(`embedding_quant: bad ${name} ${v}`);
-    }
-  }
   if (!(type in FORMAT_CODES)) throw new RangeError(`embedding_quant: unknown type ${type}`);
   const layout = quantLayout(type, rowCount, D); // throws on a partial block
   const pipeline = getPipeline(gpu, blocks + embeddingQuant, "embeddingQuant", {
@@ -48,16 +43,5 @@ export function bindQuantEmbedding(gpu: Gpu, args: QuantEmbeddingArgs): BoundKer
     args.table,
     args.y,
   ]);
-  return {
-    encode(pass, rows) {
-      if (rows <= 0) return;
-      if (rows > MAX_WORKGROUPS) {
-        throw new RangeError(`embedding_quant: ${rows} rows exceed one dispatch`);
-      }
-      params.setRows(rows);
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, bindGroup);
-      pass.dispatchWorkgroups(rows);
-    },
-  };
+  return workgroupPerRow("embedding_quant", pipeline, bindGroup, params);
 }
