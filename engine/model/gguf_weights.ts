@@ -12,7 +12,7 @@
 // the GPU's float dtype instead.
 
 import type { Gpu } from "../gpu/device.ts";
-import { createStorage, writeBytes } from "../gpu/buffers.ts";
+import { writeBytes } from "../gpu/buffers.ts";
 import { f32ToF16Bits } from "../gpu/half.ts";
 import { quantLayout, quantRowsPerPart, writeQuantRows } from "../gpu/kernels/quant_layout.ts";
 import { ModelLoadError } from "./errors.ts";
@@ -22,6 +22,7 @@ import { ggufTensorOf } from "./gguf_model.ts";
 import type { ModelFiles } from "./model_dir.ts";
 import { dequantize, isQuantType, type QuantType } from "./quant/formats.ts";
 import { readTensorInto } from "./safetensors.ts";
+import { WEIGHT_CHUNK_BYTES, WeightUpload } from "./weight_upload.ts";
 import {
   convert,
   type GluMatrix,
@@ -86,17 +87,7 @@ interface Source {
 /** How a matrix is stored: one quantized type, or the GPU's float dtype. */
 type Storage = QuantType | "float";
 
-class GgufWeightWriter {
-  gpuBytes = 0;
-  private loaded = 0;
-  private readonly elemBytes: number;
-  /** Host chunk size, as in weights.ts. */
-  private static readonly CHUNK_BYTES = 16 << 20;
-
-  constructor(private gpu: Gpu, private totalBytes: number, private onProgress?: LoadProgress) {
-    this.elemBytes = gpu.f16 ? 2 : 4;
-  }
-
+class GgufWeightWriter extends WeightUpload {
   async vector(t: GgufTensor): Promise<GPUBuffer> {
     const buffer = this.allocate(t.dims[0] * this.elemBytes, t.name);
     await this.stream({ t }, "float", (_row0, _rows, data) => {
@@ -234,7 +225,7 @@ class GgufWeightWriter {
     const group = heads ? rows / heads : 1;
     const groupsPerChunk = Math.max(
       1,
-      Math.floor(GgufWeightWriter.CHUNK_BYTES / (rowBytes * group)),
+      Math.floor(WEIGHT_CHUNK_BYTES / (rowBytes * group)),
     );
     for (let r = 0; r < rows; r += groupsPerChunk * group) {
       const n = Math.min(groupsPerChunk * group, rows - r);
@@ -253,8 +244,7 @@ class GgufWeightWriter {
       } else {
         write(r, n, this.toGpuFloat(t, raw, r * cols, n * cols));
       }
-      this.loaded += raw.byteLength;
-      this.onProgress?.(this.loaded, this.totalBytes);
+      this.read(raw.byteLength);
     }
   }
 
@@ -283,11 +273,6 @@ class GgufWeightWriter {
       `tensor "${t.name}" holds NaN or Inf (element ${element} of ggml [${t.dims.join(", ")}]); ` +
         `the file is corrupt or was converted badly`,
     );
-  }
-
-  private allocate(bytes: number, label: string): GPUBuffer {
-    this.gpuBytes += bytes;
-    return createStorage(this.gpu, bytes, label);
   }
 }
 

@@ -6,13 +6,14 @@
 // checked for NaN and Inf as it passes (finite_check.ts): a bad checkpoint fails the load.
 
 import type { Gpu } from "../gpu/device.ts";
-import { createStorage, writeBytes } from "../gpu/buffers.ts";
+import { writeBytes } from "../gpu/buffers.ts";
 import { bf16BitsToF32, f16BitsToF32, f32ToF16Bits } from "../gpu/half.ts";
 import { ModelLoadError } from "./errors.ts";
 import { firstNonFinite } from "./finite_check.ts";
 import { loadGgufWeights } from "./gguf_weights.ts";
 import type { ModelFiles } from "./model_dir.ts";
 import { readTensorInto, type TensorInfo } from "./safetensors.ts";
+import { type LoadProgress, WEIGHT_CHUNK_BYTES, WeightUpload } from "./weight_upload.ts";
 import type { QuantType } from "./quant/formats.ts";
 
 /** One row range of a W-typed matrix, in its own buffer. */
@@ -67,7 +68,7 @@ export interface ModelWeights {
   bytes: number;
 }
 
-export type LoadProgress = (loadedBytes: number, totalBytes: number) => void;
+export type { LoadProgress };
 
 /** Rows per part so that no buffer exceeds the binding limit. */
 export function rowsPerPart(gpu: Gpu, cols: number, rowsPerUnit = 1): number {
@@ -126,17 +127,7 @@ export async function loadWeights(
 }
 
 /** Reads tensors in bounded chunks, converts them, and writes them into GPU buffers. */
-class WeightWriter {
-  gpuBytes = 0;
-  private loaded = 0;
-  private readonly elemBytes: number;
-  /** Host chunk size: large enough for few reads, small enough to stay off the memory budget. */
-  private static readonly CHUNK_BYTES = 16 << 20;
-
-  constructor(private gpu: Gpu, private totalBytes: number, private onProgress?: LoadProgress) {
-    this.elemBytes = gpu.f16 ? 2 : 4;
-  }
-
+class WeightWriter extends WeightUpload {
   async vector(t: TensorInfo): Promise<GPUBuffer> {
     const buffer = this.allocate(t.shape[0] * this.elemBytes, t.name);
     await this.copyRows(t, 0, 1, buffer, 0);
@@ -190,11 +181,6 @@ class WeightWriter {
     return { intermediate, cols, parts };
   }
 
-  private allocate(bytes: number, label: string): GPUBuffer {
-    this.gpuBytes += bytes;
-    return createStorage(this.gpu, bytes, label);
-  }
-
   /** Copies rows [row0, row0 + rows) of `t` (a vector counts as one row) to `dst` at `dstOffset`. */
   private async copyRows(
     t: TensorInfo,
@@ -205,7 +191,7 @@ class WeightWriter {
   ) {
     const cols = t.shape.length === 1 ? t.shape[0] : t.shape[1];
     const srcElem = t.dtype === "F32" ? 4 : 2;
-    const rowsPerChunk = Math.max(1, Math.floor(WeightWriter.CHUNK_BYTES / (cols * srcElem)));
+    const rowsPerChunk = Math.max(1, Math.floor(WEIGHT_CHUNK_BYTES / (cols * srcElem)));
     for (let r = 0; r < rows; r += rowsPerChunk) {
       const n = Math.min(rowsPerChunk, rows - r);
       const raw = new Uint8Array(n * cols * srcElem);
@@ -229,8 +215,7 @@ class WeightWriter {
         throw new Error(`${t.name}: f16 storage needs an even number of columns (has ${cols})`);
       }
       writeBytes(this.gpu, dst, offset, converted);
-      this.loaded += raw.byteLength;
-      this.onProgress?.(this.loaded, this.totalBytes);
+      this.read(raw.byteLength);
     }
   }
 }
