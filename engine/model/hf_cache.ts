@@ -12,6 +12,7 @@
 import { join } from "node:path";
 import { getHFHubCachePath, getRepoFolderName } from "@huggingface/hub";
 import { ModelResolveError } from "./hub.ts";
+import { pathExists } from "../util/path_exists.ts";
 
 const PREFERRED = ["Q4_K_M", "Q8_0", "Q4_0", "Q4_K_S", "Q6_K", "F16", "BF16", "F32"];
 
@@ -31,7 +32,7 @@ export async function findInHfCache(
   const repoDir = join(cacheDir, getRepoFolderName({ name: id, type: "model" }));
   const snapshot = await mainSnapshot(repoDir);
   if (snapshot === null) return null;
-  if (file === undefined && await exists(join(snapshot, "config.json"))) return snapshot;
+  if (file === undefined && await pathExists(join(snapshot, "config.json"))) return snapshot;
 
   const ggufs = await ggufFilesIn(snapshot);
   const label = `${id} in the Hugging Face cache (${snapshot})`;
@@ -64,7 +65,7 @@ export async function findInHfCache(
 async function mainSnapshot(repoDir: string): Promise<string | null> {
   try {
     const commit = (await Deno.readTextFile(join(repoDir, "refs", "main"))).trim();
-    if (/^[0-9a-f]{40}$/.test(commit) && await exists(join(repoDir, "snapshots", commit))) {
+    if (/^[0-9a-f]{40}$/.test(commit) && await pathExists(join(repoDir, "snapshots", commit))) {
       return join(repoDir, "snapshots", commit);
     }
   } catch (e) {
@@ -98,14 +99,4 @@ async function ggufFilesIn(snapshot: string): Promise<string[]> {
 
 function listed(files: string[]): string {
   return files.length === 0 ? "no GGUF files" : files.join(", ");
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
 }

@@ -5,6 +5,7 @@
 import { join, resolve } from "node:path";
 import { type LlamaConfig, parseLlamaConfig } from "./config.ts";
 import { ModelLoadError } from "./errors.ts";
+import { pathExists } from "../util/path_exists.ts";
 import { type GgufFile, isGgufFile } from "./gguf.ts";
 import { openGgufModel } from "./gguf_model.ts";
 import {
@@ -77,7 +78,7 @@ export async function openModelDir(dir: string): Promise<ModelFiles> {
   const tokenizerJson = await readJson(join(root, "tokenizer.json"));
   const tokenizerConfig = await readJsonObject(join(root, "tokenizer_config.json"));
   const generationPath = join(root, "generation_config.json");
-  const generationConfig = await exists(generationPath)
+  const generationConfig = await pathExists(generationPath)
     ? await readJsonObject(generationPath)
     : null;
   return {
@@ -99,12 +100,12 @@ interface Weights {
 
 async function readWeights(root: string): Promise<Weights> {
   const single = join(root, "model.safetensors");
-  if (await exists(single)) {
+  if (await pathExists(single)) {
     const { tensors, unsupported } = await readSafetensorsContents(single);
     return { tensors, unsupported, listing: single };
   }
   const indexPath = join(root, "model.safetensors.index.json");
-  if (!(await exists(indexPath))) {
+  if (!(await pathExists(indexPath))) {
     throw new ModelLoadError(
       single,
       "missing (a model directory needs model.safetensors or model.safetensors.index.json)",
@@ -115,7 +116,7 @@ async function readWeights(root: string): Promise<Weights> {
   const shards = new Map<string, Awaited<ReturnType<typeof readSafetensorsContents>>>();
   for (const shard of new Set(weightMap.values())) {
     const shardPath = join(root, shard);
-    if (!(await exists(shardPath))) {
+    if (!(await pathExists(shardPath))) {
       throw new ModelLoadError(shardPath, `missing (named by ${indexPath})`);
     }
     shards.set(shard, await readSafetensorsContents(shardPath));
@@ -180,16 +181,6 @@ function checkTensors(cfg: LlamaConfig, weights: Weights): void {
   // at least be well-formed, though the engine reads the embeddings instead.
   if (cfg.tieWordEmbeddings && (weights.tensors.has("lm_head.weight"))) {
     check({ name: "lm_head.weight", shape: [cfg.vocabSize, cfg.hiddenSize] });
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
   }
 }
 
