@@ -15,7 +15,9 @@ import { NOT_RESIDENT } from "../engine/kv/block_pool.ts";
 import type { SampleRecord, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
 import type { Request } from "./request.ts";
 import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
-import type { SchedulingPolicy } from "./policy/policy.ts";
+import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
+import type { CostModel } from "../engine/engine.ts";
+import { copyMs as copyCost, predictStepMs } from "../engine/kv/cost_model.ts";
 import type { Landing, Swapper } from "./swapper.ts";
 import type { Offloader, OffloadLanding } from "./offload.ts";
 
@@ -39,11 +41,24 @@ export interface SchedulerOptions {
    * Takes precedence over offloadDistance.
    */
   offloadPlanner?: OffloadPlanner;
+  /** The runtime's clock (ms), for policies that read token buffers. Default performance.now. */
+  now?: () => number;
+  /** The engine's cost model as last re-fitted, for policies that predict step times. */
+  costModel?: () => CostModel | undefined;
+  /** Bytes of one KV block (one layer), for predicted copy times. */
+  kvBlockBytes?: number;
 }
 
 export interface OffloadPlanner {
   beforeStep(running: readonly Request[]): void;
   distanceOf(req: Request): number;
+  /**
+   * Running requests no feasible plan could keep (OrbitFlow pauses them and evicts their layers);
+   * called after beforeStep. Optional.
+   */
+  toPause?(running: readonly Request[]): Request[];
+  /** False while the last plan needed a pause: admissions wait until a feasible plan exists. */
+  feasible?(): boolean;
 }
 
 export interface SchedulerLimits {
@@ -72,6 +87,10 @@ export class Scheduler {
   preemptions = 0;
   /** Resumes that kept the newest KV and computed only the dropped oldest positions again. */
   partialResumes = 0;
+  /** Running requests paused by the policy or the planner (not for want of a block). */
+  policyPauses = 0;
+  /** What policies read: the clock, free room, the cost model's predictions. */
+  readonly context: PolicyContext;
   private readonly freeSlots: number[];
   private admissions = 0;
   /** Host-side updates the next step must carry to the engine. */
@@ -88,6 +107,49 @@ export class Scheduler {
     private readonly offloader: Offloader | null = null,
   ) {
     this.freeSlots = Array.from({ length: limits.maxSlots }, (_, i) => limits.maxSlots - 1 - i);
+    this.context = this.makeContext();
+  }
+
+  private makeContext(): PolicyContext {
+    // deno-lint-ignore no-this-alias
+    const self = this;
+    const { pool, limits, options } = this;
+    const now = options.now ?? (() => performance.now());
+    const layersPerArena = pool.shape.blocksPerArena.map((_, a) =>
+      pool.layerArena.filter((x) => x === a).length
+    );
+    return {
+      now,
+      maxSlots: limits.maxSlots,
+      get freeSlots() {
+        return self.freeSlots.length;
+      },
+      maxRows: limits.maxRows,
+      blockSize: pool.blockSize,
+      get freeBlocksPerLayer() {
+        return Math.min(
+          ...layersPerArena.map((n, a) => Math.floor(pool.availableIn(a) / Math.max(1, n))),
+        );
+      },
+      hostTier: this.swapper !== null,
+      stepMs(rows: number, samples: number) {
+        const m = options.costModel?.();
+        return m ? predictStepMs(m, { rows, samples }) : null;
+      },
+      copyMs(direction: "in" | "out", blocksPerLayer: number) {
+        const m = options.costModel?.();
+        if (!m || !options.kvBlockBytes) return null;
+        const bytes = blocksPerLayer * pool.numLayers * options.kvBlockBytes;
+        // One block group per layer, K and V.
+        const copies = 2 * pool.numLayers;
+        return copyCost(
+          m,
+          direction === "in"
+            ? { rows: 0, bytesIn: bytes, copiesIn: copies }
+            : { rows: 0, bytesOut: bytes, copiesOut: copies },
+        );
+      },
+    };
   }
 
   enqueue(req: Request): void {
@@ -106,6 +168,7 @@ export class Scheduler {
   /** One step's plan, or null when nothing can run now. */
   schedule(): BuiltStep | null {
     this.reap();
+    this.pauseByPolicy();
     this.admit();
     const step = this.build();
     if (step || this.running.length > 0 || this.waiting.length === 0) return step;
@@ -129,37 +192,72 @@ export class Scheduler {
     }
   }
 
-  /** Admits from the head of the queue while a slot and the policy's blocks are free. */
-  admit(): void {
-    while (this.waiting.length > 0 && this.freeSlots.length > 0) {
-      const req = this.waiting[0];
-      if (req.inflight > 0) break; // its last tokens are still coming back: resume needs them all
-      if (req.swapped && !this.swapper!.landed(req)) break; // its swap-out has not landed yet
-      const resumesInPlace = req.dropped > 0; // it kept its newest blocks: refill the oldest
-      const prefix = req.swapped || resumesInPlace ? [] : this.sharePrefix(req);
-      if (!this.pool.growAll(req.id, this.policy.admissionTokens(req))) {
-        if (!resumesInPlace) this.pool.release(req.id);
-        // Nothing runs, so nothing will free blocks: paused requests holding some give them up.
-        if (this.running.length === 0 && this.dropHeldKv(req)) continue;
-        break; // first come, first served: no overtaking
-      }
-      this.waiting.shift();
-      if (resumesInPlace) {
-        req.resumeInPlace(this.freeSlots.pop()!, this.admissions++);
-        this.partialResumes++;
-        this.enterBatch(req);
-        continue;
-      }
-      // At least the last position is computed again: its logits pick the next token.
-      let cached = Math.min(prefix.length * this.pool.blockSize, req.prefillTarget - 1);
-      if (req.swapped) {
-        cached = Math.min(req.hostTokens, req.prefillTarget - 1);
-        this.swapper!.swapIn(req, cached);
-        req.swapped = false;
-      }
-      req.admit(this.freeSlots.pop()!, this.admissions++, prefix, cached);
-      this.enterBatch(req);
+  /**
+   * Pauses the running requests the policy (buffer-aware preemption) or the offload planner (no
+   * feasible plan) names; they keep their streams and wait at the head of the queue.
+   */
+  private pauseByPolicy(): void {
+    const named = new Set([
+      ...this.policy.pauseBeforeStep?.(this.running, this.waiting, this.context) ?? [],
+      ...this.options.offloadPlanner?.toPause?.(this.running) ?? [],
+    ]);
+    for (const req of named) {
+      if (!this.running.includes(req) || req.finish || req.refill) continue;
+      this.preempt(req);
+      this.policyPauses++;
     }
+  }
+
+  /**
+   * Admits waiting requests while a slot and the policy's blocks are free, in the policy's order
+   * (default: queue order). A request that does not fit ends admission for this step.
+   */
+  admit(): void {
+    if (this.options.offloadPlanner?.feasible?.() === false) return;
+    const ordered = this.policy.order;
+    const queue = ordered ? ordered.call(this.policy, this.waiting, this.context) : this.waiting;
+    for (const req of [...queue]) {
+      if (this.freeSlots.length === 0) break;
+      // Not ready: its last tokens are still coming back (resume needs them all), or its swap-out
+      // has not landed. Queue order waits for it; a policy's order goes on to the next.
+      const ready = req.inflight === 0 && !(req.swapped && !this.swapper!.landed(req));
+      if (!ready) {
+        if (ordered) continue;
+        break;
+      }
+      if (this.policy.mayAdmit && !this.policy.mayAdmit(req, this.running, this.context)) break;
+      if (!this.tryAdmit(req)) break; // no overtaking: a large request is not passed over for ever
+    }
+  }
+
+  /** Admits `req` into a free slot if the policy's admission blocks are free; false if not. */
+  private tryAdmit(req: Request): boolean {
+    const resumesInPlace = req.dropped > 0; // it kept its newest blocks: refill the oldest
+    let prefix: PrefixEntry[];
+    while (true) {
+      prefix = req.swapped || resumesInPlace ? [] : this.sharePrefix(req);
+      if (this.pool.growAll(req.id, this.policy.admissionTokens(req))) break;
+      if (!resumesInPlace) this.pool.release(req.id);
+      // Nothing runs, so nothing will free blocks: paused requests holding some give them up.
+      if (this.running.length > 0 || !this.dropHeldKv(req)) return false;
+    }
+    this.waiting.splice(this.waiting.indexOf(req), 1);
+    if (resumesInPlace) {
+      req.resumeInPlace(this.freeSlots.pop()!, this.admissions++);
+      this.partialResumes++;
+      this.enterBatch(req);
+      return true;
+    }
+    // At least the last position is computed again: its logits pick the next token.
+    let cached = Math.min(prefix.length * this.pool.blockSize, req.prefillTarget - 1);
+    if (req.swapped) {
+      cached = Math.min(req.hostTokens, req.prefillTarget - 1);
+      this.swapper!.swapIn(req, cached);
+      req.swapped = false;
+    }
+    req.admit(this.freeSlots.pop()!, this.admissions++, prefix, cached);
+    this.enterBatch(req);
+    return true;
   }
 
   /** Uploads the admitted request's tables and sampling parameters for its new slot. */

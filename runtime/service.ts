@@ -241,6 +241,9 @@ export class Runtime {
           ? () => distance
           : undefined,
         offloadPlanner: this.planner ?? undefined,
+        // Read lazily: `costs` is set below, and re-fitted every step.
+        costModel: () => this.costs.current,
+        kvBlockBytes: info.kvBlockBytes,
       },
       this.offloader,
     );
