@@ -163,6 +163,8 @@ export interface RuntimeStats {
   preemptions: number;
   /** Preempted requests resumed by computing only their dropped oldest KV again (eLLM). */
   partialResumes: number;
+  /** Running requests paused by the policy or the offload planner, not for want of a block. */
+  policyPauses: number;
   requests: RequestStats[];
 }
 
@@ -329,6 +331,7 @@ export class Runtime {
       tokensGenerated: this.loop.tokens,
       preemptions: this.scheduler.preemptions,
       partialResumes: this.scheduler.partialResumes,
+      policyPauses: this.scheduler.policyPauses,
       requests: all.map((r) => ({
         id: r.id,
         state: r.state,

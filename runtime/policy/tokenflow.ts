@@ -1,0 +1,152 @@
+// TokenFlow's buffer-aware preemptive scheduling (`--sched tokenflow`). A reader takes tokens at
+// its reading rate; tokens made far ahead of it only sit in its buffer. So when requests wait, a
+// running request whose buffer holds enough seconds of playout is paused (its reader goes on
+// reading the buffer) to let a waiting one run, and a paused request is brought back before its
+// buffer runs dry, in place of the running request with the most playout banked.
+//
+// All thresholds are seconds of playout in a request's token buffer, against these costs:
+//   interval Δt        how often decisions can take effect (a step or a few; a fixed 0.5 s here);
+//   τ_out(r), τ_in(r)  moving r's KV out and back: predicted copies with a host tier (out is free
+//                      without one), and for τ_in the cheaper of the copy and recomputing it;
+//   lowWater(r)        = μ·(τ_in(r) + Δt): a paused request whose buffer is down to this is due;
+//   pausable for a new request   ≥ lowWater + μ·(τ_out + τ_in) + 3Δt (it then stays out a while);
+//   pausable for a due request   ≥ lowWater + μ·(τ_out + τ_in) + Δt, and more than the due one has.
+// μ is the safety factor (TokenFlow's buffer conservativeness). Unpaced readers bank nothing, so
+// they are never paused for others. Two guards keep this from making things worse:
+//   - a full batch must not be slower per request than its fastest reader (else all of them
+//     stall): admission stops at the largest batch whose predicted step keeps up;
+//   - when the working set's reading rates add up to more than the adapter can make at a full
+//     batch, the policy falls back to queue order, pauses nobody and admits no new request until
+//     it can keep up again (the paper's overload fallback).
+// Without a cost model every cost is 0 and both guards are off.
+
+import type { Request } from "../request.ts";
+import { fcfsPolicy } from "./fcfs.ts";
+import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
+
+export interface TokenFlowParams {
+  /** Δt, seconds. */
+  intervalS: number;
+  /** μ ≥ 1: how many times the predicted switch cost a buffer must cover. */
+  safety: number;
+}
+
+export const TOKENFLOW_DEFAULTS: TokenFlowParams = { intervalS: 0.5, safety: 2 };
+
+/** Seconds of playout in `req`'s buffer (0 for an unpaced reader). */
+const bufferedS = (req: Request) => req.buffer.occupancy().seconds;
+
+/** A request that has run before and waits to resume (as opposed to one never admitted). */
+const isPaused = (req: Request) => req.state === "paused";
+
+export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): SchedulingPolicy {
+  const { intervalS: dt, safety: mu } = params;
+
+  const blocksOf = (req: Request, ctx: PolicyContext) =>
+    Math.ceil(req.prefillTarget / ctx.blockSize);
+  /** Seconds to move `req`'s KV out (0 when it is simply freed) and back in. */
+  const switchCost = (req: Request, ctx: PolicyContext) => {
+    const blocks = blocksOf(req, ctx);
+    const copyOut = ctx.hostTier ? (ctx.copyMs("out", blocks) ?? 0) : 0;
+    const copyIn = ctx.hostTier ? (ctx.copyMs("in", blocks) ?? Infinity) : Infinity;
+    const chunks = Math.ceil(req.prefillTarget / ctx.maxRows);
+    const recompute = chunks * (ctx.stepMs(ctx.maxRows, 1) ?? 0);
+    return { outS: copyOut / 1000, inS: Math.min(copyIn, recompute) / 1000 };
+  };
+  const lowWater = (req: Request, ctx: PolicyContext) => mu * (switchCost(req, ctx).inS + dt);
+  const margin = (req: Request, ctx: PolicyContext) => {
+    const c = switchCost(req, ctx);
+    return lowWater(req, ctx) + mu * (c.outS + c.inS);
+  };
+  /** A request that should run soon: never admitted yet, or paused with a nearly empty buffer. */
+  const isDue = (req: Request, ctx: PolicyContext) =>
+    !isPaused(req) || bufferedS(req) <= lowWater(req, ctx);
+
+  /** Tokens/s each request gets when `n` run at once (null without a cost model). */
+  const perRequestRate = (n: number, ctx: PolicyContext) => {
+    const ms = ctx.stepMs(n, n);
+    return ms === null ? null : 1000 / Math.max(ms, 1e-6);
+  };
+  /**
+   * The working set (running and paused requests, plus `extra`) reads more tokens per second than
+   * a full batch can make.
+   */
+  const overloaded = (
+    running: readonly Request[],
+    waiting: readonly Request[],
+    ctx: PolicyContext,
+    extra = 0,
+  ) => {
+    const rate = perRequestRate(ctx.maxSlots, ctx);
+    if (rate === null) return false;
+    const demand = [...running, ...waiting.filter(isPaused)]
+      .reduce((s, r) => s + r.spec.readingRate, extra);
+    return demand > rate * ctx.maxSlots;
+  };
+
+  /** Waiting requests by urgency: least slack first (playout left, or time left to its TTFT). */
+  const slack = (req: Request, ctx: PolicyContext) => {
+    if (isPaused(req)) return bufferedS(req) - switchCost(req, ctx).inS;
+    const ttft = req.spec.slo.ttftMs;
+    return ttft === undefined ? 0 : (ttft - (ctx.now() - req.arrivedAt)) / 1000;
+  };
+
+  function byUrgency(waiting: readonly Request[], ctx: PolicyContext): Request[] {
+    const keyed = waiting.map((req, i) => ({ req, i, s: slack(req, ctx) }));
+    keyed.sort((a, b) => a.s - b.s || a.i - b.i);
+    return keyed.map((k) => k.req);
+  }
+
+  return {
+    name: "tokenflow",
+    admissionTokens: fcfsPolicy.admissionTokens,
+    // When a running request needs a block: the one with the most playout banked gives way.
+    pickVictim: (running, needy) => {
+      const most = running.reduce((a, b) => bufferedS(b) > bufferedS(a) ? b : a);
+      return bufferedS(most) > 0 ? most : fcfsPolicy.pickVictim(running, needy);
+    },
+
+    order: byUrgency,
+
+    mayAdmit(req, running, ctx) {
+      if (running.length === 0) return true;
+      // Overloaded: no new request joins (paused ones still resume, in urgency order).
+      if (!isPaused(req) && overloaded(running, [], ctx, req.spec.readingRate)) return false;
+      // Would one more make every step slower than the fastest reader among them?
+      const rate = perRequestRate(running.length + 1, ctx);
+      const fastest = Math.max(req.spec.readingRate, ...running.map((r) => r.spec.readingRate));
+      return rate === null || rate >= fastest;
+    },
+
+    pauseBeforeStep(running, waiting, ctx) {
+      if (waiting.length === 0 || overloaded(running, waiting, ctx)) return [];
+      let slots = ctx.freeSlots;
+      let blocks = ctx.freeBlocksPerLayer;
+      const candidates = running.filter((r) => r.state === "decoding" && r.spec.readingRate > 0);
+      const paused: Request[] = [];
+      for (const due of byUrgency(waiting, ctx).filter((r) => isDue(r, ctx))) {
+        const need = blocksOf(due, ctx);
+        while (slots === 0 || blocks < need) {
+          // The running request with the most playout, if it can afford to step out for `due`.
+          const room = candidates
+            .filter((r) => !paused.includes(r))
+            .filter((r) =>
+              isPaused(due)
+                ? bufferedS(r) >= margin(r, ctx) + dt && bufferedS(r) > bufferedS(due)
+                : bufferedS(r) >= margin(r, ctx) + 3 * dt
+            );
+          if (room.length === 0) return paused;
+          const victim = room.reduce((a, b) => bufferedS(b) > bufferedS(a) ? b : a);
+          paused.push(victim);
+          slots++;
+          blocks += blocksOf(victim, ctx);
+        }
+        slots--;
+        blocks -= need;
+      }
+      return paused;
+    },
+  };
+}
+
+export const tokenflow: SchedulingPolicy = tokenflowPolicy();
