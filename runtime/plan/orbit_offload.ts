@@ -55,6 +55,8 @@ export interface PlannerStats {
   failed: number;
   /** The running request the newest plan would pause (no plan fits the whole batch). */
   pauseRequested?: number;
+  /** Requests paused because no plan fitted them. */
+  pauses: number;
 }
 
 /** Steps a plan must have been measured over before drift can call for a new one. */
@@ -75,7 +77,11 @@ export class OrbitOffload implements OffloadPlanner {
   private solveTimes: number[] = [];
   private running = new Set<number>();
   private closed = false;
-  private readonly counts: Omit<PlannerStats, "pauseRequested"> = {
+  /** The plan whose pause was acted on, and the batch size admissions wait to fall below. */
+  private pausedForSeq = 0;
+  private holdWhileAtLeast = Infinity;
+  private pauses = 0;
+  private readonly counts: Omit<PlannerStats, "pauseRequested" | "pauses"> = {
     requested: { "no-plan": 0, batch: 0, window: 0, drift: 0 },
     solves: 0,
     lastSolveMs: 0,
@@ -127,9 +133,27 @@ export class OrbitOffload implements OffloadPlanner {
   }
 
   /**
-   * The running request the newest plan would pause, because no plan fits the whole batch
-   * (OrbitFlow's Pause-Resume). Not acted on by the scheduler yet: it is reported.
+   * OrbitFlow's Pause-Resume: the request the newest plan could not place is paused (once per
+   * plan), and admissions wait while a plan needs a pause, and after one until the batch is
+   * smaller than when it paused, so the paused request does not come straight back into the
+   * batch that could not hold it.
    */
+  toPause(running: readonly Request[]): Request[] {
+    const id = this.pauseRequested();
+    if (id === undefined || this.pausedForSeq === this.client.latestSeq) return [];
+    this.pausedForSeq = this.client.latestSeq;
+    this.holdWhileAtLeast = running.length;
+    this.pauses++;
+    return running.filter((r) => r.id === id);
+  }
+
+  feasible(): boolean {
+    if (this.pauseRequested() !== undefined) return false;
+    if (this.running.size < this.holdWhileAtLeast) this.holdWhileAtLeast = Infinity;
+    return this.running.size < this.holdWhileAtLeast;
+  }
+
+  /** The running request the newest plan would pause, because no plan fits the whole batch. */
   pauseRequested(): number | undefined {
     const pause = this.client.latest()?.pause;
     return pause !== undefined && this.running.has(pause) ? pause : undefined;
@@ -151,6 +175,7 @@ export class OrbitOffload implements OffloadPlanner {
       abandoned: this.client.abandoned,
       failed: this.client.failed,
       pauseRequested: this.pauseRequested(),
+      pauses: this.pauses,
     };
   }
 

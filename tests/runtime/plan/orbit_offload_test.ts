@@ -219,10 +219,34 @@ Deno.test("orbit offload: with no plan for the whole batch, the planner names th
   orbit.beforeStep(batch);
   assertEquals(orbit.pauseRequested(), 2, "the request with the most KV");
   assertEquals(orbit.stats().pauseRequested, 2);
-  // Once it has left the batch it is no longer named (while the next plan is being solved).
+  // The scheduler pauses it, once per plan, and admits nobody while the plan needs a pause.
+  assertEquals(orbit.feasible(), false);
+  assertEquals(orbit.toPause(batch).map((r) => r.id), [2]);
+  assertEquals(orbit.toPause(batch), [], "the same plan's pause is acted on once");
+  assertEquals(orbit.stats().pauses, 1);
+  // Once it has left the batch it is no longer named (while the next plan is being solved), and
+  // admissions go on: the batch is smaller than the one that could not hold it.
   source.hold = true;
   orbit.beforeStep([batch[0], batch[2]]);
   assertEquals(orbit.pauseRequested(), undefined);
+  assertEquals(orbit.feasible(), true, "two left of the three it paused at");
+  orbit.close();
+});
+
+Deno.test("orbit offload: after a pause, admissions wait until the batch is smaller than it was", () => {
+  const { orbit, source } = planner(30, { regionBlocks: 4 });
+  const batch = [decoding(1, 20), decoding(2, 24), decoding(3, 20)];
+  orbit.beforeStep(batch);
+  assertEquals(orbit.toPause(batch).map((r) => r.id), [2]);
+  source.hold = true;
+  // Another request was admitted meanwhile (say, before the pause took effect): still 3 running.
+  const refilled = [batch[0], batch[2], decoding(4, 4)];
+  orbit.beforeStep(refilled);
+  assertEquals(orbit.feasible(), false, "as many running as when it paused");
+  orbit.beforeStep([batch[0], batch[2]]);
+  assertEquals(orbit.feasible(), true);
+  orbit.beforeStep(refilled);
+  assertEquals(orbit.feasible(), true, "the hold ended once the batch shrank");
   orbit.close();
 });
 
