@@ -77,12 +77,14 @@ export class Offloader {
 
   /**
    * Reserves `regionBlocks` device blocks in every arena for the prefetch region. Throws when the
-   * pool cannot spare them.
+   * pool cannot spare them. `filling`: true while some of the request's device blocks wait for a
+   * copy in of the next step (a prefix-cache hit from the host tier): none is copied out till then.
    */
   constructor(
     private readonly device: BlockPool,
     private readonly host: BlockPool,
     readonly regionBlocks: number,
+    private readonly filling: (req: Request) => boolean = () => false,
   ) {
     const arenas = device.shape.blocksPerArena.length;
     this.region = Array.from({ length: arenas }, (_, a) => {
@@ -210,7 +212,7 @@ export class Offloader {
     const B = this.device.blockSize;
     for (const req of running) {
       const distance = this.distanceOf(req);
-      if (distance === 0) continue;
+      if (distance === 0 || this.filling(req)) continue;
       const landedBySwapper = Math.floor(req.hostTokens / B);
       // Only as many leading blocks per layer as the region holds leave the device, so a request
       // always fits the region alone and never waits for it forever.

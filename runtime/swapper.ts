@@ -6,17 +6,31 @@
 // the copies in flight land). Host copies stay valid after a swap-in, and full blocks never change,
 // so swapping a request out again copies only the blocks from its last partial one on (reuse);
 // write-through copies full blocks ahead of time, so a later swap-out moves almost nothing.
+//
+// The prefix cache's host tier (runtime/prefix_tier.ts) sends its copies through here too, so they
+// ride in the same steps: they belong to cache entries, not requests, and a request's KV that such
+// a copy brings in is not there before that step runs, so nothing copies it out before then.
 
 import type { KvCopy } from "../engine/engine.ts";
 import type { BlockPool } from "../engine/kv/block_pool.ts";
 import type { Request } from "./request.ts";
 
-/** Copies out that land when the step carrying them is delivered. */
-export interface Landing {
+/** Copies out that land when the step carrying them is delivered: a request's, or the cache's. */
+export type Landing = RequestLanding | { landed: () => void };
+
+export interface RequestLanding {
   req: Request;
   tokens: number;
   /** The request's host epoch when the copies were issued: a landing from before a release is void. */
   epoch: number;
+}
+
+/** A group of the prefix cache's copies, and the host table holding what its copies in read. */
+interface CacheCopies {
+  owner: object;
+  copies: KvCopy[];
+  landed?: () => void;
+  reads: string;
 }
 
 export interface SwapStats {
@@ -35,7 +49,10 @@ export interface SwapStats {
 export class Swapper {
   /** Copies for the next step, each with the request whose blocks it moves. */
   private copies: { req: Request; copy: KvCopy }[] = [];
-  private landings: Landing[] = [];
+  private landings: RequestLanding[] = [];
+  /** The prefix cache's copies for the next step, by the entry they move. */
+  private cacheCopies: CacheCopies[] = [];
+  private nextReads = 0;
   readonly stats: SwapStats = {
     swapsOut: 0,
     swapsIn: 0,
@@ -67,6 +84,7 @@ export class Swapper {
    * device blocks: the copies run before anything else in the next step, so reuse is safe.
    */
   swapOut(req: Request): boolean {
+    if (this.filling(req)) return false;
     const tokens = req.computed;
     // A request swapped in by this very step leaves before its copies in have run: they go, and
     // its host copy, untouched, stays whole. (Its copies out, write-through, stay: they run first.)
@@ -114,21 +132,72 @@ export class Swapper {
 
   /**
    * Mirrors up to `maxBlocks` (per layer) of `req`'s full blocks written before this step to the
-   * host, when the host has room; never evicts anything for it.
+   * host, when the host has free room; never evicts anything for it (not even cached prefixes).
    */
   writeThrough(req: Request, maxBlocks: number): void {
     const B = this.device.blockSize;
     const from = Math.floor(req.hostIssued / B);
     const to = Math.min(Math.floor(req.computed / B), from + maxBlocks);
-    if (to <= from || !this.host.growAll(req.id, to * B)) return;
+    if (to <= from || this.filling(req)) return;
+    const short = this.host.shortfall(req.id, to * B);
+    if (short.some((n, arena) => n > this.host.freeIn(arena))) return;
+    if (!this.host.growAll(req.id, to * B)) return;
     this.stats.blocksWrittenThrough += this.copyOut(req, from, to * B);
   }
 
   /** Marks the copies of a delivered step as landed. */
   land(landings: readonly Landing[]): void {
-    for (const { req, tokens, epoch } of landings) {
-      if (epoch === req.hostEpoch) req.hostTokens = Math.max(req.hostTokens, tokens);
+    for (const l of landings) {
+      if ("landed" in l) l.landed();
+      else if (l.epoch === l.req.hostEpoch) l.req.hostTokens = Math.max(l.req.hostTokens, l.tokens);
     }
+  }
+
+  /**
+   * Queues copies of the prefix cache's (`owner`: the entry they move) for the next step; `landed`
+   * is called once that step is delivered. The host blocks copies in read stay held until then.
+   */
+  cacheCopy(owner: object, copies: KvCopy[], landed?: () => void): void {
+    this.cacheCopies.push({ owner, copies, landed, reads: this.holdReads(copies) });
+  }
+
+  /**
+   * Drops `owner`'s queued cache copies that `which` picks (their blocks are being freed), with
+   * the landing of a group it empties. Returns the blocks they would have moved.
+   */
+  dropCacheCopies(owner: object, which: (copy: KvCopy) => boolean): number {
+    let dropped = 0;
+    for (const group of this.cacheCopies) {
+      if (group.owner !== owner || !group.copies.some(which)) continue;
+      for (const c of group.copies) if (which(c)) dropped += c.deviceBlocks.length;
+      group.copies = group.copies.filter((c) => !which(c));
+      // Held anew before the old hold goes, so that no block the rest read is freed meanwhile.
+      const reads = this.holdReads(group.copies);
+      this.host.release(group.reads);
+      group.reads = reads;
+    }
+    this.cacheCopies = this.cacheCopies.filter((g) => g.copies.length > 0);
+    return dropped;
+  }
+
+  /** Holds the host blocks `copies` read (copies in) under a new table id; returns the id. */
+  private holdReads(copies: readonly KvCopy[]): string {
+    const reads = `prefix-cache-reads-${this.nextReads++}`;
+    for (const c of copies) if (c.direction === "in") this.host.share(reads, c.layer, c.hostBlocks);
+    return reads;
+  }
+
+  /**
+   * True when `req` holds a device block that a queued cache copy in fills: its KV is not there
+   * until the next step's copies have run, and copies out run before copies in.
+   */
+  filling(req: Request): boolean {
+    for (const c of this.cacheCopies.flatMap((g) => g.copies)) {
+      if (c.direction !== "in") continue;
+      const table = this.device.table(req.id, c.layer);
+      if (c.deviceBlocks.some((b) => table.includes(b))) return true;
+    }
+    return false;
   }
 
   /** Frees `req`'s host blocks (it finished, or its host copy is no longer wanted). */
@@ -143,9 +212,18 @@ export class Swapper {
 
   /** The copies and landings the next step carries. */
   take(): { copies: KvCopy[]; landings: Landing[] } {
-    const out = { copies: this.copies.map((c) => c.copy), landings: this.landings };
+    const out = {
+      copies: [...this.copies.map((c) => c.copy), ...this.cacheCopies.flatMap((g) => g.copies)],
+      landings: [
+        ...this.landings,
+        ...this.cacheCopies.flatMap((g) => g.landed ? [{ landed: g.landed }] : []),
+      ],
+    };
     this.copies = [];
     this.landings = [];
+    // The step reads the host blocks when it is submitted, right after it is built.
+    for (const g of this.cacheCopies) this.host.release(g.reads);
+    this.cacheCopies = [];
     return out;
   }
 
