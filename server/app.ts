@@ -14,6 +14,7 @@ import { countRequests, type ObservedEnv } from "./middleware/count_requests.ts"
 import { crossOrigin } from "./middleware/cross_origin.ts";
 import { limitHeaders } from "./middleware/header_limit.ts";
 import { checkHost, hostPolicy } from "./middleware/host_check.ts";
+import { LiveRequests } from "./completions/live_requests.ts";
 import { ApiError } from "./openai/errors.ts";
 import { completionsRoutes } from "./routes/completions.ts";
 import { healthRoutes } from "./routes/health.ts";
@@ -21,6 +22,7 @@ import { answerWrongMethods } from "./routes/method_not_allowed.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { modelsRoutes } from "./routes/models.ts";
 import { playgroundRoutes } from "./routes/playground.ts";
+import { requestsRoutes } from "./routes/requests.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { tokenizeRoutes } from "./routes/tokenize.ts";
 import type { ServerState } from "./state.ts";
@@ -74,7 +76,9 @@ export function createApp(
   app.route("/", stateRoutes(state, config.modelId, metrics));
   app.route("/", playgroundRoutes());
   app.route("/v1", modelsRoutes(state, config.modelId));
-  app.route("/v1", completionsRoutes(state, config.modelId));
+  const live = new LiveRequests();
+  app.route("/v1", completionsRoutes(state, config.modelId, live));
+  app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state, config.modelId));
   answerWrongMethods(app); // last: it covers the routes mounted above
   return app;

@@ -42,7 +42,7 @@ export function crossOrigin(listed: readonly string[] = []): MiddlewareHandler {
     }
     if (allow !== null) {
       c.header("Access-Control-Allow-Origin", allow);
-      c.header("Access-Control-Expose-Headers", "Retry-After");
+      c.header("Access-Control-Expose-Headers", "Retry-After, Sluice-Request-Id");
       if (allow !== "*") c.header("Vary", "Origin", { append: true });
     }
     const preflight = c.req.method === "OPTIONS" && c.req.header("access-control-request-method");

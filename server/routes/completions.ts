@@ -5,6 +5,7 @@
 import { type Context, Hono } from "hono";
 import { buildRequest } from "../completions/build.ts";
 import { chat, completion, type Kind } from "../completions/kinds.ts";
+import type { LiveRequests } from "../completions/live_requests.ts";
 import { respondJson } from "../completions/respond_json.ts";
 import { respondSse } from "../completions/respond_sse.ts";
 import { submit } from "../completions/submit.ts";
@@ -14,7 +15,12 @@ import { checkModel } from "../openai/errors.ts";
 import type { SharedFields } from "../openai/schemas.ts";
 import { readyModel, type ServerState } from "../state.ts";
 
-export function completionsRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
+export function completionsRoutes(
+  state: ServerState,
+  modelId: string,
+  /** Where running requests are kept by response id (for POST /v1/requests/{id}/priority). */
+  live: LiveRequests,
+): Hono<ObservedEnv> {
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
     const { runtime, tokenizer } = readyModel(state);
     const body = await parseBody(c, kind.schema);
@@ -23,6 +29,9 @@ export function completionsRoutes(state: ServerState, modelId: string): Hono<Obs
     const abort = new AbortController();
     c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
     const handle = submit(runtime, { ...req.params, signal: abort.signal }, kind.promptParam);
+    live.add(req.writer.meta.id, handle);
+    // A stream's headers go out at once, before its first chunk names it.
+    c.header("sluice-request-id", req.writer.meta.id);
     const run = { handle, text: req.text, signal: abort.signal, observer: c.get("observer") };
     run.observer.generating();
     return req.stream ? respondSse(c, req, run, abort) : await respondJson(c, req, run);

@@ -108,7 +108,10 @@ Deno.test("cross origin: --cors-origins lets listed pages call, with preflights"
   });
   assertEquals(authorized.code, "model_loading");
   assertEquals(authorized.headers.get("access-control-allow-origin"), page);
-  assertEquals(authorized.headers.get("access-control-expose-headers"), "Retry-After");
+  assertEquals(
+    authorized.headers.get("access-control-expose-headers"),
+    "Retry-After, Sluice-Request-Id",
+  );
   // Listed means that origin only.
   assertEquals((await call(a, "/v1/models", "http://app.example:3001")).status, 403);
 });
