@@ -31,7 +31,7 @@ export async function openRuntime(
   const modelDir = await resolveModel(model, log);
   const files = await openModelDir(modelDir);
   const tokenizer = new Tokenizer(files);
-  const { policy, prefixCache, preempt, offload } = options.runtime;
+  const { policy, prefixCache, preempt, recompute, offload } = options.runtime;
   const progress = progressBar("loading weights");
   const engine: StepEngine = options.inProcess
     ? await Engine.load({ ...options.engine, modelDir, onLoadProgress: progress })
@@ -48,7 +48,9 @@ export async function openRuntime(
         prefixCache ? "on" : "off"
       }` +
       (i.hostBlocks > 0
-        ? `; host KV ${i.hostBlocks} blocks, preempt by ${preempt ?? "recompute"}` +
+        ? `; host KV ${i.hostBlocks} blocks, preempt by ${
+          recompute === "auto" ? "cost (recompute auto)" : preempt ?? "recompute"
+        }` +
           (offload && offload !== "none" ? `, offload ${offload}` : "")
         : ""),
   );

@@ -34,6 +34,12 @@ const BAD_CASES: [string[], RegExp, RegExp][] = [
     /usage: deno task serve/,
   ],
   [["serve", "--offload", "far"], /^sluice serve: --offload: /, /usage: deno task serve/],
+  [["serve", "--recompute", "on"], /^sluice serve: --recompute: /, /usage: deno task serve/],
+  [
+    ["serve", "--recompute", "auto", "--preempt", "swap"],
+    /^sluice serve: --preempt: is chosen per request by --recompute auto/,
+    /usage: deno task serve/,
+  ],
   [
     ["generate", "--prompt", "hi", "--host-kv-mb", "8", "--offload-distance", "3"],
     /^sluice generate: --offload-distance: is the distance of --offload uniform/,
