@@ -48,7 +48,9 @@ unpaced streams, throughput and latency percentiles per N.
   --out DIR              report folder parent (default bench/reports)
   --request-timeout-s S, --deadline-s S, --start-timeout-s S   bounds
   --warmup N             unmeasured warm-up requests per server (default 1)
-  --scrape-ms MS         /metrics scrape interval (default 250)`;
+  --scrape-ms MS         /metrics scrape interval (default 250)
+  --baseline NAME        configuration the report's goals are judged against
+                         (default: the one named fcfs, if any)`;
 
 /** Default replay deadline beyond the last arrival (see --deadline-s). */
 const DEADLINE_SLACK_S = 60;
@@ -174,11 +176,12 @@ export async function benchServe(args: string[], hooks: BenchServeHooks = {}): P
       `Folder: \`${folder}\` (workload.jsonl, results-*.json raw timelines and /metrics scrapes, server-*.log).`,
     ],
     results,
+    baseline: f.baseline,
     replayCommand:
       `deno task bench serve --configs ${quote(configsArg)} --model ${quote(f.model)} ` +
       `--workload trace --trace ${
         quote(`${folder}/workload.jsonl`)
-      } --max-requests ${workload.length}`,
+      } --max-requests ${workload.length}${f.baseline ? ` --baseline ${quote(f.baseline)}` : ""}`,
   };
   const report = buildReport(input);
   await Deno.writeTextFile(`${folder}/report.md`, report.markdown);

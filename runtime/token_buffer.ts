@@ -96,6 +96,8 @@ export class TokenPacer<T> implements AsyncIterable<T> {
 
   #released = 0;
   #deposited = 0;
+  /** Per deposited token: tokens already buffered (deposited, not released) when it came in. */
+  #depositOccupancy: number[] = [];
   #stallMs = 0;
   #stalls = 0;
   #firstReleaseAt: number | null = null;
@@ -130,6 +132,7 @@ export class TokenPacer<T> implements AsyncIterable<T> {
     if (this.#aborted) return;
     if (this.#ended) throw new Error("TokenPacer.deposit after end()");
     if (this.#buffered() === 0) this.#closeStall(this.#clock.now());
+    this.#depositOccupancy.push(this.#buffered());
     this.#items.push(item);
     this.#deposited++;
     this.#pump();
@@ -161,6 +164,14 @@ export class TokenPacer<T> implements AsyncIterable<T> {
   occupancy(): PacerOccupancy {
     const tokens = this.#buffered();
     return { tokens, seconds: this.paced ? tokens / this.rate : 0 };
+  }
+
+  /**
+   * TokenFlow's B_j for every deposited token j, in order: the tokens already in the buffer
+   * (deposited and not yet released) when j was deposited; j itself is not counted.
+   */
+  occupancyAtDeposits(): readonly number[] {
+    return this.#depositOccupancy;
   }
 
   stats(): PacerStats {

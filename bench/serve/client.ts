@@ -1,6 +1,7 @@
 // One simulated user: sends a streaming completion to the loopback server, reads the SSE stream as
 // fast as it arrives (as a browser would), and plays the tokens out to a reader at the request's
-// reading rate. Records every token's arrival and display time; never retries.
+// reading rate. Records every token's arrival and display time, and its generation time when the
+// server reports it (Sluice's `stream_options.include_timing`); never retries.
 
 import { loopbackRequest, readText } from "./http.ts";
 import type { LoopbackTarget } from "./loopback.ts";
@@ -41,6 +42,24 @@ export function tokensInChunk(chunk: any): number {
   return text !== "" || choice.finish_reason == null ? 1 : 0;
 }
 
+/**
+ * When each of a chunk's `count` tokens was generated, in ms since the server received the
+ * request, from Sluice's `sluice_timing` field (`tokens_generated_ms` per token, else
+ * `generated_ms` for all); null when the chunk has none (another server, or timing not asked).
+ */
+export function generatedInChunk(chunk: any, count: number): number[] | null {
+  const t = chunk?.sluice_timing;
+  const each = t?.tokens_generated_ms;
+  if (
+    Array.isArray(each) && each.length === count &&
+    each.every((x: unknown) => typeof x === "number" && Number.isFinite(x))
+  ) {
+    return each;
+  }
+  const one = t?.generated_ms;
+  return typeof one === "number" && Number.isFinite(one) ? new Array(count).fill(one) : null;
+}
+
 export function completionBody(model: string, w: WorkloadRequest, p: MaterializedPrompt): string {
   return JSON.stringify({
     model,
@@ -49,7 +68,8 @@ export function completionBody(model: string, w: WorkloadRequest, p: Materialize
     stream: true,
     temperature: 0,
     ignore_eos: true,
-    stream_options: { include_usage: true },
+    // include_timing is Sluice's: when each token was generated (other servers ignore it).
+    stream_options: { include_usage: true, include_timing: true },
     reading_rate: w.readingRate,
     slo_ttft_ms: w.sloTtftMs,
     slo_tbt_ms: w.sloTbtMs,
@@ -66,6 +86,8 @@ export async function runClient(
   const sent = now();
   const arrivalsMs: number[] = [];
   const displayMs: number[] = [];
+  /** The server's generation times, while every token so far came with one. */
+  let generatedMs: number[] | null = [];
   const reader = new Reader(w.readingRate);
   const rec: RequestRecord = {
     id: w.id,
@@ -85,6 +107,7 @@ export async function runClient(
   const signal = AbortSignal.any([timeout, hangup.signal, ...(o.signal ? [o.signal] : [])]);
   const finish = (outcome: Outcome, extra: Partial<RequestRecord> = {}) => {
     Object.assign(rec, { outcome, endAtMs: now() - o.runStartMs }, extra);
+    if (generatedMs && generatedMs.length > 0) rec.generatedMs = generatedMs;
     return rec;
   };
   const hangUp = () => hangup.abort(new Hangup("reader hung up"));
@@ -129,7 +152,11 @@ export async function runClient(
         rec.promptTokens = chunk.usage.prompt_tokens;
       }
       // After hanging up the reader sees nothing more, even tokens that came in the same read.
-      for (let k = tokensInChunk(chunk); k > 0 && !hangup.signal.aborted; k--) {
+      const count = tokensInChunk(chunk);
+      const generated = count > 0 ? generatedInChunk(chunk, count) : null;
+      if (count > 0 && !generated) generatedMs = null; // one token without: use none of them
+      for (let k = 0; k < count && !hangup.signal.aborted; k++) {
+        generatedMs?.push(generated![k]);
         arrivalsMs.push(at);
         displayMs.push(reader.arrive(at));
         o.onToken?.(arrivalsMs.length - 1, at, displayMs[displayMs.length - 1]);

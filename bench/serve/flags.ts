@@ -91,8 +91,13 @@ export const ServeBenchFlags = z.object({
   "start-timeout-s": z.coerce.number().positive().max(3600).default(300),
   warmup: z.coerce.number().int().min(0).max(16).default(1),
   "scrape-ms": z.coerce.number().int().min(50).max(10_000).default(250),
+  /** The configuration the report's goals are judged against; default: one named `fcfs`. */
+  baseline: z.string().min(1).optional(),
 }).refine((f) => f.workload !== "trace" || f.trace !== undefined, {
   message: "--workload trace needs --trace FILE",
+}).refine((f) => f.baseline === undefined || f.configs.some((c) => c.name === f.baseline), {
+  message: "--baseline must name one of the --configs",
+  path: ["baseline"],
 });
 
 export type ServeBenchOptions = z.infer<typeof ServeBenchFlags>;

@@ -15,10 +15,15 @@
 //   rate costs a few ms once (the reader's clock only moves later), a stream slower than its reader
 //   keeps adding up.
 // - Effective throughput (TokenFlow): token j of a request with L = n_i received tokens weighs
-//   w_j = clamp((0.2 L - B_j) / (0.1 L), 0, 1) where B_j is the unread buffer when it arrives:
-//   full weight up to 10% of L buffered, linearly down to zero at 20%. Effective tokens/s is
-//   sum(w) over the run span T (first request sent -> last request finished); raw tokens/s is the
-//   token count over the same T.
+//   w_j = clamp((0.2 L - B_j) / (0.1 L), 0, 1) where B_j is the unread buffer when it was
+//   generated: full weight up to 10% of L buffered, linearly down to zero at 20%. Effective
+//   tokens/s is sum(w) over the run span T (first request sent -> last request finished); raw
+//   tokens/s is the token count over the same T.
+// - The unread buffer is generated-but-not-yet-read tokens: a token enters it when the server
+//   generated it (Sluice reports this per token, `sluice_timing`) and leaves it when the reader
+//   reads it (display time). A server that paces its stream keeps the buffer on its side, so only
+//   its generation times show it. Without them (other servers) a token enters at its arrival at the
+//   client, which for a pacing server makes the buffer ~0 and effective = raw.
 
 import { bufferAtArrivals, stallMs } from "./playout.ts";
 import type { RequestRecord } from "./record.ts";
@@ -45,6 +50,8 @@ export interface RequestMetrics {
   id: number;
   outcome: RequestRecord["outcome"];
   tokens: number;
+  /** Where its tokens' entries into the unread buffer come from (see bufferEntryTimes). */
+  bufferSource: "server" | "client";
   ttftMs: number | null;
   tpotMs: number | null;
   gapsMs: number[];
@@ -59,6 +66,25 @@ export interface RequestMetrics {
   ttftMet: boolean | null;
 }
 
+/**
+ * When each token entered the unread buffer: its generation time at the server when the record
+ * has one for every token (raised to keep them in order and capped at its arrival, which a
+ * loopback send can only follow), else its arrival at the client.
+ */
+export function bufferEntryTimes(
+  r: RequestRecord,
+): { times: number[]; source: "server" | "client" } {
+  const a = r.arrivalsMs;
+  const g = r.generatedMs;
+  if (!g || g.length !== a.length || a.length === 0) return { times: a, source: "client" };
+  let latest = -Infinity;
+  const times = g.map((t, j) => {
+    latest = Math.max(latest, t);
+    return Math.min(latest, a[j]);
+  });
+  return { times, source: "server" };
+}
+
 export function requestMetrics(r: RequestRecord): RequestMetrics {
   const a = r.arrivalsMs;
   const n = a.length;
@@ -66,7 +92,8 @@ export function requestMetrics(r: RequestRecord): RequestMetrics {
     throw new Error(`request ${r.id}: ${n} arrivals but ${r.displayMs.length} display times`);
   }
   const gaps = a.slice(1).map((t, j) => t - a[j]);
-  const buffers = bufferAtArrivals(a, r.displayMs);
+  const entry = bufferEntryTimes(r);
+  const buffers = bufferAtArrivals(entry.times, r.displayMs);
   const tpot = n >= 2 ? (a[n - 1] - a[0]) / (n - 1) : null;
   const ttft = n > 0 ? a[0] : null;
   const askedNothing = r.maxTokens === 0 && n === 0;
@@ -75,6 +102,7 @@ export function requestMetrics(r: RequestRecord): RequestMetrics {
     id: r.id,
     outcome: r.outcome,
     tokens: n,
+    bufferSource: entry.source,
     ttftMs: ttft,
     tpotMs: tpot,
     gapsMs: gaps,
@@ -103,6 +131,12 @@ export interface RunSummary {
   timedOut: number;
   tokens: number;
   effectiveTokens: number;
+  /**
+   * Where the unread buffer (effective throughput) was measured: "server" when every request
+   * with tokens came with the server's generation times, "client" when none did, else "mixed";
+   * null with no tokens at all.
+   */
+  bufferSource: "server" | "client" | "mixed" | null;
   /** First request sent to last request finished, seconds. */
   spanS: number;
   rawTokensPerS: number | null;
@@ -146,6 +180,7 @@ export function summarize(records: readonly RequestRecord[]): RunSummary {
   const spanS = records.length ? Math.max(0, end - start) / 1000 : 0;
   const rate = (x: number) => (spanS > 0 ? x / spanS : null);
   const withTokens = per.filter((m) => m.tokens > 0);
+  const timed = withTokens.filter((m) => m.bufferSource === "server").length;
   const stalls = withTokens.map((m) => m.stallMs / 1000);
   const gaps = per.flatMap((m) => m.gapsMs);
   const tpots = per.flatMap((m) => (m.tpotMs === null ? [] : [m.tpotMs]));
@@ -160,6 +195,13 @@ export function summarize(records: readonly RequestRecord[]): RunSummary {
     timedOut: count("timeout"),
     tokens,
     effectiveTokens: effective,
+    bufferSource: withTokens.length === 0
+      ? null
+      : timed === withTokens.length
+      ? "server"
+      : timed === 0
+      ? "client"
+      : "mixed",
     spanS,
     rawTokensPerS: rate(tokens),
     effectiveTokensPerS: rate(effective),

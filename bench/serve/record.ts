@@ -27,6 +27,12 @@ export interface RequestRecord {
   arrivalsMs: number[];
   /** Token i's display to the reader, ms since sentAtMs (see playout.ts). */
   displayMs: number[];
+  /**
+   * Token i's generation at the server (it entered the server's token buffer), in ms since the
+   * server received the request (taken as ms since sentAtMs: loopback), from Sluice's
+   * `sluice_timing`; absent when the server did not report it for every token.
+   */
+  generatedMs?: number[];
   readingRate: number;
   sloTtftMs: number;
   sloTbtMs: number;

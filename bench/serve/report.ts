@@ -1,6 +1,7 @@
 // The report: one Markdown table with the configurations side by side (best value per row in bold),
-// a verdict that says which configuration served its users best and what made the difference, and
-// SVG plots (TTFT CDF, per-request buffer occupancy, KV blocks per tier over time).
+// a verdict that says which configuration served its users best and what made the difference, the
+// goals each configuration meets or misses against a baseline configuration, and SVG plots (TTFT
+// CDF; per configuration, per-request buffer occupancy and KV blocks per tier over time).
 
 import { bufferChart, kvChart, ttftCdfChart } from "./charts.ts";
 import type { ConfigResult } from "./run.ts";
@@ -12,6 +13,8 @@ export interface ReportInput {
   results: ConfigResult[];
   /** The command that replays exactly this workload. */
   replayCommand: string;
+  /** The configuration the goals are judged against; default: one named `fcfs`, if any. */
+  baseline?: string;
 }
 
 export interface Report {
@@ -35,6 +38,12 @@ const sec = (v: number) => (v >= 10 ? v.toFixed(1) : v.toFixed(2));
 const pct = (v: number) => `${(v * 100).toFixed(1)}%`;
 const num = (v: number) => (Number.isInteger(v) ? String(v) : v.toFixed(1));
 const tps = (v: number) => v.toFixed(1);
+
+const BUFFER_SOURCE = {
+  server: "server's generation times",
+  client: "client arrivals (no server timing)",
+  mixed: "mixed (some requests without server timing)",
+} as const;
 
 /** File-name-safe form of a configuration name. */
 export function slug(name: string): string {
@@ -84,6 +93,24 @@ function rows(results: ConfigResult[]): Row[] {
       better: "higher",
       values: get(s, (x) => (x.tokens ? x.effectiveTokens / x.tokens : null)),
       format: pct,
+    },
+    {
+      label: "unread buffer measured from",
+      better: "none",
+      values: get(s, (x) => (x.bufferSource ? 0 : null)),
+      format: num,
+      text: s.map((x) => (x?.bufferSource ? BUFFER_SOURCE[x.bufferSource] : null)),
+    },
+    {
+      label: "effective tokens, server's count (of tokens generated)",
+      better: "none",
+      values: get(v, (x) => x.effectiveTokens),
+      format: num,
+      text: v.map((m) =>
+        m?.effectiveTokens == null
+          ? null
+          : `${m.effectiveTokens.toFixed(1)} (of ${m.tokensGenerated ?? "?"})`
+      ),
     },
     { label: "refused (429)", better: "lower", values: get(s, (x) => x.refused), format: num },
     {
@@ -176,6 +203,18 @@ function rows(results: ConfigResult[]): Row[] {
       format: num,
     })),
     { label: "preemptions", better: "lower", values: get(v, (x) => x.preemptions), format: num },
+    {
+      label: "paused requests, peak",
+      better: "none",
+      values: get(v, (x) => x.peakPaused),
+      format: num,
+    },
+    {
+      label: "recomputed tokens",
+      better: "lower",
+      values: get(v, (x) => x.recomputedTokens),
+      format: num,
+    },
     {
       label: "planner solves",
       better: "none",
@@ -334,19 +373,178 @@ export function verdict(results: ConfigResult[]): string[] {
   return lines;
 }
 
+/** The baseline's name: the one asked for, else a configuration named `fcfs`, else none. */
+export function baselineName(results: ConfigResult[], asked?: string): string | null {
+  if (asked !== undefined) return asked;
+  return results.some((r) => r.config.name === "fcfs") ? "fcfs" : null;
+}
+
+/** One goal: how a configuration's value compares with the baseline's, and whether it is met. */
+interface Goal {
+  label: string;
+  target: string;
+  /** The cell for `c` against baseline `b`: text, and met (null: cannot be judged). */
+  judge(c: ConfigResult, b: ConfigResult): { text: string; met: boolean | null };
+  /** The baseline's own value. */
+  baseline(b: ConfigResult): string;
+}
+
+const SERVED_OUTCOMES = new Set(["refused", "failed", "timeout"]);
+
+/** A ratio goal: value(c) / value(b) against a bound; a zero baseline is met only by zero. */
+function ratioGoal(
+  label: string,
+  value: (r: ConfigResult) => number | null,
+  bound: number,
+  atMost: boolean,
+  unit: (v: number) => string,
+): Goal {
+  return {
+    label,
+    target: `${atMost ? "≤" : "≥"} ${bound}×`,
+    baseline(b) {
+      const y = value(b);
+      return y === null ? "—" : unit(y);
+    },
+    judge(c, b) {
+      const x = value(c);
+      const y = value(b);
+      if (x === null || y === null) return { text: "—", met: null };
+      if (y === 0) {
+        const met = atMost ? x === 0 : x > 0;
+        return { text: `${unit(x)} vs ${unit(y)}`, met };
+      }
+      const ratio = x / y;
+      return {
+        text: `${ratio.toFixed(2)}× (${unit(x)})`,
+        met: atMost ? ratio <= bound : ratio >= bound,
+      };
+    },
+  };
+}
+
+const GOALS: Goal[] = [
+  ratioGoal(
+    "TTFT p99",
+    (r) => r.summary?.ttftMs.p99 ?? null,
+    0.5,
+    true,
+    (v) => `${(v / 1000).toFixed(2)} s`,
+  ),
+  ratioGoal(
+    "effective tokens/s",
+    (r) => r.summary?.effectiveTokensPerS ?? null,
+    1.5,
+    false,
+    (v) => v.toFixed(1),
+  ),
+  ratioGoal(
+    "stall time, total",
+    (r) => r.summary?.stallTotalS ?? null,
+    0.25,
+    true,
+    (v) => `${sec(v)} s`,
+  ),
+  {
+    label: "TBT SLO attainment",
+    target: "≥ 90%",
+    baseline(b) {
+      const a = b.summary?.tbtAttainment ?? null;
+      return a === null ? "—" : pct(a);
+    },
+    judge(c) {
+      const a = c.summary?.tbtAttainment ?? null;
+      return a === null ? { text: "—", met: null } : { text: pct(a), met: a >= 0.9 };
+    },
+  },
+  ratioGoal(
+    "raw tokens/s",
+    (r) => r.summary?.rawTokensPerS ?? null,
+    0.9,
+    false,
+    (v) => v.toFixed(1),
+  ),
+  {
+    label: "refused or failed that the baseline served",
+    target: "0",
+    baseline: () => "—",
+    judge(c, b) {
+      const served = new Set(b.records.filter((r) => r.outcome === "ok").map((r) => r.id));
+      const lost = c.records.filter((r) => served.has(r.id) && SERVED_OUTCOMES.has(r.outcome));
+      return { text: String(lost.length), met: lost.length === 0 };
+    },
+  },
+];
+
+/**
+ * "Goals against the baseline": per configuration other than the baseline, each goal's value and
+ * whether it is met. Lines of Markdown; a note instead when there is no baseline to judge against.
+ */
+export function goalsTable(results: ConfigResult[], asked?: string): string[] {
+  const name = baselineName(results, asked);
+  if (name === null) {
+    return [
+      "No baseline: name one with `--baseline NAME` (the default is a configuration named `fcfs`).",
+    ];
+  }
+  const base = results.find((r) => r.config.name === name);
+  if (!base) return [`The baseline \`${name}\` is not one of the configurations.`];
+  if (!base.summary) {
+    return [`The baseline \`${name}\` could not be measured, so no goal can be judged.`];
+  }
+  const others = results.filter((r) => r !== base);
+  if (others.length === 0) return [`Only the baseline \`${name}\` ran: nothing to compare.`];
+  const cell = (g: Goal, c: ConfigResult) => {
+    if (!c.summary) return "not measured";
+    const { text, met } = g.judge(c, base);
+    return met === null ? text : `${text} ${met ? "met" : "**not met**"}`;
+  };
+  const met = others.map((c) =>
+    c.summary ? GOALS.filter((g) => g.judge(c, base).met === true).length : 0
+  );
+  return [
+    `Each configuration against \`${name}\`: ratios are configuration ÷ baseline.`,
+    "",
+    `| goal | target | \`${name}\` (baseline) | ${
+      others.map((r) => `\`${r.config.name}\``).join(" | ")
+    } |`,
+    `|---|---|---:|${others.map(() => "---:").join("|")}|`,
+    ...GOALS.map((g) =>
+      `| ${g.label} | ${g.target} | ${g.baseline(base)} | ${
+        others.map((c) => cell(g, c)).join(" | ")
+      } |`
+    ),
+    `| **goals met** | | | ${met.map((n) => `${n} of ${GOALS.length}`).join(" | ")} |`,
+  ];
+}
+
 export function buildReport(input: ReportInput): Report {
   const { results } = input;
   const svgs = new Map<string, string>();
   svgs.set("ttft_cdf.svg", ttftCdfChart(results));
   if (results.some((r) => r.server?.kvBlocks.length)) svgs.set("kv_blocks.svg", kvChart(results));
-  const used = new Set<string>();
-  const bufferFiles: [string, string][] = [];
-  for (const r of results.filter((r) => r.records.length)) {
-    let name = `buffer_${slug(r.config.name)}.svg`;
-    for (let k = 2; used.has(name); k++) name = `buffer_${slug(r.config.name)}_${k}.svg`;
-    used.add(name);
-    svgs.set(name, bufferChart(r));
-    bufferFiles.push([r.config.name, name]);
+  // Per configuration: its buffer plot, and its KV plot when the server reported KV blocks.
+  const fileFor = (prefix: string, config: string) => {
+    let name = `${prefix}_${slug(config)}.svg`;
+    for (let k = 2; svgs.has(name); k++) name = `${prefix}_${slug(config)}_${k}.svg`;
+    return name;
+  };
+  const perConfig: string[] = [];
+  for (const r of results) {
+    const n = r.config.name;
+    perConfig.push(`### \`${n}\``, "");
+    if (r.records.length === 0) {
+      perConfig.push(`No requests were measured${r.error ? " (it could not be run)" : ""}.`, "");
+      continue;
+    }
+    const buffer = fileFor("buffer", n);
+    svgs.set(buffer, bufferChart(r));
+    perConfig.push(`![unread buffer, ${n}](${buffer})`, "");
+    if (r.server?.kvBlocks.length) {
+      const kv = fileFor("kv", n);
+      svgs.set(kv, kvChart([r], `KV blocks used per tier — ${n}`));
+      perConfig.push(`![KV blocks per tier, ${n}](${kv})`, "");
+    }
   }
   const md = [
     `# ${input.title}`,
@@ -356,6 +554,10 @@ export function buildReport(input: ReportInput): Report {
     "## Verdict",
     "",
     ...verdict(results),
+    "",
+    "## Goals against the baseline",
+    "",
+    ...goalsTable(results, input.baseline),
     "",
     "## Results",
     "",
@@ -374,22 +576,31 @@ export function buildReport(input: ReportInput): Report {
     "![TTFT CDF](ttft_cdf.svg)",
     "",
     ...(svgs.has("kv_blocks.svg") ? ["![KV blocks per tier](kv_blocks.svg)", ""] : []),
-    ...bufferFiles.flatMap(([n, f]) => [`![unread buffer, ${n}](${f})`, ""]),
+    ...perConfig,
     "## How the numbers are defined",
     "",
     "- Each client plays its stream to a reader at the request's reading rate: the first token is read on " +
-    "arrival, then one token every 1/rate s; a token not there yet is a **stall** (time reading waits), and " +
-    "the buffer is what arrived but is unread.",
-    "- **Effective tokens/s** (TokenFlow): a token counts fully if, when it arrives, the request's unread buffer " +
-    "is at most 10% of the request's received output, linearly less up to 20%, not at all above; divided by " +
-    "the run span. Raw tokens/s divides all tokens by the same span.",
+    "arrival, then one token every 1/rate s; a token not there yet is a **stall** (time reading waits). " +
+    "TTFT, time between tokens, stalls and SLO attainment are measured at the client, on arrivals.",
+    "- The **unread buffer** of a request holds the tokens generated but not yet read: a token enters it " +
+    "when the server generated it (Sluice reports each token's generation time with " +
+    "`stream_options.include_timing`) and leaves it when the reader reads it. A server that paces its " +
+    "streams keeps this buffer on its side, so arrivals at the client alone would show it empty; for a " +
+    "server that reports no generation times, a token enters at its arrival instead (the row " +
+    '"unread buffer measured from" says which).',
+    "- **Effective tokens/s** (TokenFlow): a token counts fully if, when it is generated, the request's " +
+    "unread buffer holds at most 10% of the request's received output, linearly less up to 20%, not at " +
+    "all above; divided by the run span. Raw tokens/s divides all tokens by the same span. The server's " +
+    "own count (`sluice_effective_tokens_total`, from its token buffer at each deposit) is shown beside it.",
     "- **TBT attainment**: share of gaps between consecutive tokens within the request's TBT SLO (token level). " +
     "**TPOT attainment**: share of requests (with ≥ 2 tokens) whose mean time per output token is within it. " +
     "**TTFT attainment**: share of requests (that asked for tokens) whose first token came within the TTFT " +
     "SLO; refused and failed requests count as misses.",
-    "- Everything is measured at the client, after the server's pacer. When the server paces a stream at its " +
-    "reading rate, unread tokens wait in the server's deposit rather than the client's buffer, so the client " +
-    "buffer stays small and the effective share near 100%; stalls, TTFT and refusals then carry the difference.",
+    "- **Goals**: each configuration ÷ the baseline for TTFT p99, effective and raw tokens/s and total " +
+    "stall time; TBT attainment as measured; and the requests the baseline served (ok) that this " +
+    "configuration refused, failed or timed out. A zero baseline is met only by zero (stalls).",
+    "- **Recomputed tokens**: prefill rows of positions a request had computed before (its KV was lost to " +
+    "a preemption). **Paused requests, peak**: the most requests preempted at once, at the /metrics scrapes.",
     "- TTFT and time-between-tokens percentiles cover requests that received tokens; refusals and failures are " +
     "counted in their own rows and keep the TTFT CDF below 1.",
     "",

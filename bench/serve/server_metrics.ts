@@ -1,6 +1,7 @@
 // What the server said about itself during a run, from the /metrics scrapes: KV blocks per tier
-// over time, and counter deltas (swaps, preemptions, planner solves). A metric the server does not
-// export is null here and "—" in the report.
+// over time, gauge peaks (queue, running, paused), and counter deltas (swaps, preemptions,
+// recomputed tokens, planner solves, the server's own effective-token count). A metric the server
+// does not export is null here and "—" in the report.
 
 import type { Sample, Scrape } from "./prometheus.ts";
 
@@ -21,7 +22,13 @@ export interface ServerMetricsSummary {
   plannerSolveMeanMs: number | null;
   peakQueueDepth: number | null;
   peakRunning: number | null;
+  /** Most requests paused at once (their streams playing from their buffers), sampled. */
+  peakPaused: number | null;
+  /** Prefill rows of positions computed before (KV lost to a preemption). */
+  recomputedTokens: number | null;
   tokensGenerated: number | null;
+  /** The server's TokenFlow count over the requests that ended during the run. */
+  effectiveTokens: number | null;
 }
 
 const sumOf = (
@@ -97,6 +104,9 @@ export function summarizeServerMetrics(scrapes: Scrape[]): ServerMetricsSummary 
     plannerSolveMeanMs: solveSum !== null && solveCount ? (solveSum / solveCount) * 1000 : null,
     peakQueueDepth: gaugePeak(scrapes, "sluice_queue_depth"),
     peakRunning: gaugePeak(scrapes, "sluice_running_requests"),
+    peakPaused: gaugePeak(scrapes, "sluice_paused_requests"),
+    recomputedTokens: counterDelta(scrapes, "sluice_recomputed_tokens_total"),
     tokensGenerated: counterDelta(scrapes, "sluice_tokens_generated_total"),
+    effectiveTokens: counterDelta(scrapes, "sluice_effective_tokens_total"),
   };
 }

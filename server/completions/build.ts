@@ -19,6 +19,8 @@ export interface BuiltRequest {
   stream: boolean;
   /** Send a usage chunk before [DONE]. */
   includeUsage: boolean;
+  /** Give each streamed chunk that carries tokens their generation times (`sluice_timing`). */
+  includeTiming: boolean;
 }
 
 export function buildRequest<B extends SharedFields>(
@@ -49,6 +51,7 @@ export function buildRequest<B extends SharedFields>(
       stopIds: body.ignore_eos ? [] : undefined,
       readingRate: body.reading_rate ?? undefined,
       slo,
+      priority: body.priority ?? undefined,
     },
     text: new TextStream(tok, stops),
     writer: new ResponseWriter(
@@ -61,5 +64,6 @@ export function buildRequest<B extends SharedFields>(
     ),
     stream: body.stream ?? false,
     includeUsage: body.stream_options?.include_usage ?? false,
+    includeTiming: body.stream_options?.include_timing ?? false,
   };
 }

@@ -18,7 +18,8 @@ export function respondSse(c: Context, req: BuiltRequest, run: Playback, abort: 
     let status = 200;
     try {
       for (const chunk of req.writer.opening()) await send(chunk);
-      const finish = await play(run, (piece) => send(req.writer.piece(piece)));
+      const timingFrom = req.includeTiming ? run.observer.arrivedMs : null;
+      const finish = await play(run, (piece) => send(req.writer.piece(piece, timingFrom)));
       await send(req.writer.finish(finish));
       if (req.includeUsage) await send(req.writer.usage(run.observer.tokens));
       await sse.writeSSE({ data: "[DONE]" });

@@ -7,6 +7,26 @@ import { envelope, type FinishReason, type ResponseMeta, usage } from "../openai
 import type { WireFormat } from "./kinds.ts";
 import type { TextPiece } from "./text_stream.ts";
 
+/**
+ * Sluice's `sluice_timing` chunk field (stream_options.include_timing): when the chunk's tokens
+ * were generated (their samples came back and entered the request's token buffer), in ms since
+ * the request was received. `generated_ms` is the chunk's newest token's; `tokens_generated_ms`
+ * has one entry per token the chunk carries, in order (one, unless text was held back).
+ */
+export interface SluiceTiming {
+  generated_ms: number;
+  tokens_generated_ms: number[];
+}
+
+export function sluiceTiming(
+  tokens: readonly { generatedAt: number }[],
+  receivedAt: number,
+): SluiceTiming {
+  // Rounded down to the microsecond: never later than the truth, and still in order.
+  const each = tokens.map((t) => Math.floor(Math.max(0, t.generatedAt - receivedAt) * 1000) / 1000);
+  return { generated_ms: Math.max(...each), tokens_generated_ms: each };
+}
+
 export class ResponseWriter {
   readonly meta: ResponseMeta;
   /** Characters of text sent so far. */
@@ -29,11 +49,16 @@ export class ResponseWriter {
     return fields ? [this.chunk(fields, null)] : [];
   }
 
-  /** The chunk for the next piece of text. */
-  piece(p: TextPiece): object {
+  /**
+   * The chunk for the next piece of text. With `timingFrom` (when the request was received, on
+   * the runtime's clock) a chunk that carries tokens also gets `sluice_timing`.
+   */
+  piece(p: TextPiece, timingFrom: number | null = null): object {
     const fields = this.kind.chunkChoice({ ...p, offset: this.offset }, this.tokenNames);
     this.offset += p.text.length;
-    return this.chunk(fields, null);
+    const chunk = this.chunk(fields, null);
+    if (timingFrom === null || p.tokens.length === 0) return chunk;
+    return { ...chunk, sluice_timing: sluiceTiming(p.tokens, timingFrom) };
   }
 
   /** The chunk that ends a complete stream. */

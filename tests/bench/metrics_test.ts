@@ -4,12 +4,14 @@
 // /metrics parser and summary, and the report's table, verdict and SVG charts.
 
 import {
+  bufferEntryTimes,
   percentile,
   requestMetrics,
   summarize,
   tokenWeight,
   ttftCdf,
 } from "../../bench/serve/metrics.ts";
+import { bufferChart } from "../../bench/serve/charts.ts";
 import {
   bufferAtArrivals,
   bufferSeries,
@@ -20,7 +22,13 @@ import {
 } from "../../bench/serve/playout.ts";
 import { parsePrometheus, type Scrape } from "../../bench/serve/prometheus.ts";
 import type { RequestRecord } from "../../bench/serve/record.ts";
-import { buildReport, resultsTable, verdict } from "../../bench/serve/report.ts";
+import {
+  baselineName,
+  buildReport,
+  goalsTable,
+  resultsTable,
+  verdict,
+} from "../../bench/serve/report.ts";
 import type { ConfigResult } from "../../bench/serve/run.ts";
 import { summarizeServerMetrics } from "../../bench/serve/server_metrics.ts";
 import { lineChart, niceTicks } from "../../bench/serve/svg.ts";
@@ -144,6 +152,57 @@ Deno.test("effective throughput: TokenFlow's 10%/20% rule, exact weights", () =>
   assertEquals(requestMetrics(paced).effectiveTokens, 50);
 });
 
+Deno.test("effective throughput from the server's buffer: generation far ahead of the reader", () => {
+  // The server generates 10 tokens in 10 ms and paces them out at the reader's 10 tokens/s: they
+  // arrive (and are read) at 100, 200, ..., 1000 ms. Arrivals alone show an empty buffer.
+  const arrivalsMs = Array.from({ length: 10 }, (_, j) => 100 + 100 * j);
+  const generatedMs = Array.from({ length: 10 }, (_, j) => 100 + j);
+  const client = rec({ id: 0, arrivalsMs, endAtMs: 1000 });
+  const server = rec({ id: 0, arrivalsMs, generatedMs, endAtMs: 1000 });
+  assertEquals(bufferAtArrivals(arrivalsMs, client.displayMs), Array(10).fill(0));
+  // At token j's generation (100 + j ms) only token 0 has been read: j - 1 wait (j >= 1).
+  assertEquals(bufferAtArrivals(generatedMs, server.displayMs), [0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+  // L = 10: weight 1 up to 1 buffered, 0 from 2: tokens 0, 1, 2 count.
+  const m = requestMetrics(server);
+  assertEquals([m.bufferSource, m.effectiveTokens, m.tokens], ["server", 3, 10]);
+  // Without the server's timing (another server): the client-side buffer, effective = raw.
+  const c = requestMetrics(client);
+  assertEquals([c.bufferSource, c.effectiveTokens], ["client", 10]);
+  // TTFT, TBT and stalls stay on arrivals either way.
+  assertEquals([m.ttftMs, m.stallMs, m.gapsMs], [c.ttftMs, c.stallMs, c.gapsMs]);
+
+  const s = summarize([server]);
+  assertEquals([s.spanS, s.rawTokensPerS, s.effectiveTokensPerS], [1, 10, 3]);
+  assertEquals(s.bufferSource, "server");
+  assertEquals(summarize([client]).effectiveTokensPerS, 10);
+  assertEquals(summarize([client]).bufferSource, "client");
+  assertEquals(summarize([server, { ...client, id: 1 }]).bufferSource, "mixed");
+  assertEquals(summarize([rec({ id: 0, arrivalsMs: [] })]).bufferSource, null);
+
+  // The plot follows the same buffer: up to 9 unread just after 109 ms.
+  const chart = bufferChart({
+    config: { name: "paced", flags: [] },
+    records: [server],
+    scrapes: [],
+    scrapeFailures: 0,
+    summary: s,
+    server: null,
+    warmupErrors: [],
+    wallS: 1,
+  });
+  assert(chart.includes("generated at the server but not yet read"), chart);
+  assert(!chart.includes("all empty"));
+});
+
+Deno.test("buffer entry times: the server's, kept in order and never after arrival; else arrivals", () => {
+  const r = rec({ id: 0, arrivalsMs: [10, 20, 30, 40], generatedMs: [5, 3, 35, 38] });
+  // 3 is raised to 5 (in order), 35 capped at its arrival 30.
+  assertEquals(bufferEntryTimes(r), { times: [5, 5, 30, 38], source: "server" });
+  // A count that does not match the arrivals is not trusted.
+  const short = rec({ id: 1, arrivalsMs: [10, 20], generatedMs: [5] });
+  assertEquals(bufferEntryTimes(short), { times: [10, 20], source: "client" });
+});
+
 Deno.test("SLO attainment: TBT per token, TPOT per request (OrbitFlow)", () => {
   const m = requestMetrics(rec({ id: 0, arrivalsMs: [100, 200, 600, 650], sloTbtMs: 250 }));
   assertEquals(m.gapsMs, [100, 400, 50]);
@@ -164,6 +223,7 @@ Deno.test("edge cases: zero-output, refused, failed, cancelled and timed-out req
     id: 0,
     outcome: "ok",
     tokens: 0,
+    bufferSource: "client",
     ttftMs: null,
     tpotMs: null,
     gapsMs: [],
@@ -525,12 +585,20 @@ Deno.test("report: side-by-side table, verdict with reasons, and charts naming e
     results,
     replayCommand: "deno task bench serve ...",
   });
+  // Per configuration measured: its buffer plot and its KV plot; all configurations' KV together.
   assertEquals([...report.svgs.keys()].sort(), [
     "buffer_big.svg",
     "buffer_small.svg",
+    "kv_big.svg",
     "kv_blocks.svg",
+    "kv_small.svg",
     "ttft_cdf.svg",
   ]);
+  assert(report.svgs.get("kv_small.svg")!.includes('data-name="small device"'));
+  assert(!report.svgs.get("kv_small.svg")!.includes('data-name="big device"'));
+  assert(
+    report.markdown.includes("### `broken`\n\nNo requests were measured (it could not be run)."),
+  );
   for (const svg of report.svgs.values()) assertXmlish(svg);
   const cdf = report.svgs.get("ttft_cdf.svg")!;
   assert(
@@ -542,4 +610,111 @@ Deno.test("report: side-by-side table, verdict with reasons, and charts naming e
   for (const f of report.svgs.keys()) {
     assert(report.markdown.includes(`](${f})`), `markdown links ${f}`);
   }
+});
+
+Deno.test("report: goals against the baseline, each met or not, with exact ratios", () => {
+  const paced = (id: number) =>
+    rec({ id, arrivalsMs: Array.from({ length: 10 }, (_, j) => 100 + j * 100) });
+  const withSummary = (name: string, records: RequestRecord[], over: object): ConfigResult => {
+    const r = fakeResult(name, records);
+    return { ...r, summary: { ...r.summary!, ...over } };
+  };
+  const q = (p99: number) => ({ p50: p99 / 2, p95: p99, p99, mean: p99 / 2 });
+  const base = withSummary("fcfs", [paced(0), paced(1)], {
+    ttftMs: q(4000),
+    effectiveTokensPerS: 10,
+    rawTokensPerS: 20,
+    stallTotalS: 8,
+    tbtAttainment: 0.8,
+  });
+  // Request 1, which the baseline served, is refused here.
+  const tf = withSummary("tf", [
+    paced(0),
+    rec({ id: 1, outcome: "refused", arrivalsMs: [], maxTokens: 10 }),
+  ], {
+    ttftMs: q(1000),
+    effectiveTokensPerS: 16,
+    rawTokensPerS: 17,
+    stallTotalS: 4,
+    tbtAttainment: 0.95,
+  });
+  const broken = fakeResult("broken", [], { summary: null, server: null, error: "no start" });
+  assertEquals(baselineName([tf, base]), "fcfs", "a configuration named fcfs is the default");
+  assertEquals(baselineName([tf, base], "tf"), "tf");
+  assertEquals(baselineName([tf]), null);
+  const table = goalsTable([base, tf, broken]);
+  assertEquals(table.slice(2), [
+    "| goal | target | `fcfs` (baseline) | `tf` | `broken` |",
+    "|---|---|---:|---:|---:|",
+    "| TTFT p99 | ≤ 0.5× | 4.00 s | 0.25× (1.00 s) met | not measured |",
+    "| effective tokens/s | ≥ 1.5× | 10.0 | 1.60× (16.0) met | not measured |",
+    "| stall time, total | ≤ 0.25× | 8.00 s | 0.50× (4.00 s) **not met** | not measured |",
+    "| TBT SLO attainment | ≥ 90% | 80.0% | 95.0% met | not measured |",
+    "| raw tokens/s | ≥ 0.9× | 20.0 | 0.85× (17.0) **not met** | not measured |",
+    "| refused or failed that the baseline served | 0 | — | 1 **not met** | not measured |",
+    "| **goals met** | | | 3 of 6 | 0 of 6 |",
+  ]);
+  // Against a baseline with no stall at all, only no stall meets the stall goal.
+  const calm = withSummary("calm", [paced(0)], { stallTotalS: 0 });
+  const row = (t: string[], label: string) => t.find((l) => l.startsWith(`| ${label} |`));
+  assertEquals(
+    row(
+      goalsTable([calm, withSummary("x", [paced(0)], { stallTotalS: 0 })], "calm"),
+      "stall time, total",
+    ),
+    "| stall time, total | ≤ 0.25× | 0.00 s | 0.00 s vs 0.00 s met |",
+  );
+  assertEquals(
+    row(
+      goalsTable([calm, withSummary("y", [paced(0)], { stallTotalS: 0.5 })], "calm"),
+      "stall time, total",
+    ),
+    "| stall time, total | ≤ 0.25× | 0.00 s | 0.50 s vs 0.00 s **not met** |",
+  );
+  // No baseline, or one that did not run: said, not guessed.
+  assert(goalsTable([tf]).join("\n").includes("--baseline NAME"));
+  assert(goalsTable([broken, tf], "broken").join("\n").includes("could not be measured"));
+  assert(goalsTable([tf], "nope").join("\n").includes("not one of the configurations"));
+  const md = buildReport({ title: "t", context: [], results: [base, tf], replayCommand: "x" })
+    .markdown;
+  assert(md.includes("## Goals against the baseline\n\nEach configuration against `fcfs`"), md);
+});
+
+Deno.test("report: paused peak, recomputed tokens, planner solves and the server's effective count", () => {
+  const scrape = (tMs: number, text: string): Scrape => ({ tMs, samples: parsePrometheus(text) });
+  const server = summarizeServerMetrics([
+    scrape(
+      0,
+      "sluice_paused_requests 0\nsluice_recomputed_tokens_total 10\nsluice_planner_solves_total 2\n" +
+        "sluice_effective_tokens_total 5\nsluice_tokens_generated_total 7",
+    ),
+    scrape(
+      250,
+      "sluice_paused_requests 3\nsluice_recomputed_tokens_total 40\nsluice_planner_solves_total 5\n" +
+        "sluice_effective_tokens_total 20.5\nsluice_tokens_generated_total 37",
+    ),
+    scrape(
+      500,
+      "sluice_paused_requests 1\nsluice_recomputed_tokens_total 58\nsluice_planner_solves_total 9\n" +
+        "sluice_effective_tokens_total 35.25\nsluice_tokens_generated_total 57",
+    ),
+  ]);
+  assertEquals(
+    [server.peakPaused, server.recomputedTokens, server.plannerSolves, server.effectiveTokens],
+    [3, 48, 7, 30.25],
+  );
+  const r = fakeResult("tf", [rec({ id: 0, arrivalsMs: [100, 200] })], { server });
+  const table = resultsTable([r, fakeResult("big", [rec({ id: 0, arrivalsMs: [100] })])]);
+  const row = (label: string) => table.split("\n").find((l) => l.startsWith(`| ${label} |`));
+  assertEquals(row("paused requests, peak"), "| paused requests, peak | 3 | — |");
+  assertEquals(row("recomputed tokens"), "| recomputed tokens | 48 | — |");
+  assertEquals(row("planner solves"), "| planner solves | 7 | — |");
+  assertEquals(
+    row("effective tokens, server's count (of tokens generated)"),
+    "| effective tokens, server's count (of tokens generated) | 30.3 (of 50) | — |",
+  );
+  assertEquals(
+    row("unread buffer measured from"),
+    "| unread buffer measured from | client arrivals (no server timing) | client arrivals (no server timing) |",
+  );
 });

@@ -326,6 +326,14 @@ Deno.test("flags: defaults, configurations, and refusals", () => {
     { name: "small", flags: ["--gpu-kv-mb", "24", "--sched", "tokenflow"] },
   ]);
   assertEquals([g.rate, g["reading-rate-dist"]], [2, { kind: "fixed", value: 12 }]);
+  assertEquals(g.baseline, undefined, "no --baseline: the report looks for a config named fcfs");
+  const withBase = ["--configs", "fcfs=--sched fcfs;tf=--sched tokenflow"];
+  assertEquals(parseServeBenchFlags([...withBase, "--baseline", "tf"]).baseline, "tf");
+  assertThrows(
+    () => parseServeBenchFlags([...withBase, "--baseline", "reserve"]),
+    UsageError,
+    "--baseline must name one of the --configs",
+  );
   assertEquals(splitFlags(` --a "b c" 'd' e `), ["--a", "b c", "d", "e"]);
   assertEquals(parseConfigs("base;  ;x=--pace off"), [{ name: "base", flags: [] }, {
     name: "x",

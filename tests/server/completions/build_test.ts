@@ -84,7 +84,12 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
 
 Deno.test("build: the writer shapes each endpoint's chunks and whole responses", async () => {
   await withTokenizer((tok) => {
-    const ev = (id: number) => ({ id, logprob: -0.5, top: [[id, -0.5]] as [number, number][] });
+    const ev = (id: number) => ({
+      id,
+      logprob: -0.5,
+      top: [[id, -0.5]] as [number, number][],
+      generatedAt: 0,
+    });
     const c = buildRequest(
       chat,
       ChatRequest.parse({ model: "m", messages: [{ role: "user", content: "x" }] }),

@@ -10,7 +10,7 @@ import { assertEquals } from "../../helpers/testing.ts";
 import { TINY_SPEC } from "../harness.ts";
 
 const byteToken = (b: number) => 3 + b; // the generated tokenizer: 3 specials, then the bytes
-const event = (id: number) => ({ id, logprob: -1, top: [] });
+const event = (id: number) => ({ id, logprob: -1, top: [], generatedAt: 0 });
 
 async function withTokenizer(fn: (tok: Tokenizer) => void) {
   const dir = await Deno.makeTempDir({ prefix: "sluice-text-stream-" });
