@@ -23,9 +23,11 @@ const EngineFlags = z.object({
   "kv-dtype": z.enum(["f16", "f32"]).optional(),
   // reserve: best measured on this adapter (README, "Scheduling"); fcfs is the vLLM baseline.
   sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("reserve"),
+  priority: z.enum(["on", "off"]).default("on"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
   "host-kv-mb": z.coerce.number().min(0).default(0),
   preempt: z.enum(["recompute", "swap", "partial"]).default("recompute"),
+  recompute: z.enum(["off", "auto"]).default("off"),
   "write-through": z.enum(["on", "off"]).default("off"),
   "swap-reuse": z.enum(["on", "off"]).default("on"),
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
@@ -59,6 +61,17 @@ function checkOffload(
   }
 }
 
+/** --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake. */
+function checkRecompute(f: { preempt: string; recompute: string }, ctx: z.RefinementCtx): void {
+  if (f.recompute === "auto" && f.preempt !== "recompute") {
+    ctx.addIssue({
+      code: "custom",
+      path: ["preempt"],
+      message: "is chosen per request by --recompute auto; pass one or the other",
+    });
+  }
+}
+
 const GenerateFlags = EngineFlags.extend({
   prompt: z.string().optional(),
   "prompt-ids": idList.optional(),
@@ -72,7 +85,7 @@ const GenerateFlags = EngineFlags.extend({
   json: z.boolean().default(false),
 }).refine((f) => (f.prompt === undefined) !== (f["prompt-ids"] === undefined), {
   message: "pass exactly one of --prompt or --prompt-ids",
-}).superRefine(checkOffload);
+}).superRefine(checkOffload).superRefine(checkRecompute);
 
 const env = (name: string) => Deno.env.get(name) || undefined;
 const commaList = z.string().transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
@@ -90,15 +103,17 @@ const ServeFlags = EngineFlags.extend({
   "shutdown-grace-s": z.coerce.number().min(0).default(10),
   "allowed-hosts": commaList.optional(),
   "cors-origins": commaList.optional(),
-}).superRefine(checkOffload);
+}).superRefine(checkOffload).superRefine(checkRecompute);
 export type ServeFlags = z.infer<typeof ServeFlags>;
 
 const STRING_FLAGS = [
   "model",
   "sched",
+  "priority",
   "prefix-cache",
   "host-kv-mb",
   "preempt",
+  "recompute",
   "write-through",
   "swap-reuse",
   "offload",
@@ -169,11 +184,15 @@ function runtimeOptions(flags: EngineFlagValues) {
       forceF32: flags.f32,
       kvDtype: flags["kv-dtype"],
       hostKvMb: flags["host-kv-mb"],
+      // Its choice reads the cost model, profiled at load (by default only with a host tier).
+      profileCosts: flags.recompute === "auto" || undefined,
     },
     runtime: {
       policy: flags.sched,
+      priority: flags.priority === "on",
       prefixCache: flags["prefix-cache"] === "on",
       preempt: flags.preempt,
+      recompute: flags.recompute,
       writeThrough: flags["write-through"] === "on",
       swapReuse: flags["swap-reuse"] === "on",
       offload: flags.offload,
@@ -279,10 +298,18 @@ const ENGINE_FLAGS = `engine and scheduling:
   --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)
   --max-batch N          most requests running at once (default 32)
   --prefill-chunk N      token rows per step (default 128)
-  --sched reserve|fcfs   admission policy (default reserve)
+  --sched reserve|fcfs|slo|tokenflow   admission policy (default reserve); slo (LayerKV): admit
+                         a prefill only while every decoding request keeps its TBT SLO through it
+  --priority on|off      order and preempt by each request's \`priority\` (lower first, as vLLM),
+                         aged one level per second of waiting so none starves (default on; off
+                         ignores it)
   --prefix-cache on|off  share KV of identical prompt prefixes (default on)
   --host-kv-mb MB        host KV tier for preempted requests (default 0: none)
   --preempt recompute|swap|partial   how a preempted request's KV is given back (default recompute)
+  --recompute off|auto   auto: per preempted request, swap its KV to the host tier, drop only its
+                         oldest blocks or drop it all, whichever the cost model (profiled at load)
+                         predicts cheapest, its buffered playout counted; replaces --preempt
+                         (default off: --preempt decides)
   --write-through on|off copy full KV blocks to the host tier as they fill (default off)
   --swap-reuse on|off    keep host copies after a swap-in (default on)
   --offload none|uniform|orbit   keep some layers' KV on the host tier, copied into a prefetch

@@ -22,6 +22,8 @@ export interface TokenEvent {
   logprob: number;
   /** The top-K alternatives (id, logprob), when the request asked for them. */
   top: [number, number][];
+  /** When its sample came back and it entered the token buffer (performance.now() ms). */
+  generatedAt: number;
 }
 
 /**
@@ -55,6 +57,8 @@ export interface RequestSpec {
   /** Tokens per second the reader takes; 0 = unpaced. */
   readingRate: number;
   slo: RequestSlo;
+  /** Its priority when submitted (lower runs first; default 0; runtime/policy/priority.ts). */
+  priority?: number;
 }
 
 export class Request {
@@ -65,6 +69,8 @@ export class Request {
   readonly generated: number[] = [];
   /** Positions whose KV is on the device in the current residency (0 after a preemption). */
   computed = 0;
+  /** High-water mark of positions it has computed (any residency): rows below it are recomputes. */
+  computedHigh = 0;
   /** Samples submitted to the GPU over the request's life (delivered + in flight). */
   issued = 0;
   /** Times its KV was freed to make room for another request. */
@@ -89,6 +95,8 @@ export class Request {
   prefixDiverged = false;
   /** Order of (re)admission; the most recent is preempted first. */
   admittedAt = -1;
+  /** Lower runs first (runtime/policy/priority.ts); its client may change it while it runs. */
+  priority: number;
   cancelled = false;
   finish: FinishInfo | null = null;
   /** True when shutdown dropped tokens its reader had not yet taken. */
@@ -98,6 +106,7 @@ export class Request {
   private resolveDone!: (f: FinishInfo) => void;
 
   constructor(readonly id: number, readonly spec: RequestSpec, readonly arrivedAt: number) {
+    this.priority = spec.priority ?? 0;
     this.buffer = new TokenPacer({ rate: spec.readingRate });
     this.done = new Promise((r) => this.resolveDone = r);
   }
@@ -125,6 +134,14 @@ export class Request {
   /** Prompt + generated ids at positions from..to-1. */
   tokens(from: number, to: number): number[] {
     return Array.from({ length: to - from }, (_, i) => this.tokenAt(from + i));
+  }
+
+  /**
+   * Ready to (re)enter the batch: its last tokens are back (a resume needs them all), and a
+   * swap-out of its KV has landed.
+   */
+  get resumable(): boolean {
+    return this.inflight === 0 && !(this.swapped && this.hostTokens !== this.hostIssued);
   }
 
   get active(): boolean {
@@ -197,6 +214,7 @@ export class Request {
       id: rec.id,
       logprob: rec.logprob,
       top: rec.top.slice(0, this.spec.topLogprobs),
+      generatedAt: performance.now(),
     });
     if (this.generated.length >= this.spec.maxTokens) this.end("length");
   }

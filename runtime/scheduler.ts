@@ -20,6 +20,7 @@ import type { CostModel } from "../engine/engine.ts";
 import { copyMs as copyCost, predictStepMs } from "../engine/kv/cost_model.ts";
 import type { Landing, Swapper } from "./swapper.ts";
 import type { Offloader, OffloadLanding } from "./offload.ts";
+import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
 
 export interface SchedulerOptions {
   /**
@@ -28,6 +29,12 @@ export interface SchedulerOptions {
    * recompute just those on resume (eLLM).
    */
   preempt: "recompute" | "swap" | "partial";
+  /**
+   * "auto": `preempt` is not consulted; each victim's KV is swapped, partly dropped or all
+   * dropped, whichever the cost model predicts cheapest (runtime/preempt_choice.ts). Needs
+   * `costModel` and `kvBlockBytes`. Default "off".
+   */
+  recompute?: "off" | "auto";
   /** Full blocks (per layer) mirrored to the host per request per step; 0 = no write-through. */
   writeThroughBlocks: number;
   /**
@@ -87,6 +94,10 @@ export class Scheduler {
   preemptions = 0;
   /** Resumes that kept the newest KV and computed only the dropped oldest positions again. */
   partialResumes = 0;
+  /** Preemptions by what became of the victim's KV; they add up to `preemptions`. */
+  readonly preemptChoices: Record<PreemptKind, number> = { swap: 0, dropOldest: 0, dropAll: 0 };
+  /** Prefill rows of positions their request had computed before (its KV was lost meanwhile). */
+  recomputedTokens = 0;
   /** Running requests paused by the policy or the planner (not for want of a block). */
   policyPauses = 0;
   /** What policies read: the clock, free room, the cost model's predictions. */
@@ -126,6 +137,9 @@ export class Scheduler {
       },
       maxRows: limits.maxRows,
       blockSize: pool.blockSize,
+      blocksPerLayer: Math.min(
+        ...layersPerArena.map((n, a) => Math.floor(pool.shape.blocksPerArena[a] / Math.max(1, n))),
+      ),
       get freeBlocksPerLayer() {
         return Math.min(
           ...layersPerArena.map((n, a) => Math.floor(pool.availableIn(a) / Math.max(1, n))),
@@ -311,6 +325,11 @@ export class Scheduler {
     const samples: StepPlan["samples"] = [];
     const owners: Request[] = [];
     const inStep = new Set<Request>();
+    const push = (req: Request, row: StepPlan["rows"][number]) => {
+      if (row.pos < req.computedHigh) this.recomputedTokens++;
+      req.computedHigh = Math.max(req.computedHigh, row.pos + 1);
+      rows.push(row);
+    };
     const sample = (req: Request) => {
       samples.push({ row: rows.length - 1 });
       owners.push(req);
@@ -322,7 +341,7 @@ export class Scheduler {
       const pos = req.promptLength + req.issued - 1; // the newest sampled id goes in here
       if (!this.ensureBlocks(req, pos + 1, inStep)) continue;
       if (this.offloader && !this.offloader.claimRegion(req)) continue;
-      rows.push({ slot: req.slot, pos, token: null });
+      push(req, { slot: req.slot, pos, token: null });
       inStep.add(req);
       req.computed = pos + 1;
       this.cacheFullBlocks(req);
@@ -336,7 +355,7 @@ export class Scheduler {
         const r = req.refill;
         const m = Math.min(r.end - r.next, this.limits.maxRows - rows.length);
         for (let pos = r.next; pos < r.next + m; pos++) {
-          rows.push({ slot: req.slot, pos, token: req.tokenAt(pos) });
+          push(req, { slot: req.slot, pos, token: req.tokenAt(pos) });
         }
         inStep.add(req);
         r.next += m;
@@ -347,7 +366,7 @@ export class Scheduler {
       if (!this.ensureBlocks(req, req.computed + n, inStep)) continue;
       if (this.offloader && !this.offloader.claimRegion(req)) continue;
       for (let pos = req.computed; pos < req.computed + n; pos++) {
-        rows.push({ slot: req.slot, pos, token: req.tokenAt(pos) });
+        push(req, { slot: req.slot, pos, token: req.tokenAt(pos) });
       }
       inStep.add(req);
       req.computed += n;
@@ -402,12 +421,13 @@ export class Scheduler {
       // Requests already in this step keep their rows; only the rest may be preempted.
       const candidates = this.running.filter((r) => r === req || !inStep.has(r));
       const victim = this.policy.pickVictim(candidates, req);
-      if (
-        victim !== req && this.options.preempt === "partial" && this.dropOldest(victim, req, tokens)
-      ) {
+      const drop = victim === req ? 0 : this.oldestToDrop(victim, req, tokens);
+      const how = this.howToPreempt(victim, drop);
+      if (how.kind === "dropOldest") {
+        this.dropOldest(victim, how.blocks);
         continue;
       }
-      this.preempt(victim);
+      this.preempt(victim, how.kind === "swap");
       if (victim === req) return false;
     }
     const added = this.pool.growAll(req.id, tokens);
@@ -422,17 +442,15 @@ export class Scheduler {
 
   /**
    * Shares the cached blocks that cover `req`'s leading tokens (all but the last: its logits must
-   * be computed) into its tables; returns their prefix entries.
+   * be computed) into its tables; returns their prefix entries. Those found only in the host tier
+   * come back into fresh blocks, copied in before the next step's kernels run (so `req` may
+   * prefill its tail in that step).
    */
   private sharePrefix(req: Request): PrefixEntry[] {
     if (!this.prefixIndex) return [];
-    const B = this.pool.blockSize;
     const target = req.prefillTarget;
-    const prefix = this.prefixIndex.match(req.tokens(0, target), Math.floor((target - 1) / B));
-    for (let layer = 0; layer < this.pool.numLayers; layer++) {
-      this.pool.share(req.id, layer, prefix.map((e) => e.blocks[layer]));
-    }
-    return prefix;
+    const most = Math.floor((target - 1) / this.pool.blockSize);
+    return this.prefixIndex.acquire(req.id, req.tokens(0, target), most);
   }
 
   /** Offers every full block whose tokens are known and whose KV is written to the prefix cache. */
@@ -450,19 +468,49 @@ export class Scheduler {
       // Another request cached these tokens first, in its own blocks. Chaining ours after its
       // entry would let a cached block we hold hang under an entry nobody holds, which the index
       // could then never evict; so this request caches no further blocks.
-      if (entry.blocks.some((b, layer) => b !== blocks[layer])) req.prefixDiverged = true;
+      if (entry.blocks!.some((b, layer) => b !== blocks[layer])) req.prefixDiverged = true;
       else req.prefix.push(entry);
     }
   }
 
-  /** Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open. */
   /**
-   * eLLM: frees just enough of `victim`'s oldest blocks for `needy` to grow to `tokens`, and pauses
-   * it holding the rest; on resume only the dropped positions are computed again. False (nothing
-   * done) when that would drop all its blocks or it is still refilling: then it is preempted whole.
+   * What becomes of `victim`'s KV: with `recompute: "auto"`, the option the cost model predicts
+   * cheapest (runtime/preempt_choice.ts); else what `preempt` says. `dropBlocks`: the fewest
+   * oldest blocks whose drop makes the room asked for (0: a partial drop is not possible).
    */
-  private dropOldest(victim: Request, needy: Request, tokens: number): boolean {
-    if (victim.refill || victim.computed === 0 || this.offloader?.offloads(victim)) return false;
+  private howToPreempt(victim: Request, dropBlocks: number): { kind: PreemptKind; blocks: number } {
+    const fixed = this.options.preempt;
+    const ctx = this.context;
+    const B = this.pool.blockSize;
+    if (this.options.recompute !== "auto" || ctx.stepMs(1, 0) === null) {
+      if (fixed === "partial" && dropBlocks > 0) return { kind: "dropOldest", blocks: dropBlocks };
+      return { kind: fixed === "swap" ? "swap" : "dropAll", blocks: 0 };
+    }
+    // A request still computing its dropped oldest positions has no whole KV to copy out.
+    const canSwap = this.swapper !== null && !victim.refill && victim.computed > 0 &&
+      ctx.copyMs("out", 1) !== null && this.swapper.host.canGrowAll(victim.id, victim.computed);
+    return choosePreemption({
+      computed: victim.computed,
+      target: victim.prefillTarget,
+      hostBlocks: Math.floor(victim.hostIssued / B),
+      canSwap,
+      dropBlocks,
+      slackMs: victim.buffer.occupancy().seconds * 1000 + (victim.spec.slo.tbtMs ?? 0),
+    }, {
+      blockSize: B,
+      maxRows: this.limits.maxRows,
+      stepMs: (rows) => ctx.stepMs(rows, 0)!,
+      copyMs: (direction, blocks) => ctx.copyMs(direction, blocks)!,
+    });
+  }
+
+  /**
+   * eLLM: how many of `victim`'s oldest blocks (per layer) must go for `needy` to grow to
+   * `tokens`; 0 when that would drop all its blocks, or it is still refilling or offloads layers:
+   * then it can only be preempted whole.
+   */
+  private oldestToDrop(victim: Request, needy: Request, tokens: number): number {
+    if (victim.refill || victim.computed === 0 || this.offloader?.offloads(victim)) return 0;
     const short = this.pool.shortfall(needy.id, tokens);
     const layersIn = this.pool.shape.blocksPerArena.map((_, a) =>
       this.pool.layerArena.filter((x) => x === a).length
@@ -471,7 +519,14 @@ export class Scheduler {
       ...short.map((n, a) => Math.ceil(Math.max(0, n - this.pool.availableIn(a)) / layersIn[a])),
     );
     // Keep at least its newest block, else this is a plain preemption.
-    if (k < 1 || (k + 1) * this.pool.blockSize > victim.computed) return false;
+    return k < 1 || (k + 1) * this.pool.blockSize > victim.computed ? 0 : k;
+  }
+
+  /**
+   * Frees `victim`'s `k` oldest blocks and pauses it holding the rest; on resume only the dropped
+   * positions are computed again.
+   */
+  private dropOldest(victim: Request, k: number): void {
     this.swapper?.release(victim); // its host copy no longer matches what it will hold
     this.pool.dropLeading(victim.id, k);
     this.freeSlots.push(victim.slot);
@@ -479,11 +534,15 @@ export class Scheduler {
     victim.pauseKeepingNewest(k * this.pool.blockSize);
     this.waiting.unshift(victim);
     this.preemptions++;
-    return true;
+    this.preemptChoices.dropOldest++;
   }
 
-  private preempt(req: Request): void {
-    const swapped = this.options.preempt === "swap" && (this.swapper?.swapOut(req) ?? false);
+  /**
+   * Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open.
+   * `swap`: its KV goes to the host tier, if that has room.
+   */
+  private preempt(req: Request, swap = this.howToPreempt(req, 0).kind === "swap"): void {
+    const swapped = swap && (this.swapper?.swapOut(req) ?? false);
     if (!swapped) this.swapper?.release(req); // recomputed from its ids: drop any partial host copy
     this.offloader?.forget(req, swapped);
     this.leaveBatch(req);
@@ -491,6 +550,7 @@ export class Scheduler {
     req.swapped = swapped;
     this.waiting.unshift(req);
     this.preemptions++;
+    this.preemptChoices[swapped ? "swap" : "dropAll"]++;
   }
 
   private leaveBatch(req: Request): void {

@@ -8,7 +8,9 @@ import { BlockPool } from "../engine/kv/block_pool.ts";
 import { PrefixIndex, type PrefixStats } from "../engine/kv/prefix_index.ts";
 import { StepLoop } from "./loop.ts";
 import { CostTracker } from "./cost_tracker.ts";
+import { effectiveTokens } from "./effective_tokens.ts";
 import { POLICIES, type PolicyName } from "./policy/index.ts";
+import { MAX_PRIORITY, MIN_PRIORITY, withPriority } from "./policy/priority.ts";
 import {
   type FinishInfo,
   type FinishReason,
@@ -19,6 +21,7 @@ import {
 } from "./request.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Swapper, type SwapStats } from "./swapper.ts";
+import { PrefixTier } from "./prefix_tier.ts";
 import { Offloader, type OffloadStats } from "./offload.ts";
 import { OrbitOffload, type PlannerStats } from "./plan/orbit_offload.ts";
 import {
@@ -29,20 +32,37 @@ import {
 } from "./token_buffer.ts";
 
 export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
-export { MAX_READING_RATE, MIN_READING_RATE };
+export { MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
 // The server renders chat templates and decodes text with the model's tokenizer.
 export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/model/tokenizer.ts";
 
 export interface RuntimeOptions {
   /** Scheduling policy (`--sched`). */
   policy: PolicyName;
-  /** Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). */
+  /**
+   * Order and preempt by each request's priority, aged so that none starves (`--priority`;
+   * runtime/policy/priority.ts). Default true; false ignores requests' priorities.
+   */
+  priority?: boolean;
+  /** Ms of waiting that improve a request's priority by one level (default AGING_MS, 1 s). */
+  priorityAgingMs?: number;
+  /**
+   * Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). With
+   * a host tier, blocks the device evicts move there and come back on a hit.
+   */
   prefixCache?: boolean;
   /**
    * A preempted request's KV (`--preempt`): recomputed from its ids, swapped to the host tier, or
    * only its oldest blocks freed and recomputed (eLLM).
    */
   preempt?: "recompute" | "swap" | "partial";
+  /**
+   * `--recompute`: "auto" chooses, per preempted request, between swapping its KV to the host
+   * tier, dropping only its oldest blocks and dropping it all, by the cost model's predicted cost
+   * (runtime/preempt_choice.ts); `preempt` is then not consulted. Needs the engine's cost model.
+   * Default "off": `preempt` decides.
+   */
+  recompute?: "off" | "auto";
   /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
   writeThrough?: boolean;
   /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
@@ -90,6 +110,8 @@ export interface SubmitParams {
   stopIds?: number[];
   readingRate?: number;
   slo?: RequestSlo;
+  /** An integer in MIN_PRIORITY..MAX_PRIORITY; lower runs first (default 0). */
+  priority?: number;
   /** Aborting it cancels the request; its blocks are freed at the next step boundary. */
   signal?: AbortSignal;
 }
@@ -126,6 +148,11 @@ export interface RequestHandle {
   maxTokens: number;
   /** Cancels the request (idempotent); its stream ends and its KV is freed. */
   cancel(): void;
+  /**
+   * Changes its priority (an integer in MIN_PRIORITY..MAX_PRIORITY; throws InvalidRequest
+   * otherwise) from the next step on. False, with nothing changed, once its generation has ended.
+   */
+  setPriority(priority: number): boolean;
   bufferStats(): PacerStats;
 }
 
@@ -134,12 +161,14 @@ export interface RequestStats {
   state: RequestState;
   generated: number;
   preemptions: number;
+  priority: number;
   /** Tokens deposited in its buffer and not yet taken by the reader, and their playout seconds. */
   buffered: PacerOccupancy;
 }
 
 export interface RuntimeStats {
   waiting: number;
+  /** Requests preempted (their KV freed or moved) that wait to resume; their streams play on. */
   paused: number;
   running: number;
   /** Device blocks held by requests. */
@@ -150,6 +179,8 @@ export interface RuntimeStats {
   /** Host tier blocks holding some request's KV, and the tier's size (0 without one). */
   hostBlocksUsed: number;
   hostBlocksTotal: number;
+  /** Host tier blocks the prefix cache keeps that no request holds (evicted before anyone waits). */
+  hostBlocksCached: number;
   swaps: SwapStats | null;
   /** Offload distance work (null without offloading). */
   offload: OffloadStats | null;
@@ -165,6 +196,19 @@ export interface RuntimeStats {
   partialResumes: number;
   /** Running requests paused by the policy or the offload planner, not for want of a block. */
   policyPauses: number;
+  /**
+   * Preemptions by what became of the victim's KV (with `recompute: "auto"`, the cost model's
+   * choice): swapped to the host, its oldest blocks dropped, or all dropped. They add up to
+   * `preemptions`.
+   */
+  preemptChoices: { swap: number; dropOldest: number; dropAll: number };
+  /** Prefill rows of positions their request had computed before (KV lost to a preemption). */
+  recomputedTokens: number;
+  /**
+   * TokenFlow's effective tokens of the requests that have ended (runtime/effective_tokens.ts):
+   * each token weighed by its buffer's occupancy when it was deposited.
+   */
+  effectiveTokens: number;
   requests: RequestStats[];
 }
 
@@ -173,6 +217,7 @@ export class Runtime {
   private readonly pool: BlockPool;
   private readonly prefixIndex: PrefixIndex | null;
   private readonly swapper: Swapper | null;
+  private readonly prefixTier: PrefixTier | null;
   private readonly offloader: Offloader | null;
   private readonly planner: OrbitOffload | null;
   /** The engine's cost model, re-fitted from observed step times (for planners and reports). */
@@ -180,6 +225,8 @@ export class Runtime {
   private readonly loop: StepLoop;
   private nextId = 1;
   private closing = false;
+  /** Effective tokens of the requests that have ended, added as each ends. */
+  private effectiveTokens = 0;
   /** Requests whose token buffer may still be playing out (pruned as they finish). */
   private readonly streams = new Set<Request>();
   private readonly limits: EngineInfo;
@@ -198,6 +245,9 @@ export class Runtime {
     if (mode === "orbit" && !info.costModel) {
       throw new RangeError("offload orbit needs the engine's cost model (profiled at load)");
     }
+    if (options.recompute === "auto" && !info.costModel) {
+      throw new RangeError("recompute auto needs the engine's cost model (profiled at load)");
+    }
     const host = new BlockPool({
       blocksPerArena: [Math.max(1, info.hostBlocks)],
       layerArena: info.layerArena.map(() => 0),
@@ -208,6 +258,7 @@ export class Runtime {
         this.pool,
         host,
         options.prefetchBlocks ?? Math.ceil(this.pool.total / info.numLayers),
+        (req) => this.swapper?.filling(req) ?? false,
       )
       : null;
     this.planner = mode === "orbit"
@@ -227,14 +278,21 @@ export class Runtime {
         (req, layer) => this.offloader?.blocksOut(req, layer) ?? 0,
       )
       : null;
+    this.prefixTier = this.prefixIndex && this.swapper
+      ? new PrefixTier(this.prefixIndex, this.swapper)
+      : null;
+    const policy = POLICIES[options.policy];
     this.scheduler = new Scheduler(
       this.pool,
       info,
-      POLICIES[options.policy],
+      options.priority === false
+        ? policy
+        : withPriority(policy, { agingMs: options.priorityAgingMs }),
       this.prefixIndex,
       this.swapper,
       {
         preempt: options.preempt ?? "recompute",
+        recompute: options.recompute ?? "off",
         // Four blocks per request per step: small copies beside each step, not one big stall.
         writeThroughBlocks: options.writeThrough ? 4 : 0,
         offloadDistance: typeof distance === "function"
@@ -295,15 +353,29 @@ export class Runtime {
     this.loop.kick();
     for (const r of this.streams) if (r.buffer.finished) this.streams.delete(r);
     this.streams.add(req);
+    // The request's end: generation over and its buffer drained (or cut). Its tokens' weights
+    // need the output length, known only now.
+    const ended = Promise.all([req.done, req.buffer.closed]);
+    ended.then(() => {
+      this.effectiveTokens += effectiveTokens(
+        req.buffer.occupancyAtDeposits(),
+        req.generated.length,
+      );
+    });
     return {
       id: req.id,
       tokens: req.buffer,
-      done: Promise.all([req.done, req.buffer.closed]).then(([f]) =>
-        req.streamCut ? { ...f, reason: "shutdown" as const } : f
-      ),
+      done: ended.then(([f]) => req.streamCut ? { ...f, reason: "shutdown" as const } : f),
       promptTokens: req.promptLength,
       maxTokens: spec.maxTokens,
       cancel,
+      setPriority: (priority) => {
+        checkPriority(priority);
+        if (req.finish) return false;
+        req.priority = priority;
+        this.loop.kick(); // a pause or an admission it makes possible need not wait for a step
+        return true;
+      },
       bufferStats: () => req.buffer.stats(),
     };
   }
@@ -320,8 +392,9 @@ export class Runtime {
       kvBlocksUsed: this.pool.used - this.pool.idle - (this.offloader?.regionTotal ?? 0),
       kvBlocksCached: this.pool.idle,
       kvBlocksTotal: this.pool.total,
-      hostBlocksUsed: this.swapper?.host.used ?? 0,
+      hostBlocksUsed: this.swapper ? this.swapper.host.used - this.swapper.host.idle : 0,
       hostBlocksTotal: this.swapper?.host.total ?? 0,
+      hostBlocksCached: this.swapper?.host.idle ?? 0,
       swaps: this.swapper ? { ...this.swapper.stats } : null,
       offload: this.offloader ? { ...this.offloader.stats } : null,
       ...(this.planner ? { planner: this.planner.stats() } : {}),
@@ -332,11 +405,15 @@ export class Runtime {
       preemptions: this.scheduler.preemptions,
       partialResumes: this.scheduler.partialResumes,
       policyPauses: this.scheduler.policyPauses,
+      preemptChoices: { ...this.scheduler.preemptChoices },
+      recomputedTokens: this.scheduler.recomputedTokens,
+      effectiveTokens: this.effectiveTokens,
       requests: all.map((r) => ({
         id: r.id,
         state: r.state,
         generated: r.generated.length,
         preemptions: r.preemptions,
+        priority: r.priority,
         buffered: r.buffer.occupancy(),
       })),
     };
@@ -362,8 +439,11 @@ export class Runtime {
     const bytes = this.engine.info.kvBlockBytes;
     if (!sw) return { out: 0, in: 0 };
     const off = this.offloader?.stats;
-    const out = sw.blocksOut + sw.blocksWrittenThrough + (off?.blocksOut ?? 0);
-    const into = sw.blocksIn + (off ? off.blocksPrefetched + off.blocksRestored : 0);
+    const cache = this.prefixTier?.stats;
+    const out = sw.blocksOut + sw.blocksWrittenThrough + (off?.blocksOut ?? 0) +
+      (cache?.blocksOut ?? 0);
+    const into = sw.blocksIn + (off ? off.blocksPrefetched + off.blocksRestored : 0) +
+      (cache?.blocksIn ?? 0);
     return { out: out * bytes, in: into * bytes };
   }
 
@@ -467,6 +547,7 @@ export class Runtime {
         "invalid_value",
       );
     }
+    if (p.priority !== undefined) checkPriority(p.priority);
     return {
       ids: p.ids,
       maxTokens,
@@ -475,7 +556,18 @@ export class Runtime {
       stopIds: new Set(p.stopIds ?? this.options.eosIds),
       readingRate,
       slo: { ...definedOnly(this.options.defaultSlo), ...definedOnly(p.slo) },
+      priority: p.priority,
     };
+  }
+}
+
+function checkPriority(priority: number): void {
+  if (!Number.isInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY) {
+    throw new InvalidRequest(
+      `priority must be an integer between ${MIN_PRIORITY} and ${MAX_PRIORITY}`,
+      "priority",
+      "invalid_value",
+    );
   }
 }
 

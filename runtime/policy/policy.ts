@@ -19,6 +19,8 @@ export interface PolicyContext {
   readonly blockSize: number;
   /** Device blocks per layer a request could still be given (free plus evictable cache). */
   readonly freeBlocksPerLayer: number;
+  /** Device blocks per layer in all (what bounds how many requests fit at once). */
+  readonly blocksPerLayer?: number;
   /** Whether a host tier exists to swap to. */
   readonly hostTier: boolean;
   /**

@@ -15,8 +15,8 @@
 // they are never paused for others. Two guards keep this from making things worse:
 //   - a full batch must not be slower per request than its fastest reader (else all of them
 //     stall): admission stops at the largest batch whose predicted step keeps up;
-//   - when the working set's reading rates add up to more than the adapter can make at a full
-//     batch, the policy falls back to queue order, pauses nobody and admits no new request until
+//   - when the working set's reading rates add up to more than the adapter can make at the
+//     largest batch of them that fits in device memory, the policy falls back to queue order, pauses nobody and admits no new request until
 //     it can keep up again (the paper's overload fallback).
 // Without a cost model every cost is 0 and both guards are off.
 
@@ -69,7 +69,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
   };
   /**
    * The working set (running and paused requests, plus `extra`) reads more tokens per second than
-   * a full batch can make.
+   * the adapter makes at the largest batch of them that fits in device memory.
    */
   const overloaded = (
     running: readonly Request[],
@@ -77,11 +77,16 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     ctx: PolicyContext,
     extra = 0,
   ) => {
-    const rate = perRequestRate(ctx.maxSlots, ctx);
+    const set = [...running, ...waiting.filter(isPaused)];
+    const meanBlocks = set.reduce((s, r) => s + blocksOf(r, ctx), 0) / Math.max(1, set.length);
+    const fit = ctx.blocksPerLayer === undefined || meanBlocks === 0
+      ? ctx.maxSlots
+      : Math.floor(ctx.blocksPerLayer / meanBlocks);
+    const batch = Math.max(1, Math.min(ctx.maxSlots, fit));
+    const rate = perRequestRate(batch, ctx);
     if (rate === null) return false;
-    const demand = [...running, ...waiting.filter(isPaused)]
-      .reduce((s, r) => s + r.spec.readingRate, extra);
-    return demand > rate * ctx.maxSlots;
+    const demand = set.reduce((s, r) => s + r.spec.readingRate, extra);
+    return demand > rate * batch;
   };
 
   /** Waiting requests by urgency: least slack first (playout left, or time left to its TTFT). */

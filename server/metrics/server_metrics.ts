@@ -9,6 +9,8 @@ import { createVllmMetrics, type VllmMetrics } from "./vllm_metrics.ts";
 
 /** Tracks one HTTP request from arrival to its final status. */
 export interface RequestObserver {
+  /** When the request arrived (performance.now() ms, the runtime's clock). */
+  readonly arrivedMs: number;
   /** Call as each token is released to the client. */
   token(): void;
   /** Tokens released so far. */
@@ -36,13 +38,20 @@ export type RuntimeView =
 const ZERO_COUNTERS = {
   tokensGenerated: 0,
   preemptions: 0,
+  policyPauses: 0,
   swapsOut: 0,
   swapsIn: 0,
   bytesOut: 0,
   bytesIn: 0,
   prefixHits: 0,
+  prefixHostHits: 0,
   prefixLookups: 0,
   plannerSolves: 0,
+  recomputedTokens: 0,
+  effectiveTokens: 0,
+  choseSwap: 0,
+  choseDropOldest: 0,
+  choseDropAll: 0,
 };
 
 export class ServerMetrics {
@@ -71,6 +80,7 @@ export class ServerMetrics {
     let keptOpen = false;
     let generating = false;
     return {
+      arrivedMs,
       finish: (status: number) => {
         if (finished) return;
         finished = true;
@@ -131,25 +141,40 @@ export class ServerMetrics {
     const now = {
       tokensGenerated: s.tokensGenerated,
       preemptions: s.preemptions,
+      policyPauses: s.policyPauses,
       swapsOut: s.swaps?.swapsOut ?? 0,
       swapsIn: s.swaps?.swapsIn ?? 0,
       bytesOut: s.kvBytesMoved.out,
       bytesIn: s.kvBytesMoved.in,
       prefixHits: s.prefix?.hitBlocks ?? 0,
+      prefixHostHits: s.prefix?.hostHitBlocks ?? 0,
       prefixLookups: s.prefix?.lookupBlocks ?? 0,
       plannerSolves: s.planner?.solves ?? 0,
+      recomputedTokens: s.recomputedTokens,
+      effectiveTokens: s.effectiveTokens,
+      choseSwap: s.preemptChoices.swap,
+      choseDropOldest: s.preemptChoices.dropOldest,
+      choseDropAll: s.preemptChoices.dropAll,
     };
     const grew = (k: keyof typeof now) => Math.max(0, now[k] - this.last[k]);
     m.tokensGenerated.inc(grew("tokensGenerated"));
     m.preemptions.inc(grew("preemptions"));
     vllm.preemptions.inc(this.model, grew("preemptions"));
+    m.policyPauses.inc(grew("policyPauses"));
     m.swaps.inc({ direction: "out" }, grew("swapsOut"));
     m.swaps.inc({ direction: "in" }, grew("swapsIn"));
     m.kvBytesMoved.inc({ direction: "out" }, grew("bytesOut"));
     m.kvBytesMoved.inc({ direction: "in" }, grew("bytesIn"));
-    m.prefixHitBlocks.inc(grew("prefixHits"));
+    const hostHits = grew("prefixHostHits");
+    m.prefixHitBlocks.inc({ tier: "device" }, Math.max(0, grew("prefixHits") - hostHits));
+    m.prefixHitBlocks.inc({ tier: "host" }, hostHits);
     m.prefixLookupBlocks.inc(grew("prefixLookups"));
     m.plannerSolves.inc(grew("plannerSolves"));
+    m.recomputedTokens.inc(grew("recomputedTokens"));
+    m.effectiveTokens.inc(grew("effectiveTokens"));
+    m.preemptChoices.inc({ kind: "swap" }, grew("choseSwap"));
+    m.preemptChoices.inc({ kind: "drop_oldest" }, grew("choseDropOldest"));
+    m.preemptChoices.inc({ kind: "drop_all" }, grew("choseDropAll"));
     this.last = now;
     for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
     for (const ms of runtime.takeSolveTimes?.() ?? []) m.plannerSolveSeconds.observe(ms / 1000);

@@ -20,9 +20,13 @@ export const SLUICE_METRIC_NAMES = {
   prefixHitBlocks: "sluice_prefix_cache_hit_blocks_total",
   prefixLookupBlocks: "sluice_prefix_cache_lookup_blocks_total",
   preemptions: "sluice_preemptions_total",
+  policyPauses: "sluice_policy_pauses_total",
   plannerSolves: "sluice_planner_solves_total",
   plannerSolveSeconds: "sluice_planner_solve_seconds",
   stallSeconds: "sluice_stall_seconds_total",
+  recomputedTokens: "sluice_recomputed_tokens_total",
+  effectiveTokens: "sluice_effective_tokens_total",
+  preemptChoices: "sluice_preemption_choices_total",
 } as const;
 
 // Bucket bounds in seconds. TTFT spans a fast prefill to a long queue under overload; token gaps
@@ -100,7 +104,9 @@ export function createSluiceMetrics(registry: Registry) {
     }),
     prefixHitBlocks: registry.counter({
       name: n.prefixHitBlocks,
-      help: "Prompt KV blocks found in the prefix cache instead of being computed.",
+      help: "Prompt KV blocks found in the prefix cache instead of being computed, by the tier " +
+        "they were found on (host: copied back to the device).",
+      labelNames: ["tier"],
     }),
     prefixLookupBlocks: registry.counter({
       name: n.prefixLookupBlocks,
@@ -109,6 +115,11 @@ export function createSluiceMetrics(registry: Registry) {
     preemptions: registry.counter({
       name: n.preemptions,
       help: "Times a running request was paused (its KV freed) to make room for another.",
+    }),
+    policyPauses: registry.counter({
+      name: n.policyPauses,
+      help: "Running requests paused by the scheduling policy (buffer-aware, priorities) or the " +
+        "offload planner, not for want of a block; they count in the preemptions too.",
     }),
     plannerSolves: registry.counter({
       name: n.plannerSolves,
@@ -123,12 +134,30 @@ export function createSluiceMetrics(registry: Registry) {
       name: n.stallSeconds,
       help: "Time clients' token buffers sat empty while a token was due, in seconds.",
     }),
+    recomputedTokens: registry.counter({
+      name: n.recomputedTokens,
+      help:
+        "Prefill rows of positions their request had computed before (KV lost to a preemption).",
+    }),
+    effectiveTokens: registry.counter({
+      name: n.effectiveTokens,
+      help: "TokenFlow effective tokens of ended requests: each token weighed by its buffer's " +
+        "occupancy when generated (1 up to 10% of the request's output, 0 from 20%).",
+    }),
+    preemptChoices: registry.counter({
+      name: n.preemptChoices,
+      help: "Preemptions by what became of the victim's KV (swap, drop_oldest, drop_all); with " +
+        "--recompute auto, the cost model's choice.",
+      labelNames: ["kind"],
+    }),
   };
   // Fixed label sets show up at zero from the first scrape, so rates never start from a gap.
   for (const tier of ["device", "host"]) {
     metrics.kvBlocksUsed.ensure({ tier });
     metrics.kvBlocksTotal.ensure({ tier });
+    metrics.prefixHitBlocks.ensure({ tier });
   }
+  for (const kind of ["swap", "drop_oldest", "drop_all"]) metrics.preemptChoices.ensure({ kind });
   for (const direction of ["out", "in"]) {
     metrics.swaps.ensure({ direction });
     metrics.kvBytesMoved.ensure({ direction });

@@ -1,7 +1,8 @@
 // The request bodies as zod schemas: OpenAI's two endpoints and vLLM's /tokenize and /detokenize,
 // their shape only. Limits that depend on the model or the server (context, vocabulary,
 // max_tokens) are the runtime's to check, once. Sluice's extensions (reading_rate, slo_ttft_ms,
-// slo_tbt_ms, top_k, ignore_eos) and vLLM's return_tokens_as_token_ids are optional fields.
+// slo_tbt_ms, top_k, ignore_eos, stream_options.include_timing) and vLLM's
+// return_tokens_as_token_ids and priority are optional fields.
 //
 // Unknown fields are ignored, as OpenAI-compatible servers do. Known fields that Sluice does not
 // implement and that would change the answer (tools, JSON mode, logit_bias, ...) are refused with
@@ -9,7 +10,12 @@
 // answer made without them for one made with them.
 
 import { z } from "zod";
-import { MAX_READING_RATE, MIN_READING_RATE } from "../../runtime/service.ts";
+import {
+  MAX_PRIORITY,
+  MAX_READING_RATE,
+  MIN_PRIORITY,
+  MIN_READING_RATE,
+} from "../../runtime/service.ts";
 
 /** A field Sluice does not implement: accepted only absent, null, or with its neutral value. */
 function refused(message: string, isNeutral: (value: unknown) => boolean = () => false) {
@@ -29,6 +35,9 @@ const stop = z.union([z.string(), z.array(z.string()).max(4)]).refine(
   { message: "stop strings must not be empty" },
 );
 
+/** A request's priority (runtime/policy/priority.ts). */
+const priority = z.number().int().min(MIN_PRIORITY).max(MAX_PRIORITY);
+
 const samplingFields = {
   model: z.string().min(1),
   max_tokens: z.number().int().min(1).nullish(),
@@ -39,7 +48,11 @@ const samplingFields = {
   stop: stop.nullish(),
   n: z.literal(1, { message: "only n = 1 is supported" }).nullish(),
   stream: z.boolean().nullish(),
-  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  // include_timing (Sluice): each streamed chunk that carries tokens gets `sluice_timing`.
+  stream_options: z.object({
+    include_usage: z.boolean().nullish(),
+    include_timing: z.boolean().nullish(),
+  }).nullish(),
   presence_penalty: z.literal(0, { message: "presence_penalty is not supported (only 0)" })
     .nullish(),
   frequency_penalty: z.literal(0, { message: "frequency_penalty is not supported (only 0)" })
@@ -63,6 +76,8 @@ const samplingFields = {
   slo_ttft_ms: z.number().positive().nullish(),
   slo_tbt_ms: z.number().positive().nullish(),
   ignore_eos: z.boolean().nullish(),
+  // vLLM's: lower is served first, default 0 (Sluice: bounded, and changeable while it runs).
+  priority: priority.nullish(),
 };
 
 /** The fields both endpoints share: the request builder reads only these. */
@@ -147,3 +162,7 @@ export const DetokenizeRequest = z.object({
   tokens: z.array(z.number().int().min(0)),
 });
 export type DetokenizeRequest = z.infer<typeof DetokenizeRequest>;
+
+/** POST /v1/requests/{id}/priority: a running request's new priority. */
+export const PriorityRequest = z.object({ priority });
+export type PriorityRequest = z.infer<typeof PriorityRequest>;

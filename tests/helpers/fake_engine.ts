@@ -4,6 +4,7 @@
 // tests can compare each request's tokens with the ones its prompt alone determines.
 
 import type {
+  CostModel,
   EngineInfo,
   KvCopy,
   SampleRecord,
@@ -25,6 +26,9 @@ export interface FakeEngineShape {
   ringSize?: number;
   /** Host KV tier blocks (0: none). */
   hostBlocks?: number;
+  /** A cost model "profiled at load" (none by default), and the bytes of a block it prices. */
+  costModel?: CostModel;
+  kvBlockBytes?: number;
 }
 
 /** The token the toy model samples after `context` (prompt + generated ids), for `seed`. */
@@ -103,8 +107,9 @@ export class FakeEngine implements StepEngine {
       maxContext: Math.min(maxBlocksPerSeq, perLayer) * blockSize,
       ringSize: shape.ringSize ?? 3,
       hostBlocks: shape.hostBlocks ?? 0,
-      kvBlockBytes: 0,
+      kvBlockBytes: shape.kvBlockBytes ?? 0,
       dispatchesPerStep: 1,
+      costModel: shape.costModel,
     };
     this.table = new Uint32Array(numLayers * maxSlots * maxBlocksPerSeq).fill(NOT_RESIDENT);
     this.kv = blocksPerArena.map(() => new Map());
@@ -124,7 +129,8 @@ export class FakeEngine implements StepEngine {
     }
     // Copies out read the device now and land in host memory when the step's records resolve;
     // copies in read the host now. Like the engine, reading a host block before the copy out
-    // filling it has landed is refused.
+    // filling it has landed is refused, and so is a step whose copies write a block twice.
+    this.checkTargets(copies);
     const outs = copies.filter((c) => c.direction === "out");
     const landing = outs.flatMap((c) => this.copyOut(c));
     const filled = outs.flatMap((c) => c.hostBlocks);
@@ -188,6 +194,21 @@ export class FakeEngine implements StepEngine {
       }
       return records;
     });
+  }
+
+  /** Throws when two copies in write one device block, or two copies out one host block. */
+  private checkTargets(copies: readonly KvCopy[]): void {
+    const written = new Set<string>();
+    for (const c of copies) {
+      const inward = c.direction === "in";
+      for (const b of inward ? c.deviceBlocks : c.hostBlocks) {
+        const key = inward
+          ? `device block ${b} of arena ${this.info.layerArena[c.layer]}`
+          : `host block ${b}`;
+        if (written.has(key)) throw new Error(`copies write ${key} twice in one step`);
+        written.add(key);
+      }
+    }
   }
 
   private checkCopy(c: KvCopy): number {

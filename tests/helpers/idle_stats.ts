@@ -12,6 +12,7 @@ export const IDLE_STATS: RuntimeStats = {
   kvBlocksTotal: 0,
   hostBlocksUsed: 0,
   hostBlocksTotal: 0,
+  hostBlocksCached: 0,
   swaps: null,
   offload: null,
   kvBytesMoved: { out: 0, in: 0 },
@@ -20,5 +21,9 @@ export const IDLE_STATS: RuntimeStats = {
   tokensGenerated: 0,
   preemptions: 0,
   partialResumes: 0,
+  policyPauses: 0,
+  preemptChoices: { swap: 0, dropOldest: 0, dropAll: 0 },
+  recomputedTokens: 0,
+  effectiveTokens: 0,
   requests: [],
 };

@@ -2,7 +2,8 @@
 // batch invariance, preemption by recompute, cancellation, request validation, and the
 // `generate --json` contract.
 
-import { Engine } from "../../engine/engine.ts";
+import { type CostModel, Engine } from "../../engine/engine.ts";
+import { sumsOf } from "../../engine/kv/cost_model.ts";
 import { openModelDir } from "../../engine/model/model_dir.ts";
 import { writeTinyModel } from "../../engine/model/tiny_model.ts";
 import { Runtime, type SubmitParams } from "../../runtime/service.ts";
@@ -31,6 +32,9 @@ interface RuntimeSetup {
   prefixCache?: boolean;
   hostKvMb?: number;
   preempt?: "recompute" | "swap" | "partial";
+  recompute?: "off" | "auto";
+  /** Stands for the cost model the engine would profile at load (tests skip the profile). */
+  costModel?: CostModel;
   writeThrough?: boolean;
   offloadDistance?: number | ((req: { id: number; generated: number }) => number);
   prefetchBlocks?: number;
@@ -46,6 +50,8 @@ async function withEngine(
     policy = "fcfs",
     prefixCache = false,
     preempt,
+    recompute,
+    costModel,
     writeThrough,
     offloadDistance,
     prefetchBlocks,
@@ -58,10 +64,12 @@ async function withEngine(
     skipWarmUp: true,
     ...engineOpts,
   });
+  if (costModel) engine.info.costModel = costModel;
   const runtime = new Runtime(engine, {
     policy,
     prefixCache,
     preempt,
+    recompute,
     writeThrough,
     offloadDistance,
     prefetchBlocks,
@@ -218,6 +226,32 @@ Deno.test("temperature 0: a request that reuses a cached prefix gets the tokens 
   assert(warm.hits >= 8, `only ${warm.hits} blocks came from the cache`);
 });
 
+Deno.test("temperature 0: a request whose cached prefix comes back from the host tier gets the tokens it gets without the cache", async () => {
+  const V = 256;
+  const system = randomIds(910, 70, V); // 4 full blocks of 16 and a bit
+  const first = [...system, ...randomIds(911, 9, V)];
+  // 316 positions: every block of the 320-position pool, so the cached system blocks must leave.
+  const other = randomIds(912, 300, V);
+  const second = [...system, ...randomIds(913, 23, V)];
+  const run = async (prefixCache: boolean) => {
+    const out: number[][] = [];
+    let stats!: ReturnType<Runtime["stats"]>;
+    await withEngine(async (engine) => {
+      for (const [ids, maxTokens] of [[first, 12], [other, 16], [second, 12]] as const) {
+        out.push(await collect(engine, { ids, maxTokens, sampling: greedy, stopIds: [] }));
+      }
+      stats = engine.stats();
+    }, { prefixCache, maxSlots: 2, gpuKvMb: budgetForBlocks(40, 2), hostKvMb: 1 });
+    return { out, stats };
+  };
+  const cold = await run(false);
+  const warm = await run(true);
+  assertEquals(warm.out, cold.out);
+  const prefix = warm.stats.prefix!;
+  assert(prefix.demotions >= 4, `only ${prefix.demotions} cached blocks moved to the host`);
+  assert(prefix.hostHitBlocks >= 4, `only ${prefix.hostHitBlocks} blocks came back from the host`);
+});
+
 /**
  * Eight requests run alone, then all at once in a pool of 40 blocks over 2 layers (320 positions
  * per layer, while they need up to 8 × (prompt + 40)): each must get the same tokens both times,
@@ -265,6 +299,36 @@ for (const writeThrough of [false, true]) {
 Deno.test("temperature 0: requests whose oldest KV was dropped and recomputed get the tokens they get alone", async () => {
   const s = await tokensUnderPressure({ preempt: "partial" }, 700);
   assert(s.partialResumes >= 1, `only ${s.partialResumes} partial resumes`);
+});
+
+/**
+ * A cost model under which tokensUnderPressure's workload meets every choice: per layer, a step
+ * costs 1 ms + 0.1 ms a row, and moving blocks 1 ms (a copy of K and one of V) + 0.5 ms a block
+ * (16 positions, 2 KiB on the f16 path). Dropping the oldest block or two is cheapest where that
+ * makes room; otherwise a swap pays for long requests, dropping everything for short ones.
+ */
+const MIXED_COSTS: CostModel = {
+  numLayers: SPEC.numLayers,
+  roundTripMs: 0,
+  layer: { fixedMs: 1, perUnitMs: 0.1 },
+  sample: { fixedMs: 0.5, perUnitMs: 0 },
+  hostToDevice: { fixedMs: 0.5, perUnitMs: 0.5 / 2048 },
+  deviceToHost: { fixedMs: 0.5, perUnitMs: 0.5 / 2048 },
+  overlap: 0,
+  // Heavy, so that the measured steps of a software adapter do not re-fit it within the test.
+  layerFit: sumsOf([[1, 1.1], [32, 4.2]], 1e6),
+};
+
+Deno.test("temperature 0: with --recompute auto, requests swapped, partly dropped or all dropped by the cost model's choice get the tokens they get alone", async () => {
+  const s = await tokensUnderPressure({
+    hostKvMb: 1,
+    writeThrough: true,
+    recompute: "auto",
+    costModel: MIXED_COSTS,
+  }, 900);
+  const c = s.preemptChoices;
+  assertEquals(c.swap + c.dropOldest + c.dropAll, s.preemptions);
+  assert(Math.min(c.swap, c.dropOldest, c.dropAll) >= 1, `chosen: ${JSON.stringify(c)}`);
 });
 
 Deno.test("temperature 0: requests at any offload distance, or one that changes mid-stream, get the tokens they get with every layer on the device", async () => {

@@ -4,6 +4,8 @@
 // reordered, cancels end streams, and the pool is empty once everything has ended.
 
 import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
+import type { CostModel, StepPlan } from "../../engine/engine.ts";
+import { sumsOf } from "../../engine/kv/cost_model.ts";
 import type { FakeEngineShape } from "../helpers/fake_engine.ts";
 import { Refused, Runtime } from "../../runtime/service.ts";
 import type { PolicyName } from "../../runtime/policy/index.ts";
@@ -15,11 +17,37 @@ const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
 interface Setup {
   policy: PolicyName;
   prefixCache?: boolean;
+  /** Always a host tier: the prefix cache's device evictions move there, and hits come back. */
+  hostCache?: boolean;
   preempt?: "recompute" | "swap" | "partial";
+  /** "auto": the engine gets FAKE_COSTS' cost model, and the runtime chooses by it. */
+  recompute?: "off" | "auto";
   writeThrough?: boolean;
   /** Every running request's offload distance, or a distance per request that changes as it runs. */
   offloadDistance?: number | "changing";
   prefetchBlocks?: number;
+}
+
+/**
+ * A cost model for `recompute: "auto"` (blocks of KV_BLOCK_BYTES): a row costs about as much per
+ * layer as copying a block of two positions, and every step and copy has a fixed cost, so which
+ * option is cheapest turns on block size, length, what is on the host, and how much must go.
+ */
+const KV_BLOCK_BYTES = 1000;
+function fakeCosts(numLayers: number): CostModel {
+  const layer = { fixedMs: 0.2, perUnitMs: 0.05 };
+  const copy = { fixedMs: 0.1, perUnitMs: 0.1 / KV_BLOCK_BYTES };
+  return {
+    numLayers,
+    roundTripMs: 0,
+    layer,
+    sample: { fixedMs: 0.1, perUnitMs: 0.01 },
+    hostToDevice: copy,
+    deviceToHost: copy,
+    overlap: 0,
+    // Weighed so heavily that the fake engine's measured steps (microseconds) barely move it.
+    layerFit: sumsOf([[1, 0.25], [8, 0.6]], 1e6),
+  };
 }
 
 /** A distance in 0..3 per (request, every third token): changes mid-stream, differs per request. */
@@ -175,14 +203,22 @@ async function runScenario(
   {
     preemptions: number;
     prefixHits: number;
+    hostHits: number;
     swapsIn: number;
     written: number;
     refilled: number;
     prefetched: number;
     restored: number;
+    swapped: number;
+    droppedOldest: number;
+    droppedAll: number;
   }
 > {
-  const engine = new FakeEngine(s.shape);
+  const engine = new FakeEngine(
+    setup.recompute === "auto"
+      ? { ...s.shape, costModel: fakeCosts(s.shape.numLayers!), kvBlockBytes: KV_BLOCK_BYTES }
+      : s.shape,
+  );
   const runtime = runtimeOver(engine, setup);
   const policy = setup.policy;
   const vocab = engine.info.vocabSize;
@@ -242,15 +278,26 @@ async function runScenario(
   assertEquals(stats.kvBlocksUsed, 0, "blocks left allocated after every request ended");
   assertEquals(stats.running + stats.waiting + stats.paused, 0);
   assertEquals(stats.hostBlocksUsed, 0, "host blocks left allocated after every request ended");
+  if (stats.prefix) {
+    // Every block left is one the cache keeps, in the tier its entry says, and none is missing.
+    assertEquals(stats.kvBlocksCached, stats.prefix.deviceBlocks, "device blocks nothing holds");
+    assertEquals(stats.hostBlocksCached, stats.prefix.hostBlocks, "host blocks nothing holds");
+  }
+  const choices = stats.preemptChoices;
+  assertEquals(choices.swap + choices.dropOldest + choices.dropAll, stats.preemptions);
   await runtime.close();
   return {
     preemptions: stats.preemptions,
     prefixHits: stats.prefix?.hitBlocks ?? 0,
+    hostHits: stats.prefix?.hostHitBlocks ?? 0,
     swapsIn: stats.swaps?.swapsIn ?? 0,
     written: stats.swaps?.blocksWrittenThrough ?? 0,
     refilled: stats.partialResumes,
     prefetched: stats.offload?.blocksPrefetched ?? 0,
     restored: stats.offload?.blocksRestored ?? 0,
+    swapped: choices.swap,
+    droppedOldest: choices.dropOldest,
+    droppedAll: choices.dropAll,
   };
 }
 
@@ -281,6 +328,28 @@ const PROPERTY_CASES: (Setup & { seed: number })[] = [
     seed: 14,
   },
   { policy: "fcfs", offloadDistance: "changing", prefetchBlocks: 3, preempt: "partial", seed: 15 },
+  { policy: "fcfs", recompute: "auto", seed: 16 },
+  { policy: "fcfs", recompute: "auto", writeThrough: true, prefixCache: true, seed: 17 },
+  {
+    policy: "fcfs",
+    recompute: "auto",
+    writeThrough: true,
+    offloadDistance: "changing",
+    prefetchBlocks: 3,
+    seed: 18,
+  },
+  { policy: "fcfs", prefixCache: true, hostCache: true, seed: 19 },
+  {
+    policy: "fcfs",
+    prefixCache: true,
+    hostCache: true,
+    preempt: "partial",
+    offloadDistance: "changing",
+    prefetchBlocks: 3,
+    seed: 20,
+  },
+  // No cost model on the fake engine: slo's gate is open, so this is fcfs through the runtime.
+  { policy: "slo", preempt: "partial", prefixCache: true, seed: 41 },
 ];
 
 for (const { seed, ...setup } of PROPERTY_CASES) {
@@ -288,8 +357,9 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     setup.policy,
     setup.preempt === "swap" ? "swapping to the host" : "",
     setup.preempt === "partial" ? "dropping only the oldest KV" : "",
+    setup.recompute === "auto" ? "swap or drop chosen by cost" : "",
     setup.writeThrough ? "write-through" : "",
-    setup.prefixCache ? "the prefix cache" : "",
+    setup.prefixCache ? `the prefix cache${setup.hostCache ? " on both tiers" : ""}` : "",
     setup.offloadDistance === "changing"
       ? "offload distances changing mid-stream"
       : setup.offloadDistance
@@ -301,14 +371,19 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     const total = {
       preemptions: 0,
       prefixHits: 0,
+      hostHits: 0,
       swapsIn: 0,
       written: 0,
       refilled: 0,
       prefetched: 0,
       restored: 0,
+      swapped: 0,
+      droppedOldest: 0,
+      droppedAll: 0,
     };
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
+      if (setup.hostCache) s.shape.hostBlocks ||= s.shape.maxBlocksPerSeq! * s.shape.numLayers!;
       if (setup.offloadDistance !== undefined) {
         // Offloading needs a host tier; the region comes on top of the pool the requests are
         // sized for, so every request still fits alone.
@@ -324,16 +399,26 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
       }
     }
     // Each mechanism must actually have been exercised, or the test proves nothing about it.
-    if (setup.policy === "fcfs") {
+    if (setup.policy === "fcfs" || setup.policy === "slo") {
       assert(total.preemptions > 100, `only ${total.preemptions} preemptions`);
     } else assertEquals(total.preemptions, 0);
     if (setup.prefixCache) assert(total.prefixHits > 1000, `only ${total.prefixHits} prefix hits`);
+    if (setup.hostCache) assert(total.hostHits > 300, `only ${total.hostHits} host-tier hits`);
     if (setup.preempt === "swap") assert(total.swapsIn > 100, `only ${total.swapsIn} swap-ins`);
     if (setup.offloadDistance !== undefined) {
       assert(total.prefetched > 1000, `only ${total.prefetched} blocks prefetched`);
     }
     if (setup.offloadDistance === "changing") {
       assert(total.restored > 100, `only ${total.restored} blocks restored by distance changes`);
+    }
+    if (setup.recompute === "auto") {
+      // The cost model's every choice is made, often: each is checked by the tokens above.
+      const { swapped, droppedOldest, droppedAll } = total;
+      assert(
+        Math.min(swapped, droppedOldest, droppedAll) > 100,
+        `chosen: swap ${swapped}, drop oldest ${droppedOldest}, drop all ${droppedAll}`,
+      );
+      if (!setup.offloadDistance) assert(total.refilled > 100, `only ${total.refilled} refills`);
     }
     if (setup.writeThrough) {
       assert(total.written > 1000, `only ${total.written} blocks written through`);
@@ -343,3 +428,66 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     }
   });
 }
+
+/** A fake engine that keeps every step's plan. */
+class RecordingEngine extends FakeEngine {
+  readonly plans: StepPlan[] = [];
+  override step(plan: StepPlan) {
+    this.plans.push(structuredClone(plan));
+    return super.step(plan);
+  }
+}
+
+Deno.test("a cached prefix the device evicted to the host is copied back in, and only the uncached tail is computed", async () => {
+  // 8 blocks of 4 positions per layer on the device, room for 16 per layer on the host.
+  const shape = {
+    numLayers: 2,
+    blockSize: 4,
+    blocksPerArena: [16],
+    maxBlocksPerSeq: 8,
+    maxSlots: 2,
+    vocabSize: 50,
+    hostBlocks: 32,
+  };
+  const engine = new RecordingEngine(shape);
+  const runtime = runtimeOver(engine, { policy: "fcfs", prefixCache: true });
+  const read = async (ids: number[], maxTokens: number) => {
+    const h = runtime.submit({ ids, maxTokens, sampling: greedy(), stopIds: [] });
+    const got: number[] = [];
+    for await (const ev of h.tokens) got.push(ev.id);
+    assertEquals(got, toyGeneration(ids, maxTokens, 0, 50));
+    await settle(() => runtime.stats().kvBlocksUsed === 0);
+    return got;
+  };
+  const opening = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]; // three full blocks
+  await read([...opening, 7], 2);
+  // Other work takes every device block: the opening's cached blocks move to the host.
+  await read(Array.from({ length: 28 }, (_, i) => 10 + i), 4);
+  let prefix = runtime.stats().prefix!;
+  assert(prefix.demotions >= 3, `only ${prefix.demotions} entries moved to the host`);
+  assertEquals(prefix.hostHitBlocks, 0);
+
+  const from = engine.plans.length;
+  const b = [...opening, 9, 9, 3];
+  const tokens = await read(b, 3);
+  const plans = engine.plans.slice(from);
+  // Its first step copies the opening's three blocks of both layers in, then computes the tail.
+  const ins = plans[0].copies!.filter((c) => c.direction === "in");
+  assertEquals(ins.flatMap((c) => c.deviceBlocks).length, 3 * 2);
+  assertEquals(plans[0].rows.map((r) => r.pos), [12, 13, 14]);
+  // Nothing else is computed but its two decodes, and nothing else is copied in.
+  assertEquals(plans.flatMap((p) => p.rows.map((r) => r.pos)), [12, 13, 14, 15, 16]);
+  const later = plans.slice(1).flatMap((p) => p.copies ?? []);
+  assertEquals(later.filter((c) => c.direction === "in"), []);
+  prefix = runtime.stats().prefix!;
+  assertEquals([prefix.hitBlocks, prefix.hostHitBlocks], [3, 3]);
+  await runtime.close();
+
+  // Without the cache, the same tokens.
+  const plain = runtimeOver(new FakeEngine(shape), { policy: "fcfs" });
+  const h = plain.submit({ ids: b, maxTokens: 3, sampling: greedy(), stopIds: [] });
+  const alone: number[] = [];
+  for await (const ev of h.tokens) alone.push(ev.id);
+  assertEquals(alone, tokens);
+  await plain.close();
+});

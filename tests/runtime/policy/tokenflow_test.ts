@@ -7,6 +7,9 @@ import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { type RequestHandle, Runtime } from "../../../runtime/service.ts";
 import type { PolicyName } from "../../../runtime/policy/index.ts";
+import type { PolicyContext } from "../../../runtime/policy/policy.ts";
+import { tokenflowPolicy } from "../../../runtime/policy/tokenflow.ts";
+import { Request } from "../../../runtime/request.ts";
 
 const STEP_MS = 25;
 
@@ -191,4 +194,96 @@ Deno.test("tokenflow property: 300 random paced workloads lose, duplicate and re
   // The policy must actually have paused and swapped requests back, or this proves nothing.
   assert(pauses > 100, `only ${pauses} pauses`);
   assert(swapsIn > 30, `only ${swapsIn} swap-ins`);
+});
+
+/** A cost model whose step takes `fixedMs + perRowMs × rows` (one layer, no sampling cost). */
+function linearCosts(fixedMs: number, perRowMs: number) {
+  const line = { fixedMs: 0, perUnitMs: 0 };
+  return {
+    numLayers: 1,
+    roundTripMs: 0,
+    layer: { fixedMs, perUnitMs: perRowMs },
+    sample: line,
+    hostToDevice: line,
+    deviceToHost: line,
+    overlap: 0,
+    layerFit: { w: 0, x: 0, y: 0, xx: 0, xy: 0 },
+  };
+}
+
+Deno.test("tokenflow: no more run at once than keep up with their fastest reader", async () => {
+  const clock = useFakeTime(0);
+  try {
+    // 10 + 40 ms per row: 11 tokens/s each at 2 rows, 7.7 at 3 — below a 10 tokens/s reader.
+    // The steps take that long, so re-fitting the model from them keeps it.
+    const engine: FakeEngine = new FakeEngine(
+      {
+        maxSlots: 4,
+        ringSize: 1,
+        maxRows: 64,
+        blocksPerArena: [512],
+        maxBlocksPerSeq: 128,
+        costModel: linearCosts(10, 40),
+      },
+      () => new Promise((r) => setTimeout(r, 10 + 40 * engine.rowsPerStep.at(-1)!)),
+    );
+    const rt = new Runtime(engine, {
+      policy: "tokenflow",
+      maxQueue: 10,
+      maxTokensLimit: 10_000,
+      eosIds: [],
+    });
+    const handles = [1, 2, 3, 4].map((id) => submit(rt, id, 10));
+    let most = 0;
+    for (let t = 0; t < 50; t++) {
+      await clock.tickAsync(100);
+      most = Math.max(most, rt.stats().running);
+    }
+    assertEquals(most, 2);
+    for (const h of handles) h.cancel();
+    await clock.tickAsync(1000);
+    await rt.close();
+  } finally {
+    clock.uninstall();
+  }
+});
+
+Deno.test("tokenflow: when the working set reads faster than a full batch makes, no new request joins", () => {
+  const policy = tokenflowPolicy();
+  const req = (id: number, rate: number, state: Request["state"]) => {
+    const r = new Request(id, {
+      ids: [1, 2, 3],
+      maxTokens: 10,
+      sampling: { temperature: 0, topP: 1, topK: 0, seed: 0 },
+      topLogprobs: 0,
+      stopIds: new Set(),
+      readingRate: rate,
+      slo: {},
+    }, 0);
+    r.state = state;
+    return r;
+  };
+  // Two slots; a full batch of two takes 50 ms a step: 40 tokens/s in all.
+  const ctx: PolicyContext = {
+    now: () => 0,
+    maxSlots: 2,
+    freeSlots: 1,
+    maxRows: 16,
+    blockSize: 4,
+    freeBlocksPerLayer: 100,
+    hostTier: false,
+    stepMs: (rows) => 25 * rows,
+    copyMs: () => 0,
+  };
+  const running = [req(1, 15, "decoding")];
+  const paused = req(2, 15, "paused");
+  const fresh = req(3, 5, "waiting");
+  // 15 + 5 = 20 ≤ 40: the new request may join.
+  assert(policy.mayAdmit!(fresh, running, ctx));
+  // With more readers running, 15 + 30 + 5 > 40: it waits, while a paused one may still resume.
+  const busy = [req(1, 15, "decoding"), req(4, 30, "decoding")];
+  assertEquals(policy.mayAdmit!(fresh, busy, ctx), false);
+  assert(policy.mayAdmit!(paused, [req(1, 15, "decoding")], ctx));
+  // And nobody is paused for anyone while overloaded.
+  assertEquals(policy.pauseBeforeStep!(busy, [fresh], { ...ctx, freeSlots: 0 }), []);
 });

@@ -47,6 +47,35 @@ Deno.test("server metrics: a scrape sets the gauges and adds what the runtime's 
   assertEquals(sampleValue(s, "sluice_step_seconds_count"), 2);
 });
 
+Deno.test("server metrics: paused requests, recomputed tokens and effective tokens", () => {
+  const metrics = new ServerMetrics();
+  const scrape = (stats: Partial<RuntimeStats>) => {
+    metrics.observeRuntime(fakeRuntime(stats));
+    return parsePrometheusText(metrics.render());
+  };
+  let s = scrape({ paused: 3, recomputedTokens: 40, effectiveTokens: 12.5 });
+  assertEquals(sampleValue(s, "sluice_paused_requests"), 3);
+  assertEquals(sampleValue(s, "sluice_recomputed_tokens_total"), 40);
+  assertEquals(sampleValue(s, "sluice_effective_tokens_total"), 12.5);
+  s = scrape({ paused: 1, recomputedTokens: 55, effectiveTokens: 20 });
+  assertEquals(sampleValue(s, "sluice_paused_requests"), 1);
+  assertEquals(sampleValue(s, "sluice_recomputed_tokens_total"), 55);
+  assertEquals(sampleValue(s, "sluice_effective_tokens_total"), 20);
+});
+
+Deno.test("server metrics: preemptions by what became of the victim's KV", () => {
+  const metrics = new ServerMetrics();
+  const scrape = (preemptChoices: RuntimeStats["preemptChoices"]) => {
+    metrics.observeRuntime(fakeRuntime({ preemptChoices }));
+    return parsePrometheusText(metrics.render());
+  };
+  let s = scrape({ swap: 2, dropOldest: 5, dropAll: 1 });
+  const kind = (k: string) => sampleValue(s, "sluice_preemption_choices_total", { kind: k });
+  assertEquals([kind("swap"), kind("drop_oldest"), kind("drop_all")], [2, 5, 1]);
+  s = scrape({ swap: 3, dropOldest: 5, dropAll: 4 });
+  assertEquals([kind("swap"), kind("drop_oldest"), kind("drop_all")], [3, 5, 4]);
+});
+
 Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hits", () => {
   const metrics = new ServerMetrics();
   const scrape = (stats: Partial<RuntimeStats>) => {
@@ -62,7 +91,16 @@ Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hi
     repeatSwapsOut: 0,
     repeatBlocksOut: 0,
   };
-  const prefix = { entries: 4, hitBlocks: 10, lookupBlocks: 16, evictions: 0 };
+  const prefix = {
+    entries: 4,
+    hitBlocks: 10,
+    hostHitBlocks: 3,
+    lookupBlocks: 16,
+    evictions: 0,
+    demotions: 2,
+    deviceBlocks: 8,
+    hostBlocks: 4,
+  };
   let s = scrape({
     hostBlocksUsed: 7,
     hostBlocksTotal: 90,
@@ -79,6 +117,7 @@ Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hi
   assertEquals(sampleValue(s, "sluice_kv_bytes_moved_total", { direction: "out" }), 4096);
   assertEquals(sampleValue(s, "sluice_kv_bytes_moved_total", { direction: "in" }), 2048);
   assertEquals(sampleValue(s, "sluice_prefix_cache_hit_blocks_total"), 10);
+  assertEquals(sampleValue(s, "sluice_prefix_cache_hit_blocks_total", { tier: "host" }), 3);
   assertEquals(sampleValue(s, "sluice_prefix_cache_lookup_blocks_total"), 16);
   s = scrape({
     swaps: { ...swaps, swapsIn: 5 },
@@ -88,6 +127,7 @@ Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hi
   assertEquals(sampleValue(s, "sluice_swaps_total", { direction: "in" }), 5);
   assertEquals(sampleValue(s, "sluice_kv_bytes_moved_total", { direction: "in" }), 8192);
   assertEquals(sampleValue(s, "sluice_prefix_cache_hit_blocks_total"), 12);
+  assertEquals(sampleValue(s, "sluice_prefix_cache_hit_blocks_total", { tier: "device" }), 9);
   assertEquals(sampleValue(s, "sluice_kv_blocks_used", { tier: "host" }), 0);
 });
 
@@ -100,6 +140,7 @@ Deno.test("server metrics: the offload planner's solves and their durations", ()
     solveMsTotal: 7,
     abandoned: 0,
     failed: 0,
+    pauses: 0,
   };
   const solveMs = [2, 1, 4];
   const view = (solves: number): RuntimeView => ({

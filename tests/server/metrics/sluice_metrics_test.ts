@@ -39,9 +39,13 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
       ["sluice_prefix_cache_hit_blocks_total", "counter"],
       ["sluice_prefix_cache_lookup_blocks_total", "counter"],
       ["sluice_preemptions_total", "counter"],
+      ["sluice_policy_pauses_total", "counter"],
       ["sluice_planner_solves_total", "counter"],
       ["sluice_planner_solve_seconds", "histogram"],
       ["sluice_stall_seconds_total", "counter"],
+      ["sluice_recomputed_tokens_total", "counter"],
+      ["sluice_effective_tokens_total", "counter"],
+      ["sluice_preemption_choices_total", "counter"],
       ["vllm:num_requests_running", "gauge"],
       ["vllm:num_requests_waiting", "gauge"],
       ["vllm:kv_cache_usage_perc", "gauge"],
@@ -56,7 +60,7 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
     new Set(types.keys()),
   );
   // Every HELP line is present and non-empty.
-  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 26);
+  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 30);
   // vLLM's series carry the model_name label from the first scrape, at zero.
   const fresh = parsePrometheusText(text);
   for (const name of Object.values(VLLM_METRIC_NAMES)) {
@@ -85,6 +89,9 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
   m.plannerSolves.inc();
   m.plannerSolveSeconds.observe(0.004);
   m.stallSeconds.inc(0.7);
+  m.recomputedTokens.inc(12);
+  m.effectiveTokens.inc(9.5);
+  m.preemptChoices.inc({ kind: "drop_oldest" }, 2);
   const model = { model_name: "my-model" };
   v.running.set(model, 2);
   v.waiting.set(model, 7);
@@ -117,6 +124,10 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
   assertEquals(sampleValue(s, "sluice_planner_solves_total"), 1);
   assertEquals(sampleValue(s, "sluice_planner_solve_seconds_bucket", { le: "0.005" }), 1);
   assertEquals(sampleValue(s, "sluice_stall_seconds_total"), 0.7);
+  assertEquals(sampleValue(s, "sluice_recomputed_tokens_total"), 12);
+  assertEquals(sampleValue(s, "sluice_effective_tokens_total"), 9.5);
+  assertEquals(sampleValue(s, "sluice_preemption_choices_total", { kind: "drop_oldest" }), 2);
+  assertEquals(sampleValue(s, "sluice_preemption_choices_total", { kind: "swap" }), 0);
   assertEquals(sampleValue(s, "vllm:num_requests_running", model), 2);
   assertEquals(sampleValue(s, "vllm:num_requests_waiting", model), 7);
   assertEquals(sampleValue(s, "vllm:kv_cache_usage_perc", model), 0.25);

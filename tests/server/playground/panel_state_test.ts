@@ -46,6 +46,7 @@ Deno.test("panel state: runtime stats become requests, streams and KV tiers", ()
         state: "decoding",
         generated: 30,
         preemptions: 0,
+        priority: 0,
         buffered: { tokens: 6, seconds: 0.3 },
       },
       {
@@ -53,6 +54,7 @@ Deno.test("panel state: runtime stats become requests, streams and KV tiers", ()
         state: "paused",
         generated: 9,
         preemptions: 2,
+        priority: 0,
         buffered: { tokens: 20, seconds: 1 },
       },
     ],

@@ -155,6 +155,14 @@ Deno.test("/metrics: preemptions, paused requests and KV blocks per tier, in bot
     const preemptions = sampleValue(m, "sluice_preemptions_total")!;
     assertEquals(preemptions, s.runtime.stats().preemptions);
     assert(preemptions >= 2, `only ${preemptions} preemptions (peak paused ${peakPaused})`);
+    // Preempted requests paid their computed positions again; unpaced readers kept up, so
+    // (nearly) every token counts as effective, and never more than were generated.
+    const recomputed = sampleValue(m, "sluice_recomputed_tokens_total")!;
+    assertEquals(recomputed, s.runtime.stats().recomputedTokens);
+    assert(recomputed > 0, "preemptions recompute tokens");
+    const effective = sampleValue(m, "sluice_effective_tokens_total")!;
+    assertEquals(effective, s.runtime.stats().effectiveTokens);
+    assert(effective > 0.9 * 8 * 40 && effective <= 8 * 40, `effective tokens ${effective}`);
     assert(peakUsed > 0, "KV blocks in use while requests ran");
     assert(peakUsage > 0 && peakUsage <= 1, `vllm:kv_cache_usage_perc peaked at ${peakUsage}`);
     assertEquals(sampleValue(m, "vllm:num_preemptions_total", model), preemptions);
