@@ -6,6 +6,9 @@
 import type { SampleRecord, StepEngine } from "../engine/engine.ts";
 import type { BuiltStep, Scheduler } from "./scheduler.ts";
 
+/** How soon an idle loop looks again while the policy holds requests back (ms). */
+const HOLD_RETRY_MS = 20;
+
 interface InFlight {
   records: Promise<SampleRecord[]>;
   step: BuiltStep;
@@ -72,7 +75,13 @@ export class StepLoop {
         } else if (this.stopping && !this.scheduler.hasWork) {
           return;
         } else {
+          // Requests held back by the policy resume as their buffers drain, which nothing
+          // announces: look again shortly.
+          const retry = this.scheduler.holding > 0
+            ? setTimeout(() => this.kick(), HOLD_RETRY_MS)
+            : undefined;
           await new Promise<void>((resolve) => this.wake = resolve);
+          clearTimeout(retry);
         }
       } catch (err) {
         // A failed step fails the requests it could have touched; the loop itself keeps serving.

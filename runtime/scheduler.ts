@@ -100,6 +100,10 @@ export class Scheduler {
   recomputedTokens = 0;
   /** Running requests paused by the policy or the planner (not for want of a block). */
   policyPauses = 0;
+  /** Decode rows the policy held back (their readers had enough buffered). */
+  heldRows = 0;
+  /** Requests held back in the last step built: the loop must look again soon, unasked. */
+  holding = 0;
   /** What policies read: the clock, free room, the cost model's predictions. */
   readonly context: PolicyContext;
   private readonly freeSlots: number[];
@@ -336,8 +340,14 @@ export class Scheduler {
       req.issued++;
     };
 
+    const held = this.policy.holdBack?.(this.running, this.context);
+    this.holding = held?.size ?? 0;
     for (const req of [...this.running]) {
       if (req.state !== "decoding" || req.issued >= req.spec.maxTokens) continue;
+      if (held?.has(req)) {
+        this.heldRows++;
+        continue;
+      }
       const pos = req.promptLength + req.issued - 1; // the newest sampled id goes in here
       if (!this.ensureBlocks(req, pos + 1, inStep)) continue;
       if (this.offloader && !this.offloader.claimRegion(req)) continue;

@@ -61,4 +61,9 @@ export interface SchedulingPolicy {
     waiting: readonly Request[],
     ctx: PolicyContext,
   ): Request[];
+  /**
+   * Decoding requests that sit this step out, keeping their KV: their readers have more than
+   * enough buffered, so a token made now would only wait. Called once per step.
+   */
+  holdBack?(running: readonly Request[], ctx: PolicyContext): ReadonlySet<Request>;
 }

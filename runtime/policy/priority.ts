@@ -148,5 +148,6 @@ export function withPriority(
     ...(policy.mayAdmit
       ? { mayAdmit: (req, running, ctx) => policy.mayAdmit!(req, running, ctx) }
       : {}),
+    ...(policy.holdBack ? { holdBack: (running, ctx) => policy.holdBack!(running, ctx) } : {}),
   };
 }

@@ -2,22 +2,25 @@
 // its reading rate; tokens made far ahead of it only sit in its buffer. So when requests wait, a
 // running request whose buffer holds enough seconds of playout is paused (its reader goes on
 // reading the buffer) to let a waiting one run, and a paused request is brought back before its
-// buffer runs dry, in place of the running request with the most playout banked.
+// buffer runs dry, in place of the running request with the most playout banked. And a request
+// whose reader has more than the horizon buffered sits steps out, keeping its KV, until it is back
+// under it: tokens made just in time, not far ahead, free the adapter for everyone else.
 //
 // All thresholds are seconds of playout in a request's token buffer, against these costs:
 //   interval Δt        how often decisions can take effect (a step or a few; a fixed 0.5 s here);
 //   τ_out(r), τ_in(r)  moving r's KV out and back: predicted copies with a host tier (out is free
 //                      without one), and for τ_in the cheaper of the copy and recomputing it;
 //   lowWater(r)        = μ·(τ_in(r) + Δt): a paused request whose buffer is down to this is due;
-//   pausable for a new request   ≥ lowWater + μ·(τ_out + τ_in) + 3Δt (it then stays out a while);
+//   horizon(r)         = lowWater + μ·(τ_out + τ_in) + 3Δt: above it r is held back, and may be
+//                      paused for a new request (it then stays out a while);
 //   pausable for a due request   ≥ lowWater + μ·(τ_out + τ_in) + Δt, and more than the due one has.
 // μ is the safety factor (TokenFlow's buffer conservativeness). Unpaced readers bank nothing, so
 // they are never paused for others. Two guards keep this from making things worse:
 //   - a full batch must not be slower per request than its fastest reader (else all of them
 //     stall): admission stops at the largest batch whose predicted step keeps up;
 //   - when the working set's reading rates add up to more than the adapter can make at the
-//     largest batch of them that fits in device memory, the policy falls back to queue order, pauses nobody and admits no new request until
-//     it can keep up again (the paper's overload fallback).
+//     largest batch of them that fits in device memory, the policy falls back to queue order,
+//     pauses nobody and admits no new request until it can keep up (the paper's overload fallback).
 // Without a cost model every cost is 0 and both guards are off.
 
 import type { Request } from "../request.ts";
@@ -58,6 +61,8 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     const c = switchCost(req, ctx);
     return lowWater(req, ctx) + mu * (c.outS + c.inS);
   };
+  /** Playout beyond which a request is made to wait (held, or paused for a waiting request). */
+  const horizon = (req: Request, ctx: PolicyContext) => margin(req, ctx) + 3 * dt;
   /** A request that should run soon: never admitted yet, or paused with a nearly empty buffer. */
   const isDue = (req: Request, ctx: PolicyContext) =>
     !isPaused(req) || bufferedS(req) <= lowWater(req, ctx);
@@ -123,6 +128,17 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
       return rate === null || rate >= fastest;
     },
 
+    // Just in time: a token made while its reader still has more than the useful horizon
+    // buffered would only wait (and counts for nothing in effective throughput), so such a
+    // request sits steps out, keeping its KV, until its buffer is back under the horizon.
+    holdBack(running, ctx) {
+      return new Set(
+        running.filter((r) =>
+          r.state === "decoding" && r.spec.readingRate > 0 && bufferedS(r) >= horizon(r, ctx)
+        ),
+      );
+    },
+
     pauseBeforeStep(running, waiting, ctx) {
       if (waiting.length === 0 || overloaded(running, waiting, ctx)) return [];
       let slots = ctx.freeSlots;
@@ -138,7 +154,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
             .filter((r) =>
               isPaused(due)
                 ? bufferedS(r) >= margin(r, ctx) + dt && bufferedS(r) > bufferedS(due)
-                : bufferedS(r) >= margin(r, ctx) + 3 * dt
+                : bufferedS(r) >= horizon(r, ctx)
             );
           if (room.length === 0) return paused;
           const victim = room.reduce((a, b) => bufferedS(b) > bufferedS(a) ? b : a);

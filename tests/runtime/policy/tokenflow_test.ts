@@ -287,3 +287,28 @@ Deno.test("tokenflow: when the working set reads faster than a full batch makes,
   // And nobody is paused for anyone while overloaded.
   assertEquals(policy.pauseBeforeStep!(busy, [fresh], { ...ctx, freeSlots: 0 }), []);
 });
+
+Deno.test("tokenflow: a reader far behind its stream holds it back just in time, and never stalls", async () => {
+  for (const policy of ["tokenflow", "fcfs"] as const) {
+    const clock = useFakeTime(0);
+    try {
+      const rt = figure6Runtime(policy);
+      const h = submit(rt, 1, 10); // 40 tokens/s made, 10 read
+      let most = 0;
+      for (let t = 0; t < 60; t++) {
+        await clock.tickAsync(100);
+        most = Math.max(most, rt.stats().requests[0]?.buffered.seconds ?? 0);
+      }
+      if (policy === "tokenflow") {
+        // The horizon with no cost model: μ·Δt + 3Δt = 2.5 s, plus a step's token.
+        assert(most <= 2.7, `buffer reached ${most} s`);
+        assertEquals(h.bufferStats().stallMs, 0);
+      } else assert(most > 10, `fcfs runs ahead: ${most} s`);
+      h.cancel();
+      await clock.tickAsync(1000);
+      await rt.close();
+    } finally {
+      clock.uninstall();
+    }
+  }
+});
