@@ -1,18 +1,26 @@
-// Kernel benchmark: the copy and read-only kernels' bandwidth as baselines, then the matmul on
-// SmolLM2-135M's shapes — decode (1, 4, 16 rows) and prefill (256 rows) — and every matrix-vector
-// kernel (the weight dtype's and each quantized format's) against the read roofline, as Markdown.
+// Kernel benchmark: the copy and read-only kernels' bandwidth (storage and texture) as baselines,
+// then the matmul on SmolLM2-135M's shapes — decode (1, 4, 16 rows) and prefill (256 rows) — and
+// every matrix-vector kernel (the weight dtype's and each quantized format's) against the read
+// rooflines, as Markdown.
 //
 // Each figure is the median over trials of the slope between submits of n and 3n dispatches, so
 // the ~11 ms submit round trip cancels out. Wall-clock: other processes on the CPU slow it down.
 
 import type { Gpu } from "../engine/gpu/device.ts";
 import type { BoundKernel } from "../engine/gpu/kernel.ts";
-import { createStorage, writeBytes } from "../engine/gpu/buffers.ts";
+import { createStorage, STORAGE_UNIFORM, writeBytes } from "../engine/gpu/buffers.ts";
 import { bindCopy } from "../engine/gpu/kernels/copy.ts";
 import { bindMatmul, type MatmulMode } from "../engine/gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../engine/gpu/kernels/matmul_quant.ts";
 import { quantLayout } from "../engine/gpu/kernels/quant_layout.ts";
-import { bindReadSum, readSumTotals } from "../engine/gpu/kernels/read_sum.ts";
+import {
+  bindReadSum,
+  bindReadSumTexture,
+  createReadSumTexture,
+  READ_SUM_TEXTURE_WIDTH,
+  readSumTextureTotals,
+  readSumTotals,
+} from "../engine/gpu/kernels/read_sum.ts";
 import { QUANT_FORMATS, QUANT_TYPES } from "../engine/model/quant/formats.ts";
 
 export const USAGE = `usage: deno task bench kernels
@@ -20,7 +28,8 @@ export const USAGE = `usage: deno task bench kernels
 The copy kernel's and a read-only kernel's bandwidth, then the matmul on SmolLM2-135M's shapes
 (decode at 1, 4 and 16 rows, prefill at 256 rows), then every matrix-vector kernel at one row (the
 weight dtype's and q8_0, q4_0, q4_k, q6_k where K is whole blocks) as GB/s of weight bytes read and
-as a share of the read roofline. Takes no flags.`;
+as a share of the read rooflines (the same bytes summed from a storage buffer and from a texture).
+Takes no flags.`;
 
 interface Shape {
   name: string;
@@ -59,6 +68,7 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
   src.destroy();
   dst.destroy();
   totals.destroy();
+  const texGBs = await textureReadGBs(gpu);
 
   const wBytesPer = gpu.f16 ? 2 : 4;
   const rowsNeeded = Math.max(PREFILL_ROWS, ...DECODE_ROWS);
@@ -98,14 +108,15 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
     x.destroy();
     y.destroy();
   }
-  const matvecLines = await benchMatvecs(gpu, readGBs);
+  const matvecLines = await benchMatvecs(gpu);
 
   return [
     `## Kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
     "",
     `Copy kernel (vec4<u32>, ${COPY_BYTES >> 20} MiB): **${copyGBs.toFixed(2)} GB/s** copied ` +
     `(${(2 * copyGBs).toFixed(2)} GB/s read + written). Read-only kernel (u32 sum, same bytes): ` +
-    `**${readGBs.toFixed(2)} GB/s** read, the roofline below. Load average at start: ${load}.`,
+    `**${readGBs.toFixed(2)} GB/s** from a storage buffer, **${texGBs.toFixed(2)} GB/s** from a ` +
+    `texture (texel fetches). Load average at start: ${load}.`,
     "",
     "| shape | K×N | weights MiB | rows=1 µs | rows=1 GB/s | % of copy | " +
     DECODE_ROWS.slice(1).map((r) => `rows=${r} speed-up`).join(" | ") +
@@ -118,14 +129,20 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
     "time, the bandwidth a row-at-a-time matvec would need to keep up. The small shapes' weights " +
     "fit in the CPU's L2/L3 caches; the LM head's do not.",
     "",
-    "### Matrix-vector kernels (rows=1) against the read roofline",
+    "### Matrix-vector kernels (rows=1) against the read rooflines",
     "",
     `| shape | K×N | ${MATVEC_FORMATS(gpu).join(" | ")} |`,
     "|" + " --- |".repeat(2 + MATVEC_FORMATS(gpu).length),
     ...matvecLines,
     "",
     "Each cell: µs per call / GB/s of weight bytes read (the format's bytes, scales included) / % " +
-    `of the read-only kernel's ${readGBs.toFixed(2)} GB/s. q4_k and q6_k need K in whole blocks ` +
+    "of the storage read roofline / % of the texture read roofline, each roofline the read-only " +
+    "kernel summing the same bytes (the texture's rounded up to 64 KiB rows), measured in " +
+    `${ROOFLINE_ROUNDS} rounds interleaved with the matvec; shares are medians of the per-round ` +
+    "ratios. Every kernel here reads its weights from storage buffers; on " +
+    "llvmpipe a storage load costs a stalled store-to-load forward per 4 bytes, a texel fetch " +
+    "does not. x is uniform-capable, as the engine's activations are (the quantized kernels " +
+    "read it through a uniform binding). q4_k and q6_k need K in whole blocks " +
     "of 256 (GGUF files keep other formats for such matrices): – where K is not.",
     "",
     `_${
@@ -136,13 +153,17 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
 
 const MATVEC_FORMATS = (gpu: Gpu) => [gpu.f16 ? "f16" : "f32", ...QUANT_TYPES];
 
-/** One table row per shape: each format's matrix-vector kernel at one row. */
-async function benchMatvecs(gpu: Gpu, readGBs: number): Promise<string[]> {
+/**
+ * One table row per shape: each format's matrix-vector kernel at one row, against the two read-only
+ * kernels summing as many bytes, measured in ROOFLINE_ROUNDS rounds in a rotating order so that
+ * drifting load hits all three alike; the shares are medians of the per-round ratios.
+ */
+async function benchMatvecs(gpu: Gpu): Promise<string[]> {
   const lines: string[] = [];
   for (const shape of SHAPES) {
     const { K, N, mode } = shape;
     const weightRows = (mode === "glu" ? 2 : 1) * N;
-    const x = createStorage(gpu, K * 4);
+    const x = createStorage(gpu, K * 4, "x", STORAGE_UNIFORM);
     const y = createStorage(gpu, N * 4);
     const cells = [shape.name, `${K}×${N}${mode === "glu" ? "×2" : ""} ${mode}`];
     for (const format of MATVEC_FORMATS(gpu)) {
@@ -158,18 +179,98 @@ async function benchMatvecs(gpu: Gpu, readGBs: number): Promise<string[]> {
       const kernel = quant
         ? bindQuantMatmul(gpu, { x, w, y, K, N, mode, type: quant })
         : bindMatmul(gpu, { x, w, y, K, N, mode });
-      const s = await secondsPerDispatch(gpu, kernel, 1);
-      const gbs = bytes / s / 1e9;
+      const storage = readOnly(gpu, Math.ceil(bytes / 16) * 16, false);
+      const texture = readOnly(gpu, bytes, true);
+      const runs: [BoundKernel, number][] = [[kernel, bytes], storage.run, texture.run];
+      const gbs: number[][] = runs.map(() => []);
+      for (let round = 0; round < ROOFLINE_ROUNDS; round++) {
+        for (let j = 0; j < runs.length; j++) {
+          const i = (j + round) % runs.length;
+          gbs[i].push(runs[i][1] / (await secondsPerDispatch(gpu, runs[i][0], 1)) / 1e9);
+        }
+      }
+      const share = (i: number) =>
+        `${(100 * median(gbs[0].map((v, r) => v / gbs[i][r]))).toFixed(0)}%`;
       cells.push(
-        `${(s * 1e6).toFixed(0)} / ${gbs.toFixed(2)} / ${(100 * gbs / readGBs).toFixed(0)}%`,
+        `${(bytes / median(gbs[0]) / 1e3).toFixed(0)} / ${median(gbs[0]).toFixed(2)} / ${
+          share(1)
+        } / ${share(2)}`,
       );
       w.destroy();
+      storage.destroy();
+      texture.destroy();
     }
     lines.push(`| ${cells.join(" | ")} |`);
     x.destroy();
     y.destroy();
   }
   return lines;
+}
+
+const ROOFLINE_ROUNDS = 3;
+
+/**
+ * A read-only sum of `bytes` random bytes, from a storage buffer or from a texture (rounded up to
+ * the texture's 64 KiB rows), and the bytes it reads.
+ */
+function readOnly(gpu: Gpu, bytes: number, texture: boolean) {
+  const totalsFor = (n: number) => createStorage(gpu, n * 4);
+  if (!texture) {
+    const src = randomHalves(gpu, bytes);
+    const totals = totalsFor(readSumTotals(bytes));
+    return {
+      run: [bindReadSum(gpu, { src, bytes, totals }), bytes] as [BoundKernel, number],
+      destroy: () => (src.destroy(), totals.destroy()),
+    };
+  }
+  const rowBytes = READ_SUM_TEXTURE_WIDTH * 16;
+  const rounded = Math.ceil(bytes / rowBytes) * rowBytes;
+  const tex = randomTexture(gpu, rounded);
+  const totals = totalsFor(readSumTextureTotals(rounded));
+  return {
+    run: [bindReadSumTexture(gpu, { texture: tex, totals }), rounded] as [BoundKernel, number],
+    destroy: () => (tex.destroy(), totals.destroy()),
+  };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** GB/s of the read-only sum over COPY_BYTES of random texels. */
+async function textureReadGBs(gpu: Gpu): Promise<number> {
+  const texture = randomTexture(gpu, COPY_BYTES);
+  const totals = createStorage(gpu, readSumTextureTotals(COPY_BYTES) * 4);
+  const s = await secondsPerDispatch(gpu, bindReadSumTexture(gpu, { texture, totals }), 1);
+  texture.destroy();
+  totals.destroy();
+  return COPY_BYTES / s / 1e9;
+}
+
+/** A read-sum texture of `bytes` (whole 64 KiB rows) of random words. */
+function randomTexture(gpu: Gpu, bytes: number): GPUTexture {
+  const texture = createReadSumTexture(gpu, bytes);
+  const rowBytes = READ_SUM_TEXTURE_WIDTH * 16;
+  const height = bytes / rowBytes;
+  const rows = Math.min(64, height);
+  const chunk = new Uint32Array((rows * rowBytes) / 4);
+  let state = 0x9e3779b9;
+  for (let y = 0; y < height; y += rows) {
+    const n = Math.min(rows, height - y);
+    for (let i = 0; i < chunk.length; i++) {
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      chunk[i] = state >>> 0;
+    }
+    gpu.device.queue.writeTexture({ texture, origin: [0, y] }, chunk, { bytesPerRow: rowBytes }, [
+      READ_SUM_TEXTURE_WIDTH,
+      n,
+    ]);
+  }
+  return texture;
 }
 
 /** Median seconds per dispatch of `kernel` at `rows`, by the slope between n and 3n dispatches. */

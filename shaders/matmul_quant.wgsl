@@ -27,6 +27,10 @@ const MODE_ADD: u32 = 1u;
 const MODE_GLU: u32 = 2u;
 
 @group(0) @binding(0) var<uniform> p: Params;
+// x: a storage buffer, or (matmul_quant.ts swaps this line where x fits) a uniform buffer of
+// X_VEC4 vec4 words. On llvmpipe a storage load is a loop over the 8 lanes that goes through the
+// stack (a stalled store-to-load forward per 4 bytes), while a uniform load with a varying offset
+// is one AVX2 gather; at one row every lane reads all of x, so x costs as much as the weights.
 @group(0) @binding(1) var<storage, read> xv: array<vec4<f32>>;
 // The weight buffer twice: as vec4 words (Q and S regions) and as u32 words (the D region).
 @group(0) @binding(2) var<storage, read> wq: array<vec4<u32>>;
@@ -99,17 +103,24 @@ fn matmulQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_
   let xRow$t = min(m0 + $t, p.rows - 1u);
   var g$t_$r = 0.0;
   var u$t_$r = 0.0;
-  for (var blk = 0u; blk < nb; blk++) {
-    let hg$r = header(w$r, blk);
-    var hu$r: Header;
-    if (MODE == MODE_GLU) { hu$r = header(w$r + p.N, blk); }
-    for (var c = 0u; c < CHUNKS; c++) {
-      let x$t = loadX(xRow$t, blk * CHUNKS + c);
-      let wg$r = weights(w$r, blk, c, hg$r);
-      g$t_$r = accumulate(g$t_$r, x$t, wg$r);
-      var wu$r: WChunk;
-      if (MODE == MODE_GLU) { wu$r = weights(w$r + p.N, blk, c, hu$r); }
-      if (MODE == MODE_GLU) { u$t_$r = accumulate(u$t_$r, x$t, wu$r); }
+  // Blocks in pairs, so that each pair's D word (both blocks' d) is loaded once: 1.2x faster for
+  // Q4_0 on llvmpipe, where every storage load costs the same whatever it carries.
+  for (var bp = 0u; bp < nb; bp += 2u) {
+    let dg$r = dPair(w$r, bp);
+    var du$r = vec2<f32>(0.0);
+    if (MODE == MODE_GLU) { du$r = dPair(w$r + p.N, bp); }
+    for (var blk = bp; blk < min(bp + 2u, nb); blk++) {
+      let hg$r = headerWith(w$r, blk, dg$r);
+      var hu$r: Header;
+      if (MODE == MODE_GLU) { hu$r = headerWith(w$r + p.N, blk, du$r); }
+      for (var c = 0u; c < CHUNKS; c++) {
+        let x$t = loadX(xRow$t, blk * CHUNKS + c);
+        let wg$r = weights(w$r, blk, c, hg$r);
+        g$t_$r = accumulate(g$t_$r, x$t, wg$r);
+        var wu$r: WChunk;
+        if (MODE == MODE_GLU) { wu$r = weights(w$r + p.N, blk, c, hu$r); }
+        if (MODE == MODE_GLU) { u$t_$r = accumulate(u$t_$r, x$t, wu$r); }
+      }
     }
   }
   finish(m0 + $t, n$r, g$t_$r, u$t_$r);

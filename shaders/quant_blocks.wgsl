@@ -20,15 +20,30 @@ struct Header {
 }
 
 fn header(row: u32, blk: u32) -> Header {
+  return headerWith(row, blk, dPair(row, blk));
+}
+
+/**
+ * The f16 d of block blk and of its pair (blocks 2i and 2i + 1 share one u32 of the D region), so a
+ * kernel walking blocks in pairs loads it once: storage loads are what llvmpipe's kernels wait on.
+ */
+fn dPair(row: u32, blk: u32) -> vec2<f32> {
+  if (FMT == FMT_Q4_K) {
+    return vec2<f32>(0.0);
+  }
   let nb = p.K / BLOCK;
+  return unpack2x16float(wd[p.dBase + row * ((nb + 1u) / 2u) + blk / 2u]);
+}
+
+/** header(row, blk) with its D word already loaded: `pair` = dPair(row, blk). */
+fn headerWith(row: u32, blk: u32, pair: vec2<f32>) -> Header {
   var s = vec4<u32>(0u);
   if (FMT == FMT_Q4_K || FMT == FMT_Q6_K) {
-    s = wq[p.sBase + row * nb + blk];
+    s = wq[p.sBase + row * (p.K / BLOCK) + blk];
   }
   if (FMT == FMT_Q4_K) {
     return Header(s, unpack2x16float(s.w));
   }
-  let pair = unpack2x16float(wd[p.dBase + row * ((nb + 1u) / 2u) + blk / 2u]);
   return Header(s, vec2<f32>(select(pair.x, pair.y, (blk & 1u) == 1u), 0.0));
 }
 

@@ -10,8 +10,19 @@ export function align4(bytes: number): number {
   return Math.ceil(bytes / 4) * 4;
 }
 
-export function createStorage(gpu: Gpu, bytes: number, label?: string): GPUBuffer {
-  return gpu.device.createBuffer({ size: Math.max(16, align4(bytes)), usage: STORAGE, label });
+/**
+ * Storage that a kernel may also bind as a uniform buffer: activations a quantized matmul reads as
+ * x (matmul_quant.ts), where uniform loads are much cheaper than storage loads on llvmpipe.
+ */
+export const STORAGE_UNIFORM = STORAGE | GPUBufferUsage.UNIFORM;
+
+export function createStorage(
+  gpu: Gpu,
+  bytes: number,
+  label?: string,
+  usage: GPUBufferUsageFlags = STORAGE,
+): GPUBuffer {
+  return gpu.device.createBuffer({ size: Math.max(16, align4(bytes)), usage, label });
 }
 
 export function createUniform(gpu: Gpu, bytes: number, label?: string): GPUBuffer {

@@ -7,7 +7,13 @@
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
-import { createStorage, readF32, uploadStorage, writeBytes } from "../gpu/buffers.ts";
+import {
+  createStorage,
+  readF32,
+  STORAGE_UNIFORM,
+  uploadStorage,
+  writeBytes,
+} from "../gpu/buffers.ts";
 import { bindEmbedding } from "../gpu/kernels/embedding.ts";
 import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
@@ -355,7 +361,8 @@ class StepBuffers {
 
   constructor(private gpu: Gpu, cfg: LlamaConfig, limits: ForwardLimits) {
     const R = limits.maxRows, S = limits.maxSlots, D = cfg.hiddenSize;
-    const f32 = (n: number, label: string) => createStorage(gpu, n * 4, label);
+    // Uniform-capable: the quantized matmuls read their x through a uniform binding where it fits.
+    const f32 = (n: number, label: string) => createStorage(gpu, n * 4, label, STORAGE_UNIFORM);
     this.hidden = f32(R * D, "hidden");
     this.normed = f32(R * D, "normed");
     this.qkv = f32(R * (cfg.numHeads + 2 * cfg.numKvHeads) * cfg.headDim, "qkv");

@@ -10,7 +10,14 @@
 
 import type { Gpu } from "../../engine/gpu/device.ts";
 import type { BoundKernel } from "../../engine/gpu/kernel.ts";
-import { createStorage, readBack, readF32, uploadStorage } from "../../engine/gpu/buffers.ts";
+import {
+  createStorage,
+  readBack,
+  readF32,
+  STORAGE_UNIFORM,
+  uploadStorage,
+  writeBytes,
+} from "../../engine/gpu/buffers.ts";
 import type { MatmulMode } from "../../engine/gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../../engine/gpu/kernels/matmul_quant.ts";
 import { bindQuantEmbedding } from "../../engine/gpu/kernels/embedding_quant.ts";
@@ -57,6 +64,16 @@ function uploadQuant(gpu: Gpu, type: QuantType, rows: number, K: number, next: (
   }
   const buffer = uploadStorage(gpu, packQuantPart(type, ggml, rows, K));
   return { buffer, values, halfMax, ggml } as QuantWeights & { ggml: Uint8Array };
+}
+
+/**
+ * x for a matmul. Uniform-capable (as the engine's activations are), the kernel reads it through a
+ * uniform binding where the rows fit one; plain storage, through a storage binding.
+ */
+function uploadX(gpu: Gpu, x: Float32Array, uniform: boolean): GPUBuffer {
+  const buffer = createStorage(gpu, x.byteLength, "x", uniform ? STORAGE_UNIFORM : undefined);
+  writeBytes(gpu, buffer, 0, x);
+  return buffer;
 }
 
 function run(gpu: Gpu, ...steps: [BoundKernel, number][]): void {
@@ -136,35 +153,48 @@ function shapes(type: QuantType, mode: MatmulMode): [number, number, number][] {
   return mode === "store" ? all : all.filter(([, , rows]) => rows <= 4);
 }
 
+/** Both x bindings for store (all shapes fit the uniform one); add and glu take the engine's. */
+function xKinds(mode: MatmulMode): ("uniform" | "storage")[] {
+  return mode === "store" ? ["uniform", "storage"] : ["uniform"];
+}
+
 for (const type of QUANT_TYPES) {
   Deno.test(`matmul_quant ${type}: store, add and glu match float64 of the dequantized weights`, async (t) => {
     const gpu = await testGpu();
     for (const mode of ["store", "add", "glu"] as const) {
       for (const [K, N, rows] of shapes(type, mode)) {
-        await t.step(`${mode} K=${K} N=${N} rows=${rows}`, async () => {
-          const seed = testSeed();
-          const next = rng(seed);
-          const x = Float32Array.from(randomArray(next, rows * K));
-          const w = uploadQuant(gpu, type, (mode === "glu" ? 2 : 1) * N, K, next);
-          const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
-          const y = mode === "add" ? uploadStorage(gpu, y0) : poisonedF32(gpu, (rows + SPARE) * N);
-          const before = new Uint32Array(await readBack(gpu, y));
-          const xb = uploadStorage(gpu, x);
-          run(gpu, [bindQuantMatmul(gpu, { x: xb, w: w.buffer, y, K, N, mode, type }), rows]);
-          const got = await readF32(gpu, y, (rows + SPARE) * N);
-          const { want, tol } = matmulRef(x, w, rows, K, N, mode, y0);
-          const what = `${type} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
-          assertWithin(got.subarray(0, rows * N), want, tol, what);
-          const spare = new Uint32Array(got.buffer, rows * N * 4);
-          assertEquals(spare, before.subarray(rows * N, (rows + SPARE) * N), `${what}: spare rows`);
-          for (const b of [xb, y, w.buffer]) b.destroy();
-        });
+        for (const xKind of xKinds(mode)) {
+          await t.step(`${mode} K=${K} N=${N} rows=${rows} x ${xKind}`, async () => {
+            const seed = testSeed();
+            const next = rng(seed);
+            const x = Float32Array.from(randomArray(next, rows * K));
+            const w = uploadQuant(gpu, type, (mode === "glu" ? 2 : 1) * N, K, next);
+            const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
+            const y = mode === "add"
+              ? uploadStorage(gpu, y0)
+              : poisonedF32(gpu, (rows + SPARE) * N);
+            const before = new Uint32Array(await readBack(gpu, y));
+            const xb = uploadX(gpu, x, xKind === "uniform");
+            run(gpu, [bindQuantMatmul(gpu, { x: xb, w: w.buffer, y, K, N, mode, type }), rows]);
+            const got = await readF32(gpu, y, (rows + SPARE) * N);
+            const { want, tol } = matmulRef(x, w, rows, K, N, mode, y0);
+            const what = `${type} ${mode} K=${K} N=${N} rows=${rows} x ${xKind} seed=${seed}`;
+            assertWithin(got.subarray(0, rows * N), want, tol, what);
+            const spare = new Uint32Array(got.buffer, rows * N * 4);
+            assertEquals(
+              spare,
+              before.subarray(rows * N, (rows + SPARE) * N),
+              `${what}: spare rows`,
+            );
+            for (const b of [xb, y, w.buffer]) b.destroy();
+          });
+        }
       }
     }
   });
 }
 
-Deno.test("matmul_quant: row parts write their columns of a wider y, a row is the same in any batch", async () => {
+Deno.test("matmul_quant: row parts write their columns of a wider y, a row is the same in any batch and x binding", async () => {
   const gpu = await testGpu();
   for (const type of QUANT_TYPES) {
     const seed = testSeed();
@@ -203,11 +233,13 @@ Deno.test("matmul_quant: row parts write their columns of a wider y, a row is th
         assertWithin(got.subarray(start, start + N), want, tol, `${what} part ${i} row ${m}`);
       });
     }
-    // Row 2 alone (1-row tile) against rows 0..4 together (16-row tile): the same bits.
+    // Row 2 alone (1-row tile, x through a uniform binding) against rows 0..4 together (16-row
+    // tile, x through a storage binding): the same bits.
+    const xu = uploadX(gpu, x, true);
     const alone = poisonedF32(gpu, parts[0]);
     run(gpu, [
       bindQuantMatmul(gpu, {
-        x: { buffer: xb, offset: 2 * K * 4, size: K * 4 },
+        x: { buffer: xu, offset: 2 * K * 4, size: K * 4 },
         w: ws[0].buffer,
         y: alone,
         K,
@@ -220,7 +252,7 @@ Deno.test("matmul_quant: row parts write their columns of a wider y, a row is th
     const one = new Uint32Array(await readBack(gpu, alone));
     const batch = new Uint32Array(got.buffer, (2 * ldy + 1) * 4, parts[0]);
     assertEquals(one.subarray(0, parts[0]), batch, `${what}: batch invariance`);
-    for (const b of [xb, y, alone, ...ws.map((w) => w.buffer)]) b.destroy();
+    for (const b of [xb, xu, y, alone, ...ws.map((w) => w.buffer)]) b.destroy();
   }
 });
 

@@ -4,9 +4,15 @@
 // W is one part in quant_layout.ts's layout: N rows (2N for glu: gate rows, then up rows) of K
 // values. As in matmul.ts, one pipeline per row-tile height, built on first use, and encode picks
 // the smallest tile that covers the batch.
+//
+// x is read through a uniform binding when the x buffer allows it (STORAGE_UNIFORM, as the
+// engine's activations are) and the step's rows fit the uniform binding limit (64 KiB: 28 rows of
+// 576, 10 of 1536); otherwise through a storage binding. The two read the same values into the same
+// arithmetic, so the results are the same bits. On llvmpipe the uniform path is 1.5-3x faster at
+// one row: a storage load is a per-lane loop through the stack, a uniform one an AVX2 gather.
 
 import type { Gpu } from "../device.ts";
-import { type BoundKernel, ParamsUniform } from "../kernel.ts";
+import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
 import { Q_VEC4_PER_BLOCK, quantLayout } from "./quant_layout.ts";
@@ -25,11 +31,24 @@ const MAX_WORKGROUPS = 65535;
 const MODE_CODES: Record<MatmulMode, number> = { store: 0, add: 1, glu: 2 };
 const FORMAT_CODES: Record<QuantType, number> = { q8_0: 0, q4_0: 1, q4_k: 2, q6_k: 3 };
 
-/** Register tiles by batch size (see matmul.ts), measured on llvmpipe with bench/kernels.ts. */
-export const QUANT_MATMUL_TILES: readonly MatmulTile[] = [
-  { rows: 1, outs: 8 },
-  { rows: 4, outs: 8 },
-  { rows: 16, outs: 4 },
+/** A register tile (see matmul.ts), with its outputs per lane where x is read from storage. */
+export interface QuantMatmulTile extends MatmulTile {
+  storageOuts: number;
+}
+
+/**
+ * Register tiles by batch size, measured on llvmpipe (interleaved A/B runs). Through a uniform
+ * binding x is cheap and the outputs per lane matter little (16 rows: 24 outputs 1.14x of 4, 36
+ * 0.92x). Through storage, every lane loads all of the tile's x (16 rows x 32 values per chunk,
+ * each load a per-lane loop), so the 16-row tile (decode batches of 1536-wide rows, prefill) needs
+ * more outputs to share it: K=1536, 16 rows: 16 outputs 2.9x faster than 4. More would be faster
+ * still (36: 1.9x of 16) but llvmpipe's cold JIT of the tile grows with it (Q6_K add: 7 s at 4
+ * outputs, 32 s at 16, 76 s at 24, 138 s at 36) and the engine's warm-up compiles it at load.
+ */
+export const QUANT_MATMUL_TILES: readonly QuantMatmulTile[] = [
+  { rows: 1, outs: 8, storageOuts: 8 },
+  { rows: 4, outs: 8, storageOuts: 8 },
+  { rows: 16, outs: 4, storageOuts: 16 },
 ];
 
 export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
@@ -47,22 +66,24 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
   const format = QUANT_FORMATS[type];
   const layout = quantLayout(type, mode === "glu" ? 2 * N : N, K); // throws on a partial block
   const params = new ParamsUniform(gpu, [K, N, ldy, yCol, layout.sOffset / 16, layout.dOffset / 4]);
-  const groupsOf = (tile: MatmulTile) => Math.ceil(N / (LANES * outsOf(tile, mode)));
+  const groupsOf = (outs: number) => Math.ceil(N / (LANES * outs));
   for (const tile of QUANT_MATMUL_TILES) {
-    const groups = groupsOf(tile);
+    const groups = groupsOf(outsOf(Math.min(tile.outs, tile.storageOuts), mode));
     if (groups > MAX_WORKGROUPS) {
       throw new RangeError(`matmul_quant: N=${N} needs ${groups} workgroups`);
     }
   }
-  const built:
-    ({ groups: number; pipeline: GPUComputePipeline; bindGroup: GPUBindGroup } | null)[] =
-      QUANT_MATMUL_TILES.map(() => null);
-  const variant = (i: number) => {
-    const ready = built[i];
+  const xUniform = uniformX(gpu, args.x, K);
+  type Built = { groups: number; pipeline: GPUComputePipeline; bindGroup: GPUBindGroup };
+  const built = new Map<string, Built>();
+  const variant = (i: number, uniform: boolean) => {
+    const key = `${i}:${uniform}`;
+    const ready = built.get(key);
     if (ready) return ready;
     const tile = QUANT_MATMUL_TILES[i];
-    const outs = outsOf(tile, mode);
-    const pipeline = getPipeline(gpu, unrollTile(source, tile.rows, outs), "matmulQuant", {
+    const outs = outsOf(uniform ? tile.outs : tile.storageOuts, mode);
+    const code = uniform ? withUniformX(source, xUniform!.binding.size! / 16) : source;
+    const pipeline = getPipeline(gpu, unrollTile(code, tile.rows, outs), "matmulQuant", {
       LANES,
       TILE_ROWS: tile.rows,
       OUTS: outs,
@@ -72,8 +93,11 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       CHUNKS: format.blockElems / 32,
       Q_VEC4: Q_VEC4_PER_BLOCK[type],
     });
-    const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.x, args.w, args.w, args.y]);
-    return built[i] = { groups: groupsOf(tile), pipeline, bindGroup };
+    const x = uniform ? xUniform!.binding : args.x;
+    const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, x, args.w, args.w, args.y]);
+    const v = { groups: groupsOf(outs), pipeline, bindGroup };
+    built.set(key, v);
+    return v;
   };
 
   return {
@@ -81,7 +105,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       if (rows <= 0) return;
       const fit = QUANT_MATMUL_TILES.findIndex((t) => rows <= t.rows);
       const i = fit < 0 ? QUANT_MATMUL_TILES.length - 1 : fit;
-      const v = variant(i);
+      const v = variant(i, xUniform !== null && rows <= xUniform.rows);
       const count = Math.ceil(rows / QUANT_MATMUL_TILES[i].rows);
       if (count > MAX_WORKGROUPS) {
         throw new RangeError(`matmul_quant: ${rows} rows exceed one dispatch`);
@@ -95,6 +119,37 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
 }
 
 /** GLU reads two weight rows per output, so it halves the tile's outputs. */
-function outsOf(tile: MatmulTile, mode: MatmulMode): number {
-  return mode === "glu" ? Math.max(1, tile.outs / 2) : tile.outs;
+function outsOf(outs: number, mode: MatmulMode): number {
+  return mode === "glu" ? Math.max(1, outs / 2) : outs;
+}
+
+const STORAGE_X = "@group(0) @binding(1) var<storage, read> xv: array<vec4<f32>>;";
+
+/** The shader with x declared as a uniform array of `vec4s` words instead of a storage array. */
+function withUniformX(src: string, vec4s: number): string {
+  if (!src.includes(STORAGE_X)) throw new Error("matmul_quant.wgsl: x declaration not found");
+  return src.replace(
+    STORAGE_X,
+    `@group(0) @binding(1) var<uniform> xv: array<vec4<f32>, ${vec4s}>;`,
+  );
+}
+
+/**
+ * The uniform binding of x's first rows (as many whole rows of K as the limit allows), or null
+ * where x cannot be bound as a uniform: its buffer lacks UNIFORM usage, or its offset is not aligned.
+ */
+function uniformX(
+  gpu: Gpu,
+  x: BufferArg,
+  K: number,
+): { binding: GPUBufferBinding; rows: number } | null {
+  const buffer = x instanceof GPUBuffer ? x : x.buffer;
+  const offset = x instanceof GPUBuffer ? 0 : x.offset ?? 0;
+  const size = x instanceof GPUBuffer ? buffer.size : x.size ?? buffer.size - offset;
+  const limits = gpu.device.limits;
+  if (!(buffer.usage & GPUBufferUsage.UNIFORM)) return null;
+  if (offset % limits.minUniformBufferOffsetAlignment !== 0) return null;
+  const rows = Math.floor(Math.min(size, limits.maxUniformBufferBindingSize) / (K * 4));
+  if (rows < 1) return null;
+  return { binding: { buffer, offset, size: rows * K * 4 }, rows };
 }
