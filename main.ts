@@ -21,14 +21,17 @@ const EngineFlags = z.object({
   "prefill-chunk": z.coerce.number().int().min(16).max(4096).default(128),
   f32: z.boolean().default(false),
   "kv-dtype": z.enum(["f16", "f32"]).optional(),
-  // reserve: best measured on this adapter (README, "Scheduling"); fcfs is the vLLM baseline.
-  sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("reserve"),
+  // The defaults below (tokenflow, a host tier, recompute auto, write-through) are the combination
+  // that measured best in the serving report (README, "Policies"); fcfs is the vLLM baseline.
+  sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("tokenflow"),
   priority: z.enum(["on", "off"]).default("on"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
-  "host-kv-mb": z.coerce.number().min(0).default(0),
-  preempt: z.enum(["recompute", "swap", "partial"]).default("recompute"),
-  recompute: z.enum(["off", "auto"]).default("off"),
-  "write-through": z.enum(["on", "off"]).default("off"),
+  // Host memory is taken only as KV lands there.
+  "host-kv-mb": z.coerce.number().min(0).default(256),
+  // Absent: --recompute auto chooses per request; given: it is the fixed choice.
+  preempt: z.enum(["recompute", "swap", "partial"]).optional(),
+  recompute: z.enum(["off", "auto"]).optional(),
+  "write-through": z.enum(["on", "off"]).default("on"),
   "swap-reuse": z.enum(["on", "off"]).default("on"),
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
   "offload-distance": z.coerce.number().int().min(1).optional(),
@@ -62,8 +65,11 @@ function checkOffload(
 }
 
 /** --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake. */
-function checkRecompute(f: { preempt: string; recompute: string }, ctx: z.RefinementCtx): void {
-  if (f.recompute === "auto" && f.preempt !== "recompute") {
+function checkRecompute(
+  f: { preempt?: string; recompute?: string },
+  ctx: z.RefinementCtx,
+): void {
+  if (f.recompute === "auto" && f.preempt !== undefined && f.preempt !== "recompute") {
     ctx.addIssue({
       code: "custom",
       path: ["preempt"],
@@ -174,6 +180,11 @@ function parseFlags<T extends z.ZodType>(schema: T, args: string[]): z.infer<T> 
 
 type EngineFlagValues = z.infer<typeof EngineFlags>;
 
+/** --recompute as given; absent, "auto" unless a fixed --preempt was given. */
+function recomputeOf(flags: EngineFlagValues): "off" | "auto" {
+  return flags.recompute ?? (flags.preempt === undefined ? "auto" : "off");
+}
+
 /** The engine and runtime options every command shares, from its flags. */
 function runtimeOptions(flags: EngineFlagValues) {
   return {
@@ -185,14 +196,14 @@ function runtimeOptions(flags: EngineFlagValues) {
       kvDtype: flags["kv-dtype"],
       hostKvMb: flags["host-kv-mb"],
       // Its choice reads the cost model, profiled at load (by default only with a host tier).
-      profileCosts: flags.recompute === "auto" || undefined,
+      profileCosts: recomputeOf(flags) === "auto" || undefined,
     },
     runtime: {
       policy: flags.sched,
       priority: flags.priority === "on",
       prefixCache: flags["prefix-cache"] === "on",
-      preempt: flags.preempt,
-      recompute: flags.recompute,
+      preempt: flags.preempt ?? "recompute",
+      recompute: recomputeOf(flags),
       writeThrough: flags["write-through"] === "on",
       swapReuse: flags["swap-reuse"] === "on",
       offload: flags.offload,
@@ -298,19 +309,21 @@ const ENGINE_FLAGS = `engine and scheduling:
   --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)
   --max-batch N          most requests running at once (default 32)
   --prefill-chunk N      token rows per step (default 128)
-  --sched reserve|fcfs|slo|tokenflow   admission policy (default reserve); slo (LayerKV): admit
-                         a prefill only while every decoding request keeps its TBT SLO through it
+  --sched reserve|fcfs|slo|tokenflow   scheduling policy (default tokenflow: pause and resume
+                         requests by their readers' buffers); slo (LayerKV): admit a prefill only
+                         while every decoding request keeps its TBT SLO through it
   --priority on|off      order and preempt by each request's \`priority\` (lower first, as vLLM),
                          aged one level per second of waiting so none starves (default on; off
                          ignores it)
   --prefix-cache on|off  share KV of identical prompt prefixes (default on)
-  --host-kv-mb MB        host KV tier for preempted requests (default 0: none)
-  --preempt recompute|swap|partial   how a preempted request's KV is given back (default recompute)
+  --host-kv-mb MB        host KV tier for paused requests, taken as used (default 256; 0: none)
+  --preempt recompute|swap|partial   a fixed choice of what a preempted request's KV becomes
+                         (default: --recompute auto chooses)
   --recompute off|auto   auto: per preempted request, swap its KV to the host tier, drop only its
                          oldest blocks or drop it all, whichever the cost model (profiled at load)
                          predicts cheapest, its buffered playout counted; replaces --preempt
-                         (default off: --preempt decides)
-  --write-through on|off copy full KV blocks to the host tier as they fill (default off)
+                         (default auto unless --preempt is given)
+  --write-through on|off copy full KV blocks to the host tier as they fill (default on)
   --swap-reuse on|off    keep host copies after a swap-in (default on)
   --offload none|uniform|orbit   keep some layers' KV on the host tier, copied into a prefetch
                          region just before each layer runs (needs --host-kv-mb): uniform, every

@@ -29,7 +29,7 @@ const BAD_CASES: [string[], RegExp, RegExp][] = [
   [["serve", "--sched", "lifo"], /^sluice serve: --sched: /, /usage: deno task serve/],
   [["serve", "stray"], /^sluice serve: Unexpected argument 'stray'/, /usage: deno task serve/],
   [
-    ["serve", "--offload", "orbit"],
+    ["serve", "--offload", "orbit", "--host-kv-mb", "0"],
     /^sluice serve: --offload: orbit needs a host KV tier: pass --host-kv-mb/,
     /usage: deno task serve/,
   ],
