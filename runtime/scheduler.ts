@@ -236,10 +236,8 @@ export class Scheduler {
     const queue = ordered ? ordered.call(this.policy, this.waiting, this.context) : this.waiting;
     for (const req of [...queue]) {
       if (this.freeSlots.length === 0) break;
-      // Not ready: its last tokens are still coming back (resume needs them all), or its swap-out
-      // has not landed. Queue order waits for it; a policy's order goes on to the next.
-      const ready = req.inflight === 0 && !(req.swapped && !this.swapper!.landed(req));
-      if (!ready) {
+      // Not ready (Request.resumable): queue order waits for it; a policy's order goes on.
+      if (!req.resumable) {
         if (ordered) continue;
         break;
       }

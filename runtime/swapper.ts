@@ -104,11 +104,6 @@ export class Swapper {
     return true;
   }
 
-  /** True when `req`'s host copy is complete: nothing it needs is still on its way. */
-  landed(req: Request): boolean {
-    return req.hostTokens === req.hostIssued;
-  }
-
   /**
    * Copies `req`'s first `tokens` positions from the host into the device blocks it now holds
    * (allocated by the caller).
