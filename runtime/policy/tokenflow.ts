@@ -14,6 +14,9 @@
 //   horizon(r)         = lowWater + μ·(τ_out + τ_in) + 3Δt: above it r is held back, and may be
 //                      paused for a new request (it then stays out a while);
 //   pausable for a due request   ≥ lowWater + μ·(τ_out + τ_in) + Δt, and more than the due one has.
+// A pause is made only for a request that the admission gate will let in that very step, and for
+// one such request per step: each pause adds a move out to the step every reader waits for, and a
+// request paused for nobody only spends its playout.
 // μ is the safety factor (TokenFlow's buffer conservativeness). Unpaced readers bank nothing, so
 // they are never paused for others. Two guards keep this from making things worse:
 //   - a full batch must not be slower per request than its fastest reader (else all of them
@@ -107,6 +110,17 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     return keyed.map((k) => k.req);
   }
 
+  /** The admission gate: whether `req` may join `running` now. */
+  function admits(req: Request, running: readonly Request[], ctx: PolicyContext): boolean {
+    if (running.length === 0) return true;
+    // Overloaded: no new request joins (paused ones still resume, in urgency order).
+    if (!isPaused(req) && overloaded(running, [], ctx, req.spec.readingRate)) return false;
+    // Would one more make every step slower than the fastest reader among them?
+    const rate = perRequestRate(running.length + 1, ctx);
+    const fastest = Math.max(req.spec.readingRate, ...running.map((r) => r.spec.readingRate));
+    return rate === null || rate >= fastest;
+  }
+
   return {
     name: "tokenflow",
     admissionTokens: fcfsPolicy.admissionTokens,
@@ -118,15 +132,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
 
     order: byUrgency,
 
-    mayAdmit(req, running, ctx) {
-      if (running.length === 0) return true;
-      // Overloaded: no new request joins (paused ones still resume, in urgency order).
-      if (!isPaused(req) && overloaded(running, [], ctx, req.spec.readingRate)) return false;
-      // Would one more make every step slower than the fastest reader among them?
-      const rate = perRequestRate(running.length + 1, ctx);
-      const fastest = Math.max(req.spec.readingRate, ...running.map((r) => r.spec.readingRate));
-      return rate === null || rate >= fastest;
-    },
+    mayAdmit: (req, running, ctx) => admits(req, running, ctx),
 
     // Just in time: a token made while its reader still has more than the useful horizon
     // buffered would only wait (and counts for nothing in effective throughput), so such a
@@ -145,23 +151,37 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
       let blocks = ctx.freeBlocksPerLayer;
       const candidates = running.filter((r) => r.state === "decoding" && r.spec.readingRate > 0);
       const paused: Request[] = [];
+      const staying = () => running.filter((r) => !paused.includes(r));
       for (const due of byUrgency(waiting, ctx).filter((r) => isDue(r, ctx))) {
+        // A pause only pays if `due` is admitted in its place this very step, so this follows
+        // the scheduler's admission: a request not ready yet (its last tokens or its swap-out
+        // still in flight) is passed over; one the gate refuses, or that does not fit, ends it.
+        if (!due.resumable) continue;
         const need = blocksOf(due, ctx);
-        while (slots === 0 || blocks < need) {
-          // The running request with the most playout, if it can afford to step out for `due`.
-          const room = candidates
-            .filter((r) => !paused.includes(r))
-            .filter((r) =>
-              isPaused(due)
-                ? bufferedS(r) >= margin(r, ctx) + dt && bufferedS(r) > bufferedS(due)
-                : bufferedS(r) >= horizon(r, ctx)
-            );
-          if (room.length === 0) return paused;
-          const victim = room.reduce((a, b) => bufferedS(b) > bufferedS(a) ? b : a);
-          paused.push(victim);
-          slots++;
-          blocks += blocksOf(victim, ctx);
-        }
+        if (slots === 0 || blocks < need) {
+          // One rotation per step: every pause puts a swap-out into this step, which every
+          // running reader waits for; a second due request gets its turn next step.
+          if (paused.length > 0) return paused;
+          const freed: Request[] = [];
+          while (slots === 0 || blocks < need) {
+            // The running request with the most playout, if it can afford to step out for `due`.
+            const room = candidates
+              .filter((r) => !freed.includes(r))
+              .filter((r) =>
+                isPaused(due)
+                  ? bufferedS(r) >= margin(r, ctx) + dt && bufferedS(r) > bufferedS(due)
+                  : bufferedS(r) >= horizon(r, ctx)
+              );
+            // Not enough room even with every affordable pause: pause nobody for it.
+            if (room.length === 0) return paused;
+            const victim = room.reduce((a, b) => bufferedS(b) > bufferedS(a) ? b : a);
+            freed.push(victim);
+            slots++;
+            blocks += blocksOf(victim, ctx);
+          }
+          if (!admits(due, staying().filter((r) => !freed.includes(r)), ctx)) return paused;
+          paused.push(...freed);
+        } else if (!admits(due, staying(), ctx)) return paused;
         slots--;
         blocks -= need;
       }

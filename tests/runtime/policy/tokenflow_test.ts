@@ -312,3 +312,47 @@ Deno.test("tokenflow: a reader far behind its stream holds it back just in time,
     }
   }
 });
+
+Deno.test("tokenflow: a pause is made only for a request admitted in its place that step, one rotation a step", () => {
+  const policy = tokenflowPolicy();
+  const req = (id: number, rate: number, state: Request["state"], bufferedS: number) => {
+    const r = new Request(id, {
+      ids: [1, 2, 3],
+      maxTokens: 10,
+      sampling: { temperature: 0, topP: 1, topK: 0, seed: 0 },
+      topLogprobs: 0,
+      stopIds: new Set(),
+      readingRate: rate,
+      slo: {},
+    }, 0);
+    r.state = state;
+    r.buffer.occupancy = () => ({ tokens: Math.round(bufferedS * rate), seconds: bufferedS });
+    return r;
+  };
+  // Full: no slot and no block free; each request needs one block. A step of n rows takes
+  // 50 + 20n ms, so three at once make 9.1 tokens/s each.
+  const ctx: PolicyContext = {
+    now: () => 0,
+    maxSlots: 10,
+    freeSlots: 0,
+    maxRows: 16,
+    blockSize: 4,
+    freeBlocksPerLayer: 0,
+    hostTier: false,
+    stepMs: (rows) => 50 + 20 * rows,
+    copyMs: () => 0,
+  };
+  const a = req(1, 2, "decoding", 10), b = req(2, 2, "decoding", 9), c = req(3, 2, "decoding", 0.1);
+  const due1 = req(4, 2, "paused", 0.5), due2 = req(5, 2, "paused", 0.6);
+  // Two due requests, two requests with playout to spare: only the most urgent is rotated in now
+  // (its victim's move-out is this step's; the second waits for the next step).
+  assertEquals(policy.pauseBeforeStep!([a, b, c], [due1, due2], ctx), [a]);
+  // The most urgent one is not ready (a token of its still in flight): the next one gets the room.
+  due1.issued = 1;
+  assertEquals(policy.pauseBeforeStep!([a, b, c], [due1, due2], ctx), [a]);
+  due1.issued = 0;
+  // The gate would refuse it beside a 10 tokens/s reader (three at once make 9.1 each): pausing
+  // `a` would free room for nobody, so nobody is paused.
+  const fast = req(3, 10, "decoding", 0.1);
+  assertEquals(policy.pauseBeforeStep!([a, b, fast], [due1, due2], ctx), []);
+});
