@@ -36,6 +36,8 @@ const EngineFlags = z.object({
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
   "offload-distance": z.coerce.number().int().min(1).optional(),
   "prefetch-blocks": z.coerce.number().int().min(1).optional(),
+  // Absent: on under --sched slo with a host tier (layerwiseOf).
+  "layerwise-prefill": z.enum(["on", "off"]).optional(),
 });
 
 /**
@@ -44,10 +46,12 @@ const EngineFlags = z.object({
  */
 function checkOffload(
   f: {
+    sched: string;
     offload: string;
     "host-kv-mb": number;
     "offload-distance"?: number;
     "prefetch-blocks"?: number;
+    "layerwise-prefill"?: "on" | "off";
   },
   ctx: z.RefinementCtx,
 ): void {
@@ -59,9 +63,23 @@ function checkOffload(
   if (f["offload-distance"] !== undefined && f.offload !== "uniform") {
     problem("offload-distance", "is the distance of --offload uniform");
   }
-  if (f["prefetch-blocks"] !== undefined && f.offload === "none") {
-    problem("prefetch-blocks", "needs --offload uniform or orbit");
+  if (f["layerwise-prefill"] === "on" && f.sched !== "slo") {
+    problem("layerwise-prefill", "is part of --sched slo");
   }
+  if (f["layerwise-prefill"] === "on" && f["host-kv-mb"] === 0) {
+    problem("layerwise-prefill", "needs a host KV tier: pass --host-kv-mb MB");
+  }
+  // Layer-wise prefill brings its offloaded layers in through the prefetch region too.
+  if (f["prefetch-blocks"] !== undefined && f.offload === "none" && !layerwiseOf(f)) {
+    problem("prefetch-blocks", "needs --offload uniform or orbit, or --layerwise-prefill");
+  }
+}
+
+/** --layerwise-prefill as given; absent, on exactly when --sched slo has a host tier. */
+function layerwiseOf(
+  f: { sched: string; "host-kv-mb": number; "layerwise-prefill"?: "on" | "off" },
+): boolean {
+  return (f["layerwise-prefill"] ?? "on") === "on" && f.sched === "slo" && f["host-kv-mb"] > 0;
 }
 
 /** --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake. */
@@ -125,6 +143,7 @@ const STRING_FLAGS = [
   "offload",
   "offload-distance",
   "prefetch-blocks",
+  "layerwise-prefill",
   "gpu-kv-mb",
   "max-batch",
   "prefill-chunk",
@@ -209,6 +228,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       offload: flags.offload,
       offloadDistance: flags["offload-distance"],
       prefetchBlocks: flags["prefetch-blocks"],
+      layerwisePrefill: layerwiseOf(flags),
     },
   };
 }
@@ -330,7 +350,12 @@ const ENGINE_FLAGS = `engine and scheduling:
                          request at --offload-distance; orbit, a planner picks each request's
                          distance to fit the device budget at the least step time (default none)
   --offload-distance N   uniform: every N-th layer's KV on the host (default 2)
-  --prefetch-blocks N    prefetch region, blocks per arena (default: one layer's share of the pool)`;
+  --prefetch-blocks N    prefetch region, blocks per arena (default: one layer's share of the pool)
+  --layerwise-prefill on|off   slo (LayerKV): admit a prompt whose full KV does not fit on the
+                         device with some layers offloaded to the host tier, grown chunk by chunk
+                         as its prefill writes them (uses the prefetch region even with
+                         --offload none); off: it waits until all of it fits (default on under
+                         --sched slo with a host tier)`;
 
 const SERVE_USAGE = `usage: deno task serve [flags]          (main.ts serve)
 

@@ -21,6 +21,7 @@ import { copyMs as copyCost, predictStepMs } from "../engine/kv/cost_model.ts";
 import type { Landing, Swapper } from "./swapper.ts";
 import type { Offloader, OffloadLanding } from "./offload.ts";
 import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
+import { candidateDistances, isOffloaded, offloadedCount } from "./plan/offload_pattern.ts";
 
 export interface SchedulerOptions {
   /**
@@ -54,6 +55,17 @@ export interface SchedulerOptions {
   costModel?: () => CostModel | undefined;
   /** Bytes of one KV block (one layer), for predicted copy times. */
   kvBlockBytes?: number;
+  /**
+   * LayerKV's layer-wise prefill (`--sched slo`; needs an offloader): a waiting request whose full
+   * admission KV does not fit on the device is admitted at an offload distance, the largest one
+   * (fewest layers on the host) whose resident layers fit in full and whose offloaded layers fit
+   * their first prefill chunk. Its offloaded layers then grow chunk by chunk as the prefill writes
+   * them and leave the device as their copies to the host land, so its peak device footprint
+   * stays well below its full KV. It keeps at least that many layers offloaded until it has
+   * prefilled; then the planner's or uniform distance (or, with neither, 0 once the device has
+   * room) takes over. Default false: admission waits until the full KV fits.
+   */
+  layerwisePrefill?: boolean;
 }
 
 export interface OffloadPlanner {
@@ -104,6 +116,8 @@ export class Scheduler {
   heldRows = 0;
   /** Requests held back in the last step built: the loop must look again soon, unasked. */
   holding = 0;
+  /** Requests admitted by layer-wise prefill (some layers offloaded) because their KV did not fit. */
+  layerwiseAdmissions = 0;
   /** What policies read: the clock, free room, the cost model's predictions. */
   readonly context: PolicyContext;
   private readonly freeSlots: number[];
@@ -111,6 +125,8 @@ export class Scheduler {
   /** Host-side updates the next step must carry to the engine. */
   private tables: TableWrite[] = [];
   private sampling: { slot: number; params: SamplingParams }[] = [];
+  /** Layer-wise admissions still prefilling, with the distance they were admitted at. */
+  private readonly layerwise = new Map<Request, number>();
 
   constructor(
     private readonly pool: BlockPool,
@@ -250,12 +266,20 @@ export class Scheduler {
   private tryAdmit(req: Request): boolean {
     const resumesInPlace = req.dropped > 0; // it kept its newest blocks: refill the oldest
     let prefix: PrefixEntry[];
+    let distance = 0; // > 0: admitted layer-wise at this offload distance
     while (true) {
       prefix = req.swapped || resumesInPlace ? [] : this.sharePrefix(req);
       if (this.pool.growAll(req.id, this.policy.admissionTokens(req))) break;
-      if (!resumesInPlace) this.pool.release(req.id);
       // Nothing runs, so nothing will free blocks: paused requests holding some give them up.
-      if (this.running.length > 0 || !this.dropHeldKv(req)) return false;
+      const drop = this.running.length === 0 ? this.heldKvToDrop(req) : null;
+      // Layer-wise only when that would not help: admitted alone beside KV that others hold, it
+      // could never grow past its first chunks (it would preempt itself and come back for ever).
+      if (!drop) distance = this.growLayerwise(req, prefix);
+      if (distance > 0) break;
+      if (!resumesInPlace) this.pool.release(req.id);
+      if (!drop) return false;
+      this.pool.release(drop.id);
+      drop.forgetKv();
     }
     this.waiting.splice(this.waiting.indexOf(req), 1);
     if (resumesInPlace) {
@@ -272,8 +296,44 @@ export class Scheduler {
       req.swapped = false;
     }
     req.admit(this.freeSlots.pop()!, this.admissions++, prefix, cached);
+    if (distance > 0) {
+      // Nothing is offloaded yet, so this only records the distance: it cannot fail.
+      if (!this.offloader!.setDistance(req, distance)) {
+        throw new Error(`request ${req.id}: layer-wise admission at distance ${distance} refused`);
+      }
+      this.layerwise.set(req, distance);
+      this.layerwiseAdmissions++;
+    }
     this.enterBatch(req);
     return true;
+  }
+
+  /**
+   * Layer-wise admission: grows `req`'s tables so that the layers distance d keeps on the device
+   * hold its whole admission KV and the layers it offloads hold the first prefill chunk, for the
+   * largest d (fewest layers on the host) whose blocks are free now. Returns d, or 0 (nothing
+   * grown) when layer-wise prefill is off, does not apply, or no distance fits. A swapped request
+   * (its host copy comes back whole) and one resuming in place (its layout holds DROPPED entries,
+   * which offloading cannot have) are admitted only whole. `prefix`: the cached blocks already
+   * shared into its tables, which its first chunk starts after.
+   */
+  private growLayerwise(req: Request, prefix: readonly PrefixEntry[]): number {
+    if (!this.options.layerwisePrefill || !this.offloader || req.swapped || req.dropped > 0) {
+      return 0;
+    }
+    const L = this.pool.numLayers;
+    const full = this.policy.admissionTokens(req);
+    const cached = Math.min(prefix.length * this.pool.blockSize, req.prefillTarget - 1);
+    // The first chunk: the most rows one step gives a prefill (build() may give it fewer, then
+    // ensureBlocks grows its offloaded layers for the rest as it goes).
+    const first = Math.min(full, cached + this.limits.maxRows);
+    if (first >= full) return 0; // one chunk is the whole prompt: offloading saves nothing
+    // candidateDistances: 0, then ever more layers offloaded (the widest stride for each count).
+    for (const d of candidateDistances(L).filter((d) => d > 0)) {
+      const tokens = Array.from({ length: L }, (_, l) => isOffloaded(d, l) ? first : full);
+      if (this.pool.growEach(req.id, tokens)) return d;
+    }
+    return 0;
   }
 
   /** Uploads the admitted request's tables and sampling parameters for its new slot. */
@@ -286,17 +346,15 @@ export class Scheduler {
   }
 
   /**
-   * Frees the KV that paused requests other than `head` still hold (newest first), so that `head`
-   * can be admitted; they will recompute it all. False when there was none.
+   * The newest paused request other than `head` still holding KV: freeing it (it will recompute
+   * it all) may let `head` be admitted. Null when there is none.
    */
-  private dropHeldKv(head: Request): boolean {
+  private heldKvToDrop(head: Request): Request | null {
     for (const req of [...this.waiting].reverse()) {
       if (req === head || this.pool.heldBy(req.id) === 0 || req.swapped) continue;
-      this.pool.release(req.id);
-      req.forgetKv();
-      return true;
+      return req;
     }
-    return false;
+    return null;
   }
 
   /** Delivers a step's sampled tokens to their requests (none after a finish), and its landings. */
@@ -413,8 +471,19 @@ export class Scheduler {
     const planner = this.options.offloadPlanner;
     planner?.beforeStep(this.running);
     const want = planner ? (req: Request) => planner.distanceOf(req) : this.options.offloadDistance;
-    for (const req of want ? this.running : []) {
-      const d = want!(req);
+    const L = this.pool.numLayers;
+    for (const req of this.running) {
+      // Without a planner or uniform distance every layer belongs on the device (distance 0):
+      // only layer-wise admissions ever leave it.
+      let d = want ? want(req) : 0;
+      const admitted = this.layerwise.get(req);
+      if (admitted !== undefined) {
+        // While it prefills, a layer-wise admission keeps at least as many layers offloaded as it
+        // was admitted with (its blocks were counted so); a distance offloading more may replace
+        // it. Once it decodes, the asked-for distance takes over (setDistance waits for room).
+        if (req.state !== "prefilling") this.layerwise.delete(req);
+        else if (offloadedCount(d, L) < offloadedCount(admitted, L)) d = admitted;
+      }
       if (offloader.distanceOf(req) !== d && !req.refill) offloader.setDistance(req, d);
     }
     offloader.beginStep(this.running);
@@ -553,6 +622,7 @@ export class Scheduler {
     const swapped = swap && (this.swapper?.swapOut(req) ?? false);
     if (!swapped) this.swapper?.release(req); // recomputed from its ids: drop any partial host copy
     this.offloader?.forget(req, swapped);
+    this.layerwise.delete(req);
     this.leaveBatch(req);
     req.pause();
     req.swapped = swapped;
@@ -562,6 +632,7 @@ export class Scheduler {
   }
 
   private leaveBatch(req: Request): void {
+    this.layerwise.delete(req);
     if (req.finish) {
       this.offloader?.forget(req, false);
       this.swapper?.release(req);

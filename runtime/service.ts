@@ -82,6 +82,15 @@ export interface RuntimeOptions {
   offloadDistance?: number | OffloadDistanceOf;
   /** Prefetch region blocks per arena (default: one layer's share of the device pool). */
   prefetchBlocks?: number;
+  /**
+   * LayerKV's layer-wise prefill (`--layerwise-prefill`; `policy: "slo"` with a host tier only): a
+   * request whose full KV does not fit on the device is admitted with some layers offloaded,
+   * grown chunk by chunk as its prefill writes them (runtime/scheduler.ts). It needs the
+   * offloader and its prefetch region, so with `offload: "none"` they are made for it, every other
+   * request at distance 0. Default false here (exactly the baseline; the region costs device
+   * blocks); main.ts turns it on by default under `--sched slo` with a host tier.
+   */
+  layerwisePrefill?: boolean;
   /** Most requests waiting for admission; a request that would be one more is refused. */
   maxQueue: number;
   /** Largest max_tokens a request may ask for. */
@@ -197,6 +206,11 @@ export interface RuntimeStats {
   /** Running requests paused by the policy or the offload planner, not for want of a block. */
   policyPauses: number;
   /**
+   * Requests admitted by layer-wise prefill (some layers offloaded) as their full KV did not fit;
+   * only with `layerwisePrefill`.
+   */
+  layerwiseAdmissions?: number;
+  /**
    * Preemptions by what became of the victim's KV (with `recompute: "auto"`, the cost model's
    * choice): swapped to the host, its oldest blocks dropped, or all dropped. They add up to
    * `preemptions`.
@@ -248,12 +262,19 @@ export class Runtime {
     if (options.recompute === "auto" && !info.costModel) {
       throw new RangeError("recompute auto needs the engine's cost model (profiled at load)");
     }
+    const layerwise = options.layerwisePrefill ?? false;
+    if (layerwise && options.policy !== "slo") {
+      throw new RangeError(`layer-wise prefill is part of --sched slo, not ${options.policy}`);
+    }
+    if (layerwise && info.hostBlocks === 0) {
+      throw new RangeError("layer-wise prefill needs a host KV tier (--host-kv-mb)");
+    }
     const host = new BlockPool({
       blocksPerArena: [Math.max(1, info.hostBlocks)],
       layerArena: info.layerArena.map(() => 0),
       blockSize: info.blockSize,
     });
-    this.offloader = offloading
+    this.offloader = offloading || layerwise
       ? new Offloader(
         this.pool,
         host,
@@ -304,6 +325,7 @@ export class Runtime {
         // Read lazily: `costs` is set below, and re-fitted every step.
         costModel: () => this.costs.current,
         kvBlockBytes: info.kvBlockBytes,
+        layerwisePrefill: layerwise,
       },
       this.offloader,
     );
@@ -405,6 +427,9 @@ export class Runtime {
       preemptions: this.scheduler.preemptions,
       partialResumes: this.scheduler.partialResumes,
       policyPauses: this.scheduler.policyPauses,
+      ...(this.options.layerwisePrefill
+        ? { layerwiseAdmissions: this.scheduler.layerwiseAdmissions }
+        : {}),
       preemptChoices: { ...this.scheduler.preemptChoices },
       recomputedTokens: this.scheduler.recomputedTokens,
       effectiveTokens: this.effectiveTokens,

@@ -112,14 +112,42 @@ export class BlockPool {
    * dropped blocks refilled.
    */
   shortfall(seqId: SeqId, tokens: number): number[] {
+    return this.shortfallEach(seqId, new Array(this.numLayers).fill(tokens));
+  }
+
+  /**
+   * Like shortfall(), with each layer's own token count (`tokens[layer]`). A table's OFFLOADED
+   * entries count as held: a layer needs blocks only for the entries it lacks.
+   */
+  shortfallEach(seqId: SeqId, tokens: readonly number[]): number[] {
+    if (tokens.length !== this.numLayers) {
+      throw new RangeError(`expected ${this.numLayers} token counts, got ${tokens.length}`);
+    }
     const need = new Array(this.numArenas).fill(0);
     const layers = this.owned.get(seqId);
-    const want = this.blocksFor(tokens);
     for (let l = 0; l < this.numLayers; l++) {
       const held = layers?.[l] ?? [];
-      need[this.layerArena[l]] += Math.max(0, want - held.length) + dropsIn(held);
+      need[this.layerArena[l]] += Math.max(0, this.blocksFor(tokens[l]) - held.length) +
+        dropsIn(held);
     }
     return need;
+  }
+
+  /** True when every layer of `seqId` could grow to its own `tokens[layer]` positions now. */
+  canGrowEach(seqId: SeqId, tokens: readonly number[]): boolean {
+    return this.shortfallEach(seqId, tokens).every((n, a) => n <= this.availableIn(a));
+  }
+
+  /**
+   * Grows each layer of `seqId` to its own `tokens[layer]` positions (layer-wise admission gives
+   * offloaded layers less than resident ones). Returns the new blocks per layer, or null (and
+   * changes nothing) when some arena has too few free blocks.
+   */
+  growEach(seqId: SeqId, tokens: readonly number[]): number[][] | null {
+    if (!this.canGrowEach(seqId, tokens)) return null;
+    const added: number[][] = [];
+    for (let l = 0; l < this.numLayers; l++) added.push(this.grow(seqId, l, tokens[l])!);
+    return added;
   }
 
   /** True when every layer of `seqId` could grow to `tokens` positions now. */
