@@ -39,6 +39,7 @@ const ZERO_COUNTERS = {
   tokensGenerated: 0,
   preemptions: 0,
   policyPauses: 0,
+  layerwiseAdmissions: 0,
   swapsOut: 0,
   swapsIn: 0,
   bytesOut: 0,
@@ -142,6 +143,7 @@ export class ServerMetrics {
       tokensGenerated: s.tokensGenerated,
       preemptions: s.preemptions,
       policyPauses: s.policyPauses,
+      layerwiseAdmissions: s.layerwiseAdmissions ?? 0,
       swapsOut: s.swaps?.swapsOut ?? 0,
       swapsIn: s.swaps?.swapsIn ?? 0,
       bytesOut: s.kvBytesMoved.out,
@@ -161,6 +163,7 @@ export class ServerMetrics {
     m.preemptions.inc(grew("preemptions"));
     vllm.preemptions.inc(this.model, grew("preemptions"));
     m.policyPauses.inc(grew("policyPauses"));
+    m.layerwiseAdmissions.inc(grew("layerwiseAdmissions"));
     m.swaps.inc({ direction: "out" }, grew("swapsOut"));
     m.swaps.inc({ direction: "in" }, grew("swapsIn"));
     m.kvBytesMoved.inc({ direction: "out" }, grew("bytesOut"));

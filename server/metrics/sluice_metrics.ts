@@ -21,6 +21,7 @@ export const SLUICE_METRIC_NAMES = {
   prefixLookupBlocks: "sluice_prefix_cache_lookup_blocks_total",
   preemptions: "sluice_preemptions_total",
   policyPauses: "sluice_policy_pauses_total",
+  layerwiseAdmissions: "sluice_layerwise_admissions_total",
   plannerSolves: "sluice_planner_solves_total",
   plannerSolveSeconds: "sluice_planner_solve_seconds",
   stallSeconds: "sluice_stall_seconds_total",
@@ -120,6 +121,11 @@ export function createSluiceMetrics(registry: Registry) {
       name: n.policyPauses,
       help: "Running requests paused by the scheduling policy (buffer-aware, priorities) or the " +
         "offload planner, not for want of a block; they count in the preemptions too.",
+    }),
+    layerwiseAdmissions: registry.counter({
+      name: n.layerwiseAdmissions,
+      help: "Requests admitted with some layers' KV on the host tier (layer-wise prefill, " +
+        "--sched slo) because their full KV did not fit on the device.",
     }),
     plannerSolves: registry.counter({
       name: n.plannerSolves,

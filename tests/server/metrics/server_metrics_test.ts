@@ -63,6 +63,23 @@ Deno.test("server metrics: paused requests, recomputed tokens and effective toke
   assertEquals(sampleValue(s, "sluice_effective_tokens_total"), 20);
 });
 
+Deno.test("server metrics: layer-wise admissions count what grew, and none without layer-wise prefill", () => {
+  const metrics = new ServerMetrics();
+  const scrape = (stats: Partial<RuntimeStats>) => {
+    metrics.observeRuntime(fakeRuntime(stats));
+    return parsePrometheusText(metrics.render());
+  };
+  assertEquals(sampleValue(scrape({}), "sluice_layerwise_admissions_total"), 0);
+  assertEquals(
+    sampleValue(scrape({ layerwiseAdmissions: 4 }), "sluice_layerwise_admissions_total"),
+    4,
+  );
+  assertEquals(
+    sampleValue(scrape({ layerwiseAdmissions: 9 }), "sluice_layerwise_admissions_total"),
+    9,
+  );
+});
+
 Deno.test("server metrics: preemptions by what became of the victim's KV", () => {
   const metrics = new ServerMetrics();
   const scrape = (preemptChoices: RuntimeStats["preemptChoices"]) => {

@@ -40,6 +40,7 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
       ["sluice_prefix_cache_lookup_blocks_total", "counter"],
       ["sluice_preemptions_total", "counter"],
       ["sluice_policy_pauses_total", "counter"],
+      ["sluice_layerwise_admissions_total", "counter"],
       ["sluice_planner_solves_total", "counter"],
       ["sluice_planner_solve_seconds", "histogram"],
       ["sluice_stall_seconds_total", "counter"],
@@ -60,7 +61,7 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
     new Set(types.keys()),
   );
   // Every HELP line is present and non-empty.
-  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 30);
+  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 31);
   // vLLM's series carry the model_name label from the first scrape, at zero.
   const fresh = parsePrometheusText(text);
   for (const name of Object.values(VLLM_METRIC_NAMES)) {
