@@ -36,8 +36,8 @@ const EngineFlags = z.object({
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
   "offload-distance": z.coerce.number().int().min(1).optional(),
   "prefetch-blocks": z.coerce.number().int().min(1).optional(),
-  // Absent: on under --sched slo with a host tier (layerwiseOf).
-  "layerwise-prefill": z.enum(["on", "off"]).optional(),
+  // Off by default: it measured worse than slo's admission alone (README, "Policies").
+  "layerwise-prefill": z.enum(["on", "off"]).default("off"),
 });
 
 /**
@@ -75,11 +75,11 @@ function checkOffload(
   }
 }
 
-/** --layerwise-prefill as given; absent, on exactly when --sched slo has a host tier. */
+/** --layerwise-prefill on (checked above to come with --sched slo and a host tier). */
 function layerwiseOf(
   f: { sched: string; "host-kv-mb": number; "layerwise-prefill"?: "on" | "off" },
 ): boolean {
-  return (f["layerwise-prefill"] ?? "on") === "on" && f.sched === "slo" && f["host-kv-mb"] > 0;
+  return f["layerwise-prefill"] === "on" && f.sched === "slo" && f["host-kv-mb"] > 0;
 }
 
 /** --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake. */
@@ -354,8 +354,8 @@ const ENGINE_FLAGS = `engine and scheduling:
   --layerwise-prefill on|off   slo (LayerKV): admit a prompt whose full KV does not fit on the
                          device with some layers offloaded to the host tier, grown chunk by chunk
                          as its prefill writes them (uses the prefetch region even with
-                         --offload none); off: it waits until all of it fits (default on under
-                         --sched slo with a host tier)`;
+                         --offload none); off: it waits until all of it fits (default off: it
+                         measured worse here, see the README's Policies report)`;
 
 const SERVE_USAGE = `usage: deno task serve [flags]          (main.ts serve)
 
