@@ -248,21 +248,24 @@ Deno.test("tokenflow: no more run at once than keep up with their fastest reader
   }
 });
 
+/** A three-token request in `state` whose reader reads `rate` tokens/s, for the policy alone. */
+function policyRequest(id: number, rate: number, state: Request["state"]): Request {
+  const r = new Request(id, {
+    ids: [1, 2, 3],
+    maxTokens: 10,
+    sampling: { temperature: 0, topP: 1, topK: 0, seed: 0 },
+    topLogprobs: 0,
+    stopIds: new Set(),
+    readingRate: rate,
+    slo: {},
+  }, 0);
+  r.state = state;
+  return r;
+}
+
 Deno.test("tokenflow: when the working set reads faster than a full batch makes, no new request joins", () => {
   const policy = tokenflowPolicy();
-  const req = (id: number, rate: number, state: Request["state"]) => {
-    const r = new Request(id, {
-      ids: [1, 2, 3],
-      maxTokens: 10,
-      sampling: { temperature: 0, topP: 1, topK: 0, seed: 0 },
-      topLogprobs: 0,
-      stopIds: new Set(),
-      readingRate: rate,
-      slo: {},
-    }, 0);
-    r.state = state;
-    return r;
-  };
+  const req = policyRequest;
   // Two slots; a full batch of two takes 50 ms a step: 40 tokens/s in all.
   const ctx: PolicyContext = {
     now: () => 0,
@@ -316,16 +319,7 @@ Deno.test("tokenflow: a reader far behind its stream holds it back just in time,
 Deno.test("tokenflow: a pause is made only for a request admitted in its place that step, one rotation a step", () => {
   const policy = tokenflowPolicy();
   const req = (id: number, rate: number, state: Request["state"], bufferedS: number) => {
-    const r = new Request(id, {
-      ids: [1, 2, 3],
-      maxTokens: 10,
-      sampling: { temperature: 0, topP: 1, topK: 0, seed: 0 },
-      topLogprobs: 0,
-      stopIds: new Set(),
-      readingRate: rate,
-      slo: {},
-    }, 0);
-    r.state = state;
+    const r = policyRequest(id, rate, state);
     r.buffer.occupancy = () => ({ tokens: Math.round(bufferedS * rate), seconds: bufferedS });
     return r;
   };
