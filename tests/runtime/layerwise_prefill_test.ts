@@ -17,8 +17,7 @@ import { isOffloaded } from "../../runtime/plan/offload_pattern.ts";
 import { Runtime } from "../../runtime/service.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { rng } from "../helpers/random.ts";
-
-const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
+import { greedy, testRequest } from "../helpers/requests.ts";
 
 /**
  * The runtime's wiring (runtime/service.ts) with `--sched slo --offload none`, stepped by hand:
@@ -59,15 +58,7 @@ class Bench {
   }
 
   submit(prompt: number[], maxTokens: number): Request {
-    const req = new Request(this.nextId++, {
-      ids: prompt,
-      maxTokens,
-      sampling: greedy(),
-      topLogprobs: 0,
-      stopIds: new Set(),
-      readingRate: 0,
-      slo: {},
-    }, 0);
+    const req = testRequest(this.nextId++, { ids: prompt, maxTokens });
     this.scheduler.enqueue(req);
     return req;
   }

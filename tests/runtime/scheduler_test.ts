@@ -11,8 +11,7 @@ import { Refused, Runtime } from "../../runtime/service.ts";
 import type { PolicyName } from "../../runtime/policy/index.ts";
 import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
 import { rng } from "../helpers/random.ts";
-
-const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
+import { greedy } from "../helpers/requests.ts";
 
 interface Setup {
   policy: PolicyName;

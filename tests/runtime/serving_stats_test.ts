@@ -8,8 +8,7 @@ import { effectiveTokens, tokenWeight } from "../../runtime/effective_tokens.ts"
 import { Runtime, type TokenEvent } from "../../runtime/service.ts";
 import { TokenPacer } from "../../runtime/token_buffer.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
-
-const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
+import { greedy } from "../helpers/requests.ts";
 
 function runtimeOver(engine: FakeEngine, preempt?: "recompute" | "swap" | "partial") {
   return new Runtime(engine, {

@@ -16,9 +16,9 @@ import type { BuiltStep } from "../../../runtime/scheduler.ts";
 import { Runtime, type RuntimeOptions } from "../../../runtime/service.ts";
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
+import { greedy, testRequest } from "../../helpers/requests.ts";
 
 const LAYERS = 4, BLOCK = 4;
-const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
 
 function costModel(): CostModel {
   const layerFit = sumsOf([1, 4, 16].map((n) => [n, 2 + 0.3 * n] as [number, number]), 8);
@@ -82,15 +82,7 @@ class InlineSource implements PlanSource {
 
 /** A decoding request with `computed` context tokens of its `maxTokens` + 6-token prompt. */
 function decoding(id: number, computed: number, maxTokens = 40): Request {
-  const req = new Request(id, {
-    ids: [1, 2, 3, 4, 5, 6],
-    maxTokens,
-    sampling: greedy(),
-    topLogprobs: 0,
-    stopIds: new Set(),
-    readingRate: 0,
-    slo: {},
-  }, 0);
+  const req = testRequest(id, { ids: [1, 2, 3, 4, 5, 6], maxTokens });
   req.state = "decoding";
   req.computed = computed;
   return req;

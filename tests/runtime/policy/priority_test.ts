@@ -5,6 +5,7 @@
 
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { assert, assertEquals, assertThrows, useFakeTime } from "../../helpers/testing.ts";
+import { testRequest } from "../../helpers/requests.ts";
 import { fcfsPolicy } from "../../../runtime/policy/fcfs.ts";
 import type { PolicyContext, SchedulingPolicy } from "../../../runtime/policy/policy.ts";
 import { withPriority } from "../../../runtime/policy/priority.ts";
@@ -20,16 +21,7 @@ const AGING_MS = 1000;
 
 /** A request of `priority` with a 4-token prompt; `admitted` makes it a running one. */
 function request(id: number, priority: number, admitted?: number): Request {
-  const req = new Request(id, {
-    ids: [1, 2, 3, 4],
-    maxTokens: 8,
-    sampling: { temperature: 0, topK: 0, topP: 1, seed: 0 },
-    topLogprobs: 0,
-    stopIds: new Set(),
-    readingRate: 0,
-    slo: {},
-    priority,
-  }, 0);
+  const req = testRequest(id, { ids: [1, 2, 3, 4], maxTokens: 8, priority });
   if (admitted !== undefined) {
     req.state = "decoding";
     req.admittedAt = admitted;

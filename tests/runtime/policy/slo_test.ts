@@ -6,6 +6,7 @@
 import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../helpers/fake_engine.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { rng } from "../../helpers/random.ts";
+import { greedy, testRequest } from "../../helpers/requests.ts";
 import type { CostModel, StepPlan } from "../../../engine/engine.ts";
 import { BlockPool } from "../../../engine/kv/block_pool.ts";
 import { predictStepMs, sumsOf } from "../../../engine/kv/cost_model.ts";
@@ -33,8 +34,6 @@ const COSTS: CostModel = {
 const stepMs = (plan: StepPlan) =>
   predictStepMs(COSTS, { rows: plan.rows.length, samples: plan.samples.length });
 
-const greedy = (seed = 0) => ({ temperature: 0, topK: 0, topP: 1, seed });
-
 /** A scheduler over a fake engine, stepped by hand; the clock moves by each step's predicted ms. */
 class Bench {
   now = 0;
@@ -55,15 +54,7 @@ class Bench {
   }
 
   submit(prompt: number[], maxTokens: number, slo: RequestSlo = {}, readingRate = 0): Request {
-    const req = new Request(this.nextId++, {
-      ids: prompt,
-      maxTokens,
-      sampling: greedy(),
-      topLogprobs: 0,
-      stopIds: new Set(),
-      readingRate,
-      slo,
-    }, this.now);
+    const req = testRequest(this.nextId++, { ids: prompt, maxTokens, readingRate, slo }, this.now);
     this.scheduler.enqueue(req);
     return req;
   }
@@ -164,22 +155,18 @@ Deno.test("slo: a preempted request is held only while its own buffer covers the
     stepMs: (rows) => 10 + rows,
     copyMs: () => null,
   };
-  const spec = (ids: number[], slo: RequestSlo, readingRate: number) => ({
-    ids,
-    maxTokens: 100,
-    sampling: greedy(),
-    topLogprobs: 0,
-    stopIds: new Set<number>(),
-    readingRate,
-    slo,
-  });
   const running = [1, 2].map((i) => {
-    const r = new Request(i, spec([i], { tbtMs: 20 }, 0), 0);
+    const r = testRequest(i, { ids: [i], maxTokens: 100, slo: { tbtMs: 20 } });
     r.state = "decoding";
     return r;
   });
   const resumeWith = (buffered: number) => {
-    const r = new Request(3, spec(prompt(64), { tbtMs: 30 }, 100), 0);
+    const r = testRequest(3, {
+      ids: prompt(64),
+      maxTokens: 100,
+      slo: { tbtMs: 30 },
+      readingRate: 100,
+    });
     for (let i = 0; i < buffered; i++) {
       r.generated.push(i);
       r.buffer.deposit({ id: i, logprob: 0, top: [], generatedAt: 0 });

@@ -5,6 +5,7 @@
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
+import { testRequest } from "../../helpers/requests.ts";
 import { type RequestHandle, Runtime } from "../../../runtime/service.ts";
 import type { PolicyName } from "../../../runtime/policy/index.ts";
 import type { PolicyContext } from "../../../runtime/policy/policy.ts";
@@ -250,15 +251,7 @@ Deno.test("tokenflow: no more run at once than keep up with their fastest reader
 
 /** A three-token request in `state` whose reader reads `rate` tokens/s, for the policy alone. */
 function policyRequest(id: number, rate: number, state: Request["state"]): Request {
-  const r = new Request(id, {
-    ids: [1, 2, 3],
-    maxTokens: 10,
-    sampling: { temperature: 0, topP: 1, topK: 0, seed: 0 },
-    topLogprobs: 0,
-    stopIds: new Set(),
-    readingRate: rate,
-    slo: {},
-  }, 0);
+  const r = testRequest(id, { ids: [1, 2, 3], maxTokens: 10, readingRate: rate });
   r.state = state;
   return r;
 }
