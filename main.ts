@@ -70,16 +70,11 @@ function checkOffload(
     problem("layerwise-prefill", "needs a host KV tier: pass --host-kv-mb MB");
   }
   // Layer-wise prefill brings its offloaded layers in through the prefetch region too.
-  if (f["prefetch-blocks"] !== undefined && f.offload === "none" && !layerwiseOf(f)) {
+  if (
+    f["prefetch-blocks"] !== undefined && f.offload === "none" && f["layerwise-prefill"] !== "on"
+  ) {
     problem("prefetch-blocks", "needs --offload uniform or orbit, or --layerwise-prefill");
   }
-}
-
-/** --layerwise-prefill on (checked above to come with --sched slo and a host tier). */
-function layerwiseOf(
-  f: { sched: string; "host-kv-mb": number; "layerwise-prefill"?: "on" | "off" },
-): boolean {
-  return f["layerwise-prefill"] === "on" && f.sched === "slo" && f["host-kv-mb"] > 0;
 }
 
 /** --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake. */
@@ -228,7 +223,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       offload: flags.offload,
       offloadDistance: flags["offload-distance"],
       prefetchBlocks: flags["prefetch-blocks"],
-      layerwisePrefill: layerwiseOf(flags),
+      layerwisePrefill: flags["layerwise-prefill"] === "on", // with slo and a host tier (checked)
     },
   };
 }

@@ -87,8 +87,8 @@ export interface RuntimeOptions {
    * request whose full KV does not fit on the device is admitted with some layers offloaded,
    * grown chunk by chunk as its prefill writes them (runtime/scheduler.ts). It needs the
    * offloader and its prefetch region, so with `offload: "none"` they are made for it, every other
-   * request at distance 0. Default false here (exactly the baseline; the region costs device
-   * blocks); main.ts turns it on by default under `--sched slo` with a host tier.
+   * request at distance 0. Default false (exactly the baseline; the region costs device blocks,
+   * and on the Policies workload it measured worse: README, "Policies").
    */
   layerwisePrefill?: boolean;
   /** Most requests waiting for admission; a request that would be one more is refused. */

@@ -152,7 +152,7 @@ export class BlockPool {
 
   /** True when every layer of `seqId` could grow to `tokens` positions now. */
   canGrowAll(seqId: SeqId, tokens: number): boolean {
-    return this.shortfall(seqId, tokens).every((n, a) => n <= this.availableIn(a));
+    return this.canGrowEach(seqId, new Array(this.numLayers).fill(tokens));
   }
 
   /**
@@ -160,10 +160,7 @@ export class BlockPool {
    * (and changes nothing) when some arena has too few free blocks.
    */
   growAll(seqId: SeqId, tokens: number): number[][] | null {
-    if (!this.canGrowAll(seqId, tokens)) return null;
-    const added: number[][] = [];
-    for (let l = 0; l < this.numLayers; l++) added.push(this.grow(seqId, l, tokens)!);
-    return added;
+    return this.growEach(seqId, new Array(this.numLayers).fill(tokens));
   }
 
   /**

@@ -132,7 +132,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
 
     order: byUrgency,
 
-    mayAdmit: (req, running, ctx) => admits(req, running, ctx),
+    mayAdmit: admits,
 
     // Just in time: a token made while its reader still has more than the useful horizon
     // buffered would only wait (and counts for nothing in effective throughput), so such a
@@ -162,25 +162,24 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
           // One rotation per step: every pause puts a swap-out into this step, which every
           // running reader waits for; a second due request gets its turn next step.
           if (paused.length > 0) return paused;
-          const freed: Request[] = [];
           while (slots === 0 || blocks < need) {
             // The running request with the most playout, if it can afford to step out for `due`.
             const room = candidates
-              .filter((r) => !freed.includes(r))
+              .filter((r) => !paused.includes(r))
               .filter((r) =>
                 isPaused(due)
                   ? bufferedS(r) >= margin(r, ctx) + dt && bufferedS(r) > bufferedS(due)
                   : bufferedS(r) >= horizon(r, ctx)
               );
             // Not enough room even with every affordable pause: pause nobody for it.
-            if (room.length === 0) return paused;
+            if (room.length === 0) return [];
             const victim = room.reduce((a, b) => bufferedS(b) > bufferedS(a) ? b : a);
-            freed.push(victim);
+            paused.push(victim);
             slots++;
             blocks += blocksOf(victim, ctx);
           }
-          if (!admits(due, staying().filter((r) => !freed.includes(r)), ctx)) return paused;
-          paused.push(...freed);
+          // Nobody else was paused this step (see above): these pauses are all for `due`.
+          if (!admits(due, staying(), ctx)) return [];
         } else if (!admits(due, staying(), ctx)) return paused;
         slots--;
         blocks -= need;
