@@ -49,7 +49,9 @@ export function buildRequest<B extends SharedFields>(
       },
       topLogprobs: topLogprobs ?? 0,
       stopIds: body.ignore_eos ? [] : undefined,
-      readingRate: body.reading_rate ?? undefined,
+      // Nobody reads a reply that comes whole token by token: pacing is for streams only (0 is
+      // unpaced, whatever the server's default rate).
+      readingRate: body.stream ? body.reading_rate ?? undefined : 0,
       slo,
       priority: body.priority ?? undefined,
     },

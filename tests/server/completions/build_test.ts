@@ -135,3 +135,32 @@ Deno.test("build: the writer shapes each endpoint's chunks and whole responses",
     assertEquals(whole.usage, { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 });
   });
 });
+
+Deno.test("build: a reply that is not streamed is unpaced, whatever reading_rate says", async () => {
+  // Nobody reads a whole reply token by token: pacing it only delays it (issue 17: a
+  // non-streaming request at reading_rate 0.1 with 2 tokens took 41 s).
+  await withTokenizer((tok) => {
+    const body = (stream: boolean) => ({
+      model: "m",
+      prompt: [5, 6],
+      max_tokens: 2,
+      reading_rate: 0.1,
+      stream,
+    });
+    const whole = buildRequest(completion, CompletionRequest.parse(body(false)), tok, "m");
+    assertEquals(whole.params.readingRate, 0, "0: unpaced, over the server's default rate too");
+    const streamed = buildRequest(completion, CompletionRequest.parse(body(true)), tok, "m");
+    assertEquals(streamed.params.readingRate, 0.1);
+    const chatWhole = buildRequest(
+      chat,
+      ChatRequest.parse({
+        model: "m",
+        messages: [{ role: "user", content: "hi" }],
+        reading_rate: 3,
+      }),
+      tok,
+      "m",
+    );
+    assertEquals(chatWhole.params.readingRate, 0);
+  });
+});
