@@ -1,8 +1,9 @@
 // The HTTP edge: an OpenAI-compatible Hono app over the runtime. This file only assembles it: the
 // error envelope, the header limit, the Host and Origin checks (every route), the middleware on the
-// API (/v1, /tokenize, /detokenize: request counting, API key, body deadline and limit), the routes
-// in server/routes/, and 405 for a known path asked with a wrong method. createApp is used by
-// `serve` and by the tests.
+// API (/v1, /tokenize, /detokenize: request counting, API key, body deadline and limit), the key on
+// /state (and /metrics with metricsAuth), the routes in server/routes/, and 405 for a known path
+// asked with a wrong method. createApp is used by `serve` and by the tests; connections (timeouts,
+// limits, framing) are server/connections/'s, in front of it.
 
 import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -40,6 +41,8 @@ export interface ServerConfig {
   allowedHosts?: string[];
   /** Web pages, besides the server's own, that may call it (--cors-origins; "*": any). */
   corsOrigins?: string[];
+  /** With an API key: require it on /metrics too (Prometheus can send it as a bearer token). */
+  metricsAuth?: boolean;
 }
 
 export function createApp(
@@ -71,6 +74,9 @@ export function createApp(
       limitBody(config.maxBodyBytes),
     );
   }
+  // /state lists every request's buffers and timings: behind the key whenever there is one.
+  app.use("/state", apiKey(config.apiKey));
+  if (config.metricsAuth) app.use("/metrics", apiKey(config.apiKey));
   app.route("/", healthRoutes(state));
   app.route("/", metricsRoutes(state, metrics));
   app.route("/", stateRoutes(state, config.modelId, metrics));

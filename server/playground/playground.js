@@ -298,15 +298,20 @@ function renderPanel(s) {
   );
 }
 
+function showPanelStatus(text) {
+  const status = $("status");
+  status.textContent = text;
+  status.className = "status";
+}
+
 async function refreshPanel() {
   try {
-    const res = await fetch("/state", { cache: "no-store" });
+    const res = await fetch("/state", { cache: "no-store", headers: authHeaders() });
+    if (res.status === 401) return showPanelStatus("needs API key");
     if (!res.ok) throw new Error(await errorMessage(res));
     renderPanel(await res.json());
   } catch {
-    const status = $("status");
-    status.textContent = "unreachable";
-    status.className = "status";
+    showPanelStatus("unreachable");
   } finally {
     setTimeout(refreshPanel, PANEL_INTERVAL_MS);
   }

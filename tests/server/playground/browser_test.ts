@@ -50,10 +50,11 @@ Deno.test({
       await t.step("with an API key, typed into the page", async () => {
         await withPage(browser, { config: { apiKey: "sesame" } }, async (page) => {
           await page.locator("#notice", { hasText: "needs an API key" }).waitFor();
-          // The panel needs no key (it reads /state, like /metrics).
-          await expectText(page, "#status", /^ready$/);
+          // /state lists every request: the panel needs the key too, and says so.
+          await expectText(page, "#status", /^needs API key$/);
           await page.getByLabel("API key").fill("sesame");
           await page.getByLabel("API key").press("Tab"); // commits the field: `change`
+          await expectText(page, "#status", /^ready$/);
           await expectModelLoaded(page);
           await setSampling(page);
           assertStreamed(await sendAndWatch(page, "Hi"));

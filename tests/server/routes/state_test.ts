@@ -1,6 +1,6 @@
 // GET /state over a running server: while a paced stream plays, the panel's JSON shows it running
-// with playout buffered, its KV blocks held, and its first token timed; it is open without the API
-// key (like /metrics) and is not counted as API traffic.
+// with playout buffered, its KV blocks held, and its first token timed; it lists every request, so
+// it needs the API key when the server has one; it is not counted as API traffic.
 
 import { sampleValue } from "../../../server/metrics/parse.ts";
 import type { PanelState } from "../../../server/playground/panel_state.ts";
@@ -10,8 +10,11 @@ import { MODEL_ID, SseReader, startServer, waitFor } from "../harness.ts";
 Deno.test("/state: a paced stream shows as running, with buffered playout, KV and TTFT", async () => {
   const s = await startServer({ config: { apiKey: "sesame" } });
   try {
+    const locked = await fetch(`${s.url}/state`);
+    assertEquals(locked.status, 401);
+    assertEquals((await locked.json()).error.code, "invalid_api_key");
     const state = async (): Promise<PanelState> => {
-      const res = await fetch(`${s.url}/state`); // no key: the panel reads it like /metrics
+      const res = await fetch(`${s.url}/state`, { headers: { authorization: "Bearer sesame" } });
       assertEquals(res.status, 200);
       assertEquals(res.headers.get("cache-control"), "no-store");
       return await res.json();
