@@ -1,6 +1,6 @@
 // Reads a request body as JSON and checks its shape against a zod schema, answering with OpenAI's
 // envelopes: 415 unless the media type is exactly application/json, 400 for a body that is not
-// JSON or the first field that does not fit.
+// JSON or the first field that does not fit, 499 for one the client stopped sending halfway.
 //
 // The media type is parsed, not searched: `text/plain;charset=application/json` is text/plain. That
 // matters for safety, not only for conformance: text/plain is a type a web page may send to any
@@ -9,7 +9,7 @@
 
 import type { Context } from "hono";
 import type { z } from "zod";
-import { ApiError, zodToApiError } from "./errors.ts";
+import { ApiError, clientClosed, zodToApiError } from "./errors.ts";
 
 export async function parseBody<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
   const header = c.req.header("content-type");
@@ -23,11 +23,18 @@ export async function parseBody<T>(c: Context, schema: z.ZodType<T>): Promise<T>
       "invalid_content_type",
     );
   }
+  let text: string;
+  try {
+    text = await c.req.text();
+  } catch (err) {
+    if (err instanceof ApiError) throw err; // too slow (408), too large (413)
+    // The body stopped short: the client went away (or reset) before sending all it announced.
+    throw clientClosed();
+  }
   let body: unknown;
   try {
-    body = await c.req.json();
-  } catch (err) {
-    if (err instanceof ApiError) throw err; // the body itself failed (too slow: 408)
+    body = JSON.parse(text);
+  } catch {
     throw new ApiError(400, "The request body is not valid JSON", null, "invalid_json");
   }
   const parsed = schema.safeParse(body);
