@@ -122,6 +122,11 @@ const ServeFlags = EngineFlags.extend({
   "shutdown-grace-s": z.coerce.number().min(0).default(10),
   "allowed-hosts": commaList.optional(),
   "cors-origins": commaList.optional(),
+  // Absent: as many as the descriptor limit leaves room for (server/connections/).
+  "max-connections": z.coerce.number().int().min(1).optional(),
+  "header-timeout-s": z.coerce.number().positive().default(10),
+  "keepalive-timeout-s": z.coerce.number().positive().default(5),
+  "metrics-auth": z.enum(["on", "off"]).default("off"),
 }).superRefine(checkOffload).superRefine(checkRecompute);
 export type ServeFlags = z.infer<typeof ServeFlags>;
 
@@ -162,6 +167,10 @@ const STRING_FLAGS = [
   "shutdown-grace-s",
   "allowed-hosts",
   "cors-origins",
+  "max-connections",
+  "header-timeout-s",
+  "keepalive-timeout-s",
+  "metrics-auth",
 ];
 const BOOLEAN_FLAGS = ["f32", "json", "chat"];
 
@@ -363,11 +372,18 @@ ${MODEL_FLAGS}
 http:
   --host H               listen address (default 127.0.0.1; $SLUICE_HOST)
   --port P               listen port (default 8080; $SLUICE_PORT)
-  --api-key K            require "Authorization: Bearer K" on /v1/* ($SLUICE_API_KEY)
+  --api-key K            require "Authorization: Bearer K" on /v1/*, /tokenize and /state
+                         ($SLUICE_API_KEY)
+  --metrics-auth on|off  require the API key on /metrics too (default off)
   --allowed-hosts H,...  Host header values to answer besides the bind address ("*": any)
   --cors-origins O,...   web origins that may call the API (default none; "*": any)
   --max-body-kb N        request body limit (default 1024)
   --shutdown-grace-s S   on SIGINT/SIGTERM, let streams finish this long (default 10)
+  --max-connections N    connections at once; more get 503 (default: what the file
+                         descriptor limit allows, which is raised to its hard limit at start)
+  --header-timeout-s S   a connection must send a whole request head within S of opening or
+                         of its last response (default 10; a partial head then gets 408)
+  --keepalive-timeout-s S   an idle keep-alive connection is closed after S (default 5)
 
 requests:
   --max-queue N          requests waiting for admission before 429 (default 64)

@@ -7,6 +7,13 @@
 
 import type { OpenModel } from "../runtime/open.ts";
 import { createApp } from "./app.ts";
+import {
+  connectionCapacity,
+  openDescriptors,
+  raiseDescriptorLimit,
+} from "./connections/descriptor_limit.ts";
+import { FrontDoor } from "./connections/front_door.ts";
+import { MAX_HEAD_BYTES } from "./middleware/header_limit.ts";
 import { ServerMetrics } from "./metrics/server_metrics.ts";
 import { shutdown } from "./shutdown.ts";
 import type { ServerState } from "./state.ts";
@@ -30,6 +37,12 @@ export interface ServeOptions {
   "allowed-hosts"?: string[];
   "cors-origins"?: string[];
   "shutdown-grace-s": number;
+  /** Connections admitted at once (default: what the descriptor limit allows). */
+  "max-connections"?: number;
+  "header-timeout-s": number;
+  "keepalive-timeout-s": number;
+  /** Require the API key on /metrics too (it is always required on /state). */
+  "metrics-auth": "on" | "off";
 }
 
 export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>): Promise<void> {
@@ -42,14 +55,27 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
     bindHost: flags.host,
     allowedHosts: flags["allowed-hosts"],
     corsOrigins: flags["cors-origins"],
+    metricsAuth: flags["metrics-auth"] === "on",
   }, metrics);
 
-  const server = Deno.serve({
+  const limit = raiseDescriptorLimit();
+  const maxConnections = flags["max-connections"] ?? connectionCapacity(limit, openDescriptors());
+  if (limit) {
+    console.error(
+      `sluice: ${limit.soft} file descriptors; admitting up to ${maxConnections} connections`,
+    );
+  }
+  const server = new FrontDoor(app.fetch, {
     hostname: flags.host,
     port: flags.port,
+    maxConnections,
+    headerTimeoutMs: flags["header-timeout-s"] * 1000,
+    keepAliveTimeoutMs: flags["keepalive-timeout-s"] * 1000,
+    maxHeadBytes: MAX_HEAD_BYTES,
     onListen: ({ hostname, port }) =>
       console.error(`sluice: listening on http://${hostname}:${port}`),
-  }, app.fetch);
+    onConnectionEvent: (event) => metrics.connectionEvent(event),
+  });
 
   const grace = flags["shutdown-grace-s"];
   const stop = async (signal: string) => {

@@ -3,6 +3,7 @@
 // and from the runtime's stats, sampled at scrape time.
 
 import type { Runtime } from "../../runtime/service.ts";
+import type { ConnectionEvent } from "../connections/front_door.ts";
 import { Registry } from "./exposition.ts";
 import { createSluiceMetrics, type SluiceMetrics } from "./sluice_metrics.ts";
 import { createVllmMetrics, type VllmMetrics } from "./vllm_metrics.ts";
@@ -181,6 +182,16 @@ export class ServerMetrics {
     this.last = now;
     for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
     for (const ms of runtime.takeSolveTimes?.() ?? []) m.plannerSolveSeconds.observe(ms / 1000);
+  }
+
+  /** Counts what the front door reports of its connections. */
+  connectionEvent(event: ConnectionEvent): void {
+    const { m } = this;
+    if (event.kind === "opened") m.connections.inc();
+    else if (event.kind === "closed") {
+      m.connections.dec();
+      m.connectionsClosed.inc({ reason: event.reason });
+    } else m.connectionsRefused.inc({ reason: event.reason });
   }
 
   render(): string {

@@ -28,6 +28,9 @@ export const SLUICE_METRIC_NAMES = {
   recomputedTokens: "sluice_recomputed_tokens_total",
   effectiveTokens: "sluice_effective_tokens_total",
   preemptChoices: "sluice_preemption_choices_total",
+  connections: "sluice_http_connections",
+  connectionsClosed: "sluice_http_connections_closed_total",
+  connectionsRefused: "sluice_http_connections_refused_total",
 } as const;
 
 // Bucket bounds in seconds. TTFT spans a fast prefill to a long queue under overload; token gaps
@@ -57,6 +60,22 @@ export function createSluiceMetrics(registry: Registry) {
       name: n.interToken,
       help: "Time between consecutive tokens sent to a client, in seconds.",
       buckets: INTER_TOKEN_BUCKETS,
+    }),
+    connections: registry.gauge({
+      name: n.connections,
+      help: "Client connections open on the server's port.",
+    }),
+    connectionsClosed: registry.counter({
+      name: n.connectionsClosed,
+      help: "Client connections ended, by why (header_timeout: no complete request head in " +
+        "time; idle_timeout: keep-alive expired; malformed: bad framing, answered 400/431/408).",
+      labelNames: ["reason"],
+    }),
+    connectionsRefused: registry.counter({
+      name: n.connectionsRefused,
+      help: "Connections answered 503 and closed at once: over --max-connections, or out of " +
+        "file descriptors.",
+      labelNames: ["reason"],
     }),
     queueDepth: registry.gauge({
       name: n.queueDepth,

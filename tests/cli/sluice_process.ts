@@ -14,6 +14,8 @@ export interface RunOptions {
   /** Variables to set; `null` removes one from the inherited environment. */
   env?: Record<string, string | null>;
   timeoutMs?: number;
+  /** Run under this open-file limit (bash's `ulimit -n`): soft, and hard if given. */
+  fileLimit?: { soft: number; hard?: number };
 }
 
 function environment(overrides: Record<string, string | null> = {}): Record<string, string> {
@@ -25,9 +27,20 @@ function environment(overrides: Record<string, string | null> = {}): Record<stri
   return env;
 }
 
-function command(args: string[], env: Record<string, string>) {
-  return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", ...args],
+function command(
+  args: string[],
+  env: Record<string, string>,
+  fileLimit?: RunOptions["fileLimit"],
+) {
+  const deno = [Deno.execPath(), "run", "-A", "main.ts", ...args];
+  const limits = fileLimit
+    ? [...(fileLimit.hard ? [`ulimit -Hn ${fileLimit.hard}`] : []), `ulimit -Sn ${fileLimit.soft}`]
+    : [];
+  const [program, ...rest] = limits.length
+    ? ["bash", "-c", `${limits.join(" && ")} && exec "$@"`, "sluice", ...deno]
+    : deno;
+  return new Deno.Command(program, {
+    args: rest,
     cwd: REPO_ROOT,
     env,
     clearEnv: true,
@@ -47,7 +60,7 @@ export interface Finished {
 /** Runs a command that is expected to end by itself (killed after the timeout). */
 export async function runSluice(args: string[], options: RunOptions = {}): Promise<Finished> {
   const t0 = performance.now();
-  const child = command(args, environment(options.env)).spawn();
+  const child = command(args, environment(options.env), options.fileLimit).spawn();
   const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000);
   try {
     const out = await child.output();
@@ -64,6 +77,8 @@ export async function runSluice(args: string[], options: RunOptions = {}): Promi
 }
 
 export interface ServeProcess {
+  /** The server's process id (bash, if any, exec'd into it). */
+  pid: number;
   /** stderr so far. */
   stderr(): string;
   /** Resolves with the port once "listening on" was logged; rejects if the process ends first. */
@@ -81,6 +96,7 @@ export function startServe(args: string[], options: RunOptions = {}): ServeProce
   const child = command(
     ["serve", "--host", "127.0.0.1", "--port", "0", ...args],
     environment(options.env),
+    options.fileLimit,
   ).spawn();
   let stderr = "";
   const { promise: port, resolve: settlePort, reject: failPort } = Promise.withResolvers<number>();
@@ -105,6 +121,7 @@ export function startServe(args: string[], options: RunOptions = {}): ServeProce
   exited.then(() => done = true);
 
   return {
+    pid: child.pid,
     stderr: () => stderr,
     port,
     exited,

@@ -1,6 +1,7 @@
 // The server tests' fixture: the real HTTP server on a free loopback port over a generated tiny
-// model. By default the runtime runs over an in-process engine (fast); `worker: true` opens it as
-// `serve` does, with the engine in a Worker. Also: SSE and /metrics readers.
+// model, behind the same front door (server/connections/) as `serve`. By default the runtime runs
+// over an in-process engine (fast); `worker: true` opens it as `serve` does, with the engine in a
+// Worker. Also: SSE and /metrics readers.
 
 import OpenAI from "openai";
 import { Engine, type StepEngine } from "../../engine/engine.ts";
@@ -10,6 +11,8 @@ import { writeTinyModel } from "../../engine/model/tiny_model.ts";
 import { openRuntime } from "../../runtime/open.ts";
 import { Runtime, type RuntimeOptions } from "../../runtime/service.ts";
 import { createApp, type ServerConfig } from "../../server/app.ts";
+import { FrontDoor, type FrontDoorOptions } from "../../server/connections/front_door.ts";
+import { MAX_HEAD_BYTES } from "../../server/middleware/header_limit.ts";
 import { parsePrometheusText, type Sample } from "../../server/metrics/parse.ts";
 import { ServerMetrics } from "../../server/metrics/server_metrics.ts";
 import { shutdown } from "../../server/shutdown.ts";
@@ -44,6 +47,8 @@ export interface TestServerOptions {
   wrapEngine?: (engine: StepEngine) => StepEngine;
   /** Open the runtime with the engine in a Worker, as `serve` does. */
   worker?: boolean;
+  /** Connection limits and timeouts (defaults: serve's). */
+  connections?: Partial<FrontDoorOptions>;
 }
 
 export interface TestServer {
@@ -51,7 +56,7 @@ export interface TestServer {
   runtime: Runtime;
   state: ServerState;
   metrics: ServerMetrics;
-  server: Deno.HttpServer;
+  server: FrontDoor;
   client: OpenAI;
   post(path: string, body: unknown, init?: RequestInit): Promise<Response>;
   /** GET /metrics, parsed. */
@@ -95,7 +100,16 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
   const metrics = new ServerMetrics(MODEL_ID);
   const config = { modelId: MODEL_ID, maxBodyBytes: 64 * 1024, ...opts.config };
   const app = createApp(state, config, metrics);
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, app.fetch);
+  const server = new FrontDoor(app.fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+    maxConnections: 256,
+    headerTimeoutMs: 10_000,
+    keepAliveTimeoutMs: 5_000,
+    maxHeadBytes: MAX_HEAD_BYTES,
+    onConnectionEvent: (event) => metrics.connectionEvent(event),
+    ...opts.connections,
+  });
   const url = `http://127.0.0.1:${server.addr.port}`;
   const auth: Record<string, string> = config.apiKey
     ? { authorization: `Bearer ${config.apiKey}` }

@@ -47,6 +47,9 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
       ["sluice_recomputed_tokens_total", "counter"],
       ["sluice_effective_tokens_total", "counter"],
       ["sluice_preemption_choices_total", "counter"],
+      ["sluice_http_connections", "gauge"],
+      ["sluice_http_connections_closed_total", "counter"],
+      ["sluice_http_connections_refused_total", "counter"],
       ["vllm:num_requests_running", "gauge"],
       ["vllm:num_requests_waiting", "gauge"],
       ["vllm:kv_cache_usage_perc", "gauge"],
@@ -61,7 +64,7 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
     new Set(types.keys()),
   );
   // Every HELP line is present and non-empty.
-  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 31);
+  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 34);
   // vLLM's series carry the model_name label from the first scrape, at zero.
   const fresh = parsePrometheusText(text);
   for (const name of Object.values(VLLM_METRIC_NAMES)) {

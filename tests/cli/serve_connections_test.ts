@@ -1,0 +1,94 @@
+// `serve` under a connection flood, as issue 17 found it: with 256 file descriptors, 300 idle
+// sockets made the process exit ("Too many open files"). Now it raises its soft limit to the
+// hard one, admits what its descriptors allow, answers the rest 503, keeps serving the
+// connections it has, drops idle ones after the header timeout, and takes new ones again.
+
+import assert from "node:assert/strict";
+import { DEAD_HUB, startServe } from "./sluice_process.ts";
+import { connect, parseResponse, readReply, send } from "../server/connections/raw_http.ts";
+
+async function withCache(fn: (env: Record<string, string>) => Promise<void>) {
+  const cache = await Deno.makeTempDir({ prefix: "sluice-cli-conn-" });
+  try {
+    await fn({ SLUICE_CACHE: cache, HF_ENDPOINT: DEAD_HUB });
+  } finally {
+    await Deno.remove(cache, { recursive: true });
+  }
+}
+
+function softLimit(pid: number): number {
+  const limits = Deno.readTextFileSync(`/proc/${pid}/limits`);
+  return Number(/Max open files\s+(\d+)/.exec(limits)![1]);
+}
+
+const HEALTH = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+const isHealthy = (t: string) => t.includes('"status":"ready"');
+
+Deno.test({
+  name: "serve raises its soft descriptor limit to the hard limit",
+  ignore: Deno.build.os !== "linux",
+  fn: () =>
+    withCache(async (env) => {
+      const server = startServe(["--model", "demo"], { env, fileLimit: { soft: 256, hard: 2048 } });
+      try {
+        await server.ready();
+        assert.equal(softLimit(server.pid), 2048);
+      } finally {
+        await server.stop();
+      }
+    }),
+});
+
+Deno.test({
+  name: "serve survives 300 idle sockets at a limit of 256 descriptors and recovers",
+  ignore: Deno.build.os !== "linux",
+  fn: () =>
+    withCache(async (env) => {
+      const server = startServe(
+        ["--model", "demo", "--header-timeout-s", "2", "--keepalive-timeout-s", "60"],
+        { env, fileLimit: { soft: 256, hard: 256 } },
+      );
+      const idle: Deno.TcpConn[] = [];
+      try {
+        const port = await server.ready();
+        // A client already connected and kept alive before the flood.
+        const regular = await connect(port);
+        await send(regular, HEALTH);
+        assert.ok(isHealthy((await readReply(regular, 10_000, isHealthy)).text));
+
+        for (let i = 0; i < 300; i++) idle.push(await connect(port));
+        // Those over the budget are answered 503 at once and closed.
+        const refused = parseResponse((await readReply(idle.at(-1)!, 5_000)).text);
+        assert.equal(refused.status, 503);
+        assert.equal(JSON.parse(refused.body).error.code, "server_busy");
+
+        // The connection it had is still served, during the flood.
+        await send(regular, HEALTH);
+        assert.ok(isHealthy((await readReply(regular, 10_000, isHealthy)).text));
+
+        // Idle sockets that never sent a head are closed after the header timeout...
+        const dropped = await readReply(idle[0], 10_000);
+        assert.ok(dropped.closed, "an idle socket is dropped");
+        // ...and new connections are admitted again.
+        const fresh = await connect(port);
+        await send(fresh, HEALTH);
+        assert.ok(isHealthy((await readReply(fresh, 10_000, isHealthy)).text));
+        fresh.close();
+        regular.close();
+
+        const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        assert.match(metrics, /sluice_http_connections_refused_total\{reason="capacity"\} [1-9]/);
+        assert.match(
+          metrics,
+          /sluice_http_connections_closed_total\{reason="header_timeout"\} [1-9]/,
+        );
+      } finally {
+        for (const c of idle) {
+          try {
+            c.close();
+          } catch { /* closed by the server */ }
+        }
+        assert.equal(await server.stop(), 0, server.stderr());
+      }
+    }),
+});
