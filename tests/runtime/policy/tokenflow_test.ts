@@ -2,6 +2,7 @@
 // paper's Figure 6 example: two batch slots, a step every 25 ms (40 tokens/s per running request),
 // readers at 20, 30 and 25 tokens/s.
 
+import { PROFILE_WEIGHT, sumsOf } from "../../../engine/kv/cost_model.ts";
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
@@ -197,9 +198,14 @@ Deno.test("tokenflow property: 300 random paced workloads lose, duplicate and re
   assert(swapsIn > 30, `only ${swapsIn} swap-ins`);
 });
 
-/** A cost model whose step takes `fixedMs + perRowMs × rows` (one layer, no sampling cost). */
+/**
+ * A cost model whose step takes `fixedMs + perRowMs × rows` (one layer, no sampling cost), fitted
+ * to two profiled points as the engine's is: re-fitting it from steps that take that long keeps
+ * the line (with no points, the first observed step would make it flat).
+ */
 function linearCosts(fixedMs: number, perRowMs: number) {
   const line = { fixedMs: 0, perUnitMs: 0 };
+  const points = [1, 64].map((rows) => [rows, fixedMs + perRowMs * rows] as [number, number]);
   return {
     numLayers: 1,
     roundTripMs: 0,
@@ -208,7 +214,7 @@ function linearCosts(fixedMs: number, perRowMs: number) {
     hostToDevice: line,
     deviceToHost: line,
     overlap: 0,
-    layerFit: { w: 0, x: 0, y: 0, xx: 0, xy: 0 },
+    layerFit: sumsOf(points, PROFILE_WEIGHT),
   };
 }
 
