@@ -1,6 +1,7 @@
-// `deno task bench kernels|decode|kv|plan|serve|responsiveness|startup [flags]`: runs one benchmark,
-// prints its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and
-// runs nothing; a bad flag prints one line and the usage (exit 2) before any work starts.
+// `deno task bench kernels|decode|kv|plan|serve|responsiveness|greedy-rate|startup [flags]`: runs
+// one benchmark, prints its Markdown report and saves it under bench/reports/. `--help` prints a
+// bench's usage and runs nothing; a bad flag prints one line and the usage (exit 2) before any
+// work starts.
 
 import { UsageError } from "./cli.ts";
 import { ensureRuntimeDir } from "../engine/util/runtime_dir.ts";
@@ -69,6 +70,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./responsiveness.ts");
       return { usage: m.USAGE, run: m.benchResponsiveness };
+    },
+  },
+  "greedy-rate": {
+    summary: "short requests beside a stream at a huge reading_rate, against an unpaced one",
+    load: async () => {
+      const m = await import("./greedy_rate.ts");
+      return { usage: m.USAGE, run: m.benchGreedyRate };
     },
   },
   startup: {

@@ -24,6 +24,11 @@
 //   - when the working set's reading rates add up to more than the adapter can make at the
 //     largest batch of them that fits in device memory, the policy falls back to queue order,
 //     pauses nobody and admits no new request until it can keep up (the paper's overload fallback).
+// A declared rate counts only if the adapter can serve it: a reader faster than the adapter makes
+// tokens for one request alone (a batch of one) is kept up with by no batch, so its rate cannot
+// choose a batch size. It is served as fast as the adapter can, exactly like an unpaced reader: it
+// stops no admission, adds no demand, is never held back or paused. Else one greedy rate (up to
+// 10,000 tokens/s is accepted) would make every batch "too slow" and keep everyone else out.
 // Without a cost model every cost is 0 and both guards are off.
 
 import type { Request } from "../request.ts";
@@ -76,6 +81,14 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     return ms === null ? null : 1000 / Math.max(ms, 1e-6);
   };
   /**
+   * The tokens/s `req`'s reader asks of the adapter: its declared rate, or 0 (unpaced) when even a
+   * batch of one cannot keep up with it (see the header). Its declared rate without a cost model.
+   */
+  const askedRate = (req: Request, ctx: PolicyContext) => {
+    const alone = perRequestRate(1, ctx);
+    return alone !== null && req.spec.readingRate > alone ? 0 : req.spec.readingRate;
+  };
+  /**
    * The working set (running and paused requests, plus `extra`) reads more tokens per second than
    * the adapter makes at the largest batch of them that fits in device memory.
    */
@@ -93,7 +106,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     const batch = Math.max(1, Math.min(ctx.maxSlots, fit));
     const rate = perRequestRate(batch, ctx);
     if (rate === null) return false;
-    const demand = set.reduce((s, r) => s + r.spec.readingRate, extra);
+    const demand = set.reduce((s, r) => s + askedRate(r, ctx), extra);
     return demand > rate * batch;
   };
 
@@ -114,10 +127,10 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
   function admits(req: Request, running: readonly Request[], ctx: PolicyContext): boolean {
     if (running.length === 0) return true;
     // Overloaded: no new request joins (paused ones still resume, in urgency order).
-    if (!isPaused(req) && overloaded(running, [], ctx, req.spec.readingRate)) return false;
+    if (!isPaused(req) && overloaded(running, [], ctx, askedRate(req, ctx))) return false;
     // Would one more make every step slower than the fastest reader among them?
     const rate = perRequestRate(running.length + 1, ctx);
-    const fastest = Math.max(req.spec.readingRate, ...running.map((r) => r.spec.readingRate));
+    const fastest = Math.max(askedRate(req, ctx), ...running.map((r) => askedRate(r, ctx)));
     return rate === null || rate >= fastest;
   }
 
@@ -140,7 +153,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     holdBack(running, ctx) {
       return new Set(
         running.filter((r) =>
-          r.state === "decoding" && r.spec.readingRate > 0 && bufferedS(r) >= horizon(r, ctx)
+          r.state === "decoding" && askedRate(r, ctx) > 0 && bufferedS(r) >= horizon(r, ctx)
         ),
       );
     },
@@ -149,7 +162,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
       if (waiting.length === 0 || overloaded(running, waiting, ctx)) return [];
       let slots = ctx.freeSlots;
       let blocks = ctx.freeBlocksPerLayer;
-      const candidates = running.filter((r) => r.state === "decoding" && r.spec.readingRate > 0);
+      const candidates = running.filter((r) => r.state === "decoding" && askedRate(r, ctx) > 0);
       const paused: Request[] = [];
       const staying = () => running.filter((r) => !paused.includes(r));
       for (const due of byUrgency(waiting, ctx).filter((r) => isDue(r, ctx))) {

@@ -2,11 +2,12 @@
 // paper's Figure 6 example: two batch slots, a step every 25 ms (40 tokens/s per running request),
 // readers at 20, 30 and 25 tokens/s.
 
+import { PROFILE_WEIGHT, sumsOf } from "../../../engine/kv/cost_model.ts";
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { testRequest } from "../../helpers/requests.ts";
-import { type RequestHandle, Runtime } from "../../../runtime/service.ts";
+import { Refused, type RequestHandle, Runtime } from "../../../runtime/service.ts";
 import type { PolicyName } from "../../../runtime/policy/index.ts";
 import type { PolicyContext } from "../../../runtime/policy/policy.ts";
 import { tokenflowPolicy } from "../../../runtime/policy/tokenflow.ts";
@@ -23,10 +24,10 @@ function figure6Runtime(policy: PolicyName) {
   return new Runtime(engine, { policy, maxQueue: 10, maxTokensLimit: 10_000, eosIds: [] });
 }
 
-function submit(rt: Runtime, id: number, rate: number): RequestHandle {
+function submit(rt: Runtime, id: number, rate: number, maxTokens = 300): RequestHandle {
   const h = rt.submit({
     ids: [id, id + 1, id + 2],
-    maxTokens: 300,
+    maxTokens,
     sampling: { temperature: 0, topP: 1, topK: 0, seed: id },
     readingRate: rate,
   });
@@ -197,9 +198,14 @@ Deno.test("tokenflow property: 300 random paced workloads lose, duplicate and re
   assert(swapsIn > 30, `only ${swapsIn} swap-ins`);
 });
 
-/** A cost model whose step takes `fixedMs + perRowMs × rows` (one layer, no sampling cost). */
+/**
+ * A cost model whose step takes `fixedMs + perRowMs × rows` (one layer, no sampling cost), fitted
+ * to two profiled points as the engine's is: re-fitting it from steps that take that long keeps
+ * the line (with no points, the first observed step would make it flat).
+ */
 function linearCosts(fixedMs: number, perRowMs: number) {
   const line = { fixedMs: 0, perUnitMs: 0 };
+  const points = [1, 64].map((rows) => [rows, fixedMs + perRowMs * rows] as [number, number]);
   return {
     numLayers: 1,
     roundTripMs: 0,
@@ -208,7 +214,7 @@ function linearCosts(fixedMs: number, perRowMs: number) {
     hostToDevice: line,
     deviceToHost: line,
     overlap: 0,
-    layerFit: { w: 0, x: 0, y: 0, xx: 0, xy: 0 },
+    layerFit: sumsOf(points, PROFILE_WEIGHT),
   };
 }
 
@@ -284,6 +290,38 @@ Deno.test("tokenflow: when the working set reads faster than a full batch makes,
   assertEquals(policy.pauseBeforeStep!(busy, [fresh], { ...ctx, freeSlots: 0 }), []);
 });
 
+Deno.test("tokenflow: a reader no batch keeps up with, not even one alone, asks nothing of the batch", () => {
+  const policy = tokenflowPolicy();
+  const req = policyRequest;
+  // A step of n rows takes 10 + 2n ms: 83 tokens/s alone, 50 each at five.
+  const ctx: PolicyContext = {
+    now: () => 0,
+    maxSlots: 8,
+    freeSlots: 4,
+    maxRows: 16,
+    blockSize: 4,
+    freeBlocksPerLayer: 100,
+    hostTier: false,
+    stepMs: (rows) => 10 + 2 * rows,
+    copyMs: () => 0,
+  };
+  const four = [1, 2, 3, 4].map((id) => req(id, 0, "decoding"));
+  const fresh = req(9, 0, "waiting");
+  // Faster than 83: served as fast as can be, like an unpaced reader, running or arriving.
+  for (const rate of [1000, 10_000]) {
+    assert(policy.mayAdmit!(fresh, [req(5, rate, "decoding")], ctx));
+    assert(policy.mayAdmit!(req(5, rate, "waiting"), four, ctx));
+  }
+  // A reader the adapter can keep up with alone still keeps the batch small enough for it.
+  assertEquals(policy.mayAdmit!(fresh, [req(5, 80, "decoding")], ctx), false);
+  assertEquals(policy.mayAdmit!(req(5, 80, "waiting"), four, ctx), false);
+  // Nor is it held back or paused for its (tiny) buffer.
+  const greedy = req(5, 10_000, "decoding");
+  greedy.buffer.occupancy = () => ({ tokens: 50_000, seconds: 5 });
+  assertEquals(policy.holdBack!([greedy], ctx).size, 0);
+  assertEquals(policy.pauseBeforeStep!([greedy], [fresh], { ...ctx, freeSlots: 0 }), []);
+});
+
 Deno.test("tokenflow: a reader far behind its stream holds it back just in time, and never stalls", async () => {
   for (const policy of ["tokenflow", "fcfs"] as const) {
     const clock = useFakeTime(0);
@@ -342,4 +380,97 @@ Deno.test("tokenflow: a pause is made only for a request admitted in its place t
   // `a` would free room for nobody, so nobody is paused.
   const fast = req(3, 10, "decoding", 0.1);
   assertEquals(policy.pauseBeforeStep!([a, b, fast], [due1, due2], ctx), []);
+});
+
+// Greedy readers (issue 17): a declared rate no batch can keep up with, not even a batch of one,
+// must not keep others out. The adapter here makes 1000 / (10 + 2) = 83 tokens/s for one request.
+
+/** A tokenflow runtime whose steps take 10 + 2 ms per row of fake time, as its cost model says. */
+function linearRuntime(maxSlots: number, maxQueue: number) {
+  const engine: FakeEngine = new FakeEngine(
+    {
+      maxSlots,
+      ringSize: 1,
+      maxRows: 64,
+      blocksPerArena: [4096],
+      maxBlocksPerSeq: 128,
+      costModel: linearCosts(10, 2),
+    },
+    () => new Promise((r) => setTimeout(r, 10 + 2 * engine.rowsPerStep.at(-1)!)),
+  );
+  return new Runtime(engine, { policy: "tokenflow", maxQueue, maxTokensLimit: 10_000, eosIds: [] });
+}
+
+/** Ids of the requests still waiting for admission. */
+const waitingIds = (rt: Runtime) =>
+  rt.stats().requests.filter((r) => r.state === "waiting").map((r) => r.id);
+
+for (const rate of [1000, 10_000]) {
+  Deno.test(`tokenflow: four short requests join a stream read at ${rate} tokens/s within two steps, and end long before it`, async () => {
+    const clock = useFakeTime(0);
+    try {
+      const rt = linearRuntime(8, 10);
+      const long = submit(rt, 1, rate, 200);
+      await clock.tickAsync(200); // it decodes alone
+      const short = [10, 20, 30, 40].map((id) => submit(rt, id, 0, 4));
+      // Two steps of five requests: 2 × (10 + 2 × 5) ms.
+      await clock.tickAsync(40);
+      assertEquals(waitingIds(rt), []);
+      let ended = 0;
+      for (const h of short) h.done.then(() => ended++);
+      await clock.tickAsync(200);
+      assertEquals(ended, 4);
+      assert(rt.stats().requests.some((r) => r.id === long.id && running(r.state)));
+      long.cancel();
+      await clock.tickAsync(1000);
+      await rt.close();
+    } finally {
+      clock.uninstall();
+    }
+  });
+
+  Deno.test(`tokenflow: a stream read at ${rate} tokens/s joins four running ones within two steps`, async () => {
+    const clock = useFakeTime(0);
+    try {
+      const rt = linearRuntime(8, 10);
+      const others = [10, 20, 30, 40].map((id) => submit(rt, id, 0, 200));
+      await clock.tickAsync(200);
+      const greedy = submit(rt, 1, rate, 200);
+      await clock.tickAsync(40);
+      assertEquals(waitingIds(rt), []);
+      assertEquals(rt.stats().running, 5);
+      for (const h of [...others, greedy]) h.cancel();
+      await clock.tickAsync(1000);
+      await rt.close();
+    } finally {
+      clock.uninstall();
+    }
+  });
+}
+
+Deno.test("tokenflow: a burst of 64 requests read at 10000 tokens/s with max queue 4 fills all 32 slots; only those past the queue are refused", async () => {
+  const clock = useFakeTime(0);
+  try {
+    const rt = linearRuntime(32, 4);
+    const handles: RequestHandle[] = [];
+    let refused = 0;
+    for (let i = 0; i < 64; i++) {
+      try {
+        handles.push(submit(rt, 10 * i, 10_000, 8));
+      } catch (err) {
+        assert(err instanceof Refused && err.code === "queue_full");
+        refused++;
+      }
+    }
+    const s = rt.stats();
+    assertEquals([s.running, s.waiting, refused], [32, 4, 28]);
+    // And every one taken is served.
+    let ended = 0;
+    for (const h of handles) h.done.then((f) => f.reason === "length" && ended++);
+    await clock.tickAsync(2000);
+    assertEquals(ended, 36);
+    await rt.close();
+  } finally {
+    clock.uninstall();
+  }
 });
