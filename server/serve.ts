@@ -9,8 +9,8 @@ import type { OpenModel } from "../runtime/open.ts";
 import { createApp } from "./app.ts";
 import {
   connectionCapacity,
+  descriptorLimit,
   openDescriptors,
-  raiseDescriptorLimit,
 } from "./connections/descriptor_limit.ts";
 import { FrontDoor } from "./connections/front_door.ts";
 import { MAX_HEAD_BYTES } from "./middleware/header_limit.ts";
@@ -58,7 +58,7 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
     metricsAuth: flags["metrics-auth"] === "on",
   }, metrics);
 
-  const limit = raiseDescriptorLimit();
+  const limit = descriptorLimit();
   const maxConnections = flags["max-connections"] ?? connectionCapacity(limit, openDescriptors());
   if (limit) {
     console.error(

@@ -34,7 +34,8 @@ function command(
 ) {
   const deno = [Deno.execPath(), "run", "-A", "main.ts", ...args];
   const limits = fileLimit
-    ? [...(fileLimit.hard ? [`ulimit -Hn ${fileLimit.hard}`] : []), `ulimit -Sn ${fileLimit.soft}`]
+    // Soft first: a hard limit cannot go below the soft one in force.
+    ? [`ulimit -Sn ${fileLimit.soft}`, ...(fileLimit.hard ? [`ulimit -Hn ${fileLimit.hard}`] : [])]
     : [];
   const [program, ...rest] = limits.length
     ? ["bash", "-c", `${limits.join(" && ")} && exec "$@"`, "sluice", ...deno]

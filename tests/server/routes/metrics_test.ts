@@ -3,7 +3,8 @@
 // from the runtime, and KV blocks per tier; vLLM's names for the same, labelled with the model.
 
 import { sampleValue } from "../../../server/metrics/parse.ts";
-import { assert, assertEquals } from "../../helpers/testing.ts";
+import { connect, send } from "../connections/raw_http.ts";
+import { assert, assertEquals, assertMatch } from "../../helpers/testing.ts";
 import { MODEL_ID, SseReader, startServer, TINY_SPEC, waitFor } from "../harness.ts";
 
 Deno.test("/metrics: a client that leaves a non-streamed request counts as 499", async () => {
@@ -174,5 +175,43 @@ Deno.test("/metrics: preemptions, paused requests and KV blocks per tier, in bot
     assertEquals(sampleValue(m, "sluice_kv_blocks_used", { tier: "device" }), 0);
   } finally {
     await s.close();
+  }
+});
+
+Deno.test("metrics: a client that goes away halfway through its body counts as 499, not 400", async () => {
+  const s = await startServer();
+  try {
+    const conn = await connect(Number(new URL(s.url).port));
+    await send(
+      conn,
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+        'Content-Length: 1000\r\n\r\n{"model":"',
+    );
+    await waitFor(() => s.metrics.openRequests === 1, "the request to arrive");
+    conn.close();
+    await waitFor(() => s.metrics.openRequests === 0, "the request to end");
+    const m = await s.scrape();
+    assertEquals(sampleValue(m, "sluice_requests_total", { status: "499" }), 1);
+    assertEquals(sampleValue(m, "sluice_requests_total", { status: "400" }), undefined);
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("metrics: --metrics-auth puts /metrics behind the API key; it is open by default", async () => {
+  for (const metricsAuth of [false, true]) {
+    const s = await startServer({ config: { apiKey: "sesame", metricsAuth } });
+    try {
+      const open = await fetch(`${s.url}/metrics`);
+      await open.body?.cancel();
+      assertEquals(open.status, metricsAuth ? 401 : 200);
+      const keyed = await fetch(`${s.url}/metrics`, {
+        headers: { authorization: "Bearer sesame" },
+      });
+      assertEquals(keyed.status, 200);
+      assertMatch(await keyed.text(), /sluice_requests_total/);
+    } finally {
+      await s.close();
+    }
   }
 });
