@@ -1,7 +1,7 @@
-// `deno task bench kernels|decode|kv|plan|serve|responsiveness|greedy-rate|startup [flags]`: runs
-// one benchmark, prints its Markdown report and saves it under bench/reports/. `--help` prints a
-// bench's usage and runs nothing; a bad flag prints one line and the usage (exit 2) before any
-// work starts.
+// `deno task bench NAME [flags]` (kernels, decode, kv, plan, serve, responsiveness, greedy-rate,
+// connection-flood, startup): runs one benchmark, prints its Markdown report and saves it under
+// bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
+// the usage (exit 2) before any work starts.
 
 import { UsageError } from "./cli.ts";
 import { ensureRuntimeDir } from "../engine/util/runtime_dir.ts";
@@ -70,6 +70,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./responsiveness.ts");
       return { usage: m.USAGE, run: m.benchResponsiveness };
+    },
+  },
+  "connection-flood": {
+    summary: "idle-connection floods at given descriptor limits: admitted, refused, recovery",
+    load: async () => {
+      const m = await import("./connection_flood.ts");
+      return { usage: m.USAGE, run: m.benchConnectionFlood };
     },
   },
   "greedy-rate": {

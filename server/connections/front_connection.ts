@@ -64,6 +64,8 @@ export class FrontConnection {
   upstreamPort: number | null = null;
   #lingerUntil = 0;
   #closed = false;
+  /** The server is shutting down: close as soon as nothing is in flight. */
+  #draining = false;
 
   constructor(
     private readonly client: Deno.TcpConn,
@@ -94,6 +96,12 @@ export class FrontConnection {
     }
   }
 
+  /** Closes the connection once its responses in flight have been written out. */
+  drain(): void {
+    this.#draining = true;
+    this.checkDeadline(performance.now());
+  }
+
   /** The HTTP server finished writing one of this connection's responses. */
   responseEnded(): void {
     this.inFlight = Math.max(0, this.inFlight - 1);
@@ -108,6 +116,10 @@ export class FrontConnection {
       return;
     }
     if (this.inFlight > 0) return;
+    if (this.#draining) {
+      if (now - this.#lastFromServer >= SERVER_QUIET_MS) this.close("shutdown");
+      return;
+    }
     if (this.#mode === "refusing") {
       // The last response has been handed over; once its bytes stop coming, ours can follow.
       if (now - this.#lastFromServer >= SERVER_QUIET_MS) {

@@ -61,14 +61,14 @@ export class FrontDoor {
   }
 
   /**
-   * Stops accepting, closes the connections with nothing in flight, lets the HTTP server finish
-   * the responses under way, then closes the rest.
+   * Stops accepting, closes each connection once its responses under way are written out (the
+   * HTTP server would otherwise wait on idle keep-alive connections), then closes the rest.
    */
   async shutdown(): Promise<void> {
     if (this.#closing) return await this.finished;
     this.#closing = true;
     this.#listener.close();
-    for (const conn of this.#connections) if (conn.inFlight === 0) conn.close("shutdown");
+    for (const conn of this.#connections) conn.drain();
     await this.#inner.shutdown();
     for (const conn of this.#connections) conn.close("shutdown");
     clearInterval(this.#sweep);

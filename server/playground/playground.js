@@ -307,7 +307,7 @@ function showPanelStatus(text) {
 async function refreshPanel() {
   try {
     const res = await fetch("/state", { cache: "no-store", headers: authHeaders() });
-    if (res.status === 401) return showPanelStatus("needs API key");
+    if (res.status === 401) return showPanelStatus("needs key");
     if (!res.ok) throw new Error(await errorMessage(res));
     renderPanel(await res.json());
   } catch {

@@ -103,13 +103,7 @@ Deno.test("shutdown: a stream still generating when the grace ends is cut the sa
     });
     const events = new SseReader(res);
     await events.next();
-    const whole = s.post("/v1/chat/completions", {
-      model: MODEL_ID,
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 500,
-      ignore_eos: true,
-    });
-    await waitFor(() => s.runtime.openRequests === 2, "both to generate");
+    assertEquals(s.runtime.openRequests, 1);
     const started = performance.now();
     await shutdown(s.state, s.metrics, s.server, 200);
     const took = performance.now() - started;
@@ -117,11 +111,34 @@ Deno.test("shutdown: a stream still generating when the grace ends is cut the sa
     const rest = await events.rest();
     assertEquals(JSON.parse(rest.at(-1)!).error.code, "server_shutdown");
     assert(!rest.includes("[DONE]"));
-    // The whole response: a 503 envelope, not a truncated completion.
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("shutdown: a whole reply still generating when the grace ends gets a 503 envelope", async () => {
+  // Not streamed, so not paced: it is cut only while it is still being generated (20 ms a step).
+  const s = await startServer({
+    wrapEngine: (engine) => ({
+      info: engine.info,
+      step: (plan) => delay(20).then(() => engine.step(plan)),
+      close: () => engine.close(),
+    }),
+  });
+  try {
+    const whole = s.post("/v1/chat/completions", {
+      model: MODEL_ID,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 500,
+      ignore_eos: true,
+    });
+    await waitFor(() => s.runtime.stats().tokensGenerated > 0, "generation to start");
+    await shutdown(s.state, s.metrics, s.server, 200);
+    // A 503 envelope, not a truncated completion.
     const cut = await whole;
     assertEquals(cut.status, 503);
     assertEquals((await cut.json()).error.code, "server_shutdown");
-    assertEquals(s.metrics.m.requests.get({ status: "503" }), 2);
+    assertEquals(s.metrics.m.requests.get({ status: "503" }), 1);
   } finally {
     await s.close();
   }

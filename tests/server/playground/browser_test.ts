@@ -51,7 +51,7 @@ Deno.test({
         await withPage(browser, { config: { apiKey: "sesame" } }, async (page) => {
           await page.locator("#notice", { hasText: "needs an API key" }).waitFor();
           // /state lists every request: the panel needs the key too, and says so.
-          await expectText(page, "#status", /^needs API key$/);
+          await expectText(page, "#status", /^needs key$/);
           await page.getByLabel("API key").fill("sesame");
           await page.getByLabel("API key").press("Tab"); // commits the field: `change`
           await expectText(page, "#status", /^ready$/);
