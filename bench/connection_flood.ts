@@ -1,8 +1,8 @@
 // `deno task bench connection-flood [flags]`: what a flood of idle connections does to a real
 // server (issue 17). For each descriptor limit, `main.ts serve` starts under `ulimit -n LIMIT`
 // with its default connection flags; one client connects first and keeps its connection; then
-// SOCKETS connections open and send nothing. Reported: how many were admitted and how many
-// answered 503, /health latency on the old connection and on a new one during the flood, how long
+// SOCKETS connections open and send nothing. Reported: how many were evicted to make room for
+// newer ones and how many answered 503, /health latency on the old connection and on a new one during the flood, how long
 // the server took to drop the admitted idle sockets (its header timeout), whether a new connection
 // is served afterwards, and whether the process is still alive.
 
@@ -38,7 +38,8 @@ const HEALTH = new TextEncoder().encode("GET /health HTTP/1.1\r\nHost: 127.0.0.1
 interface FloodResult {
   limit: number;
   sockets: number;
-  admitted: number;
+  /** Idle sockets closed during the flood, unanswered, to make room for newer ones. */
+  evicted: number;
   refused: number;
   /** Connection attempts the kernel refused (listen backlog full): no answer at all. */
   unanswered: number;
@@ -108,8 +109,9 @@ async function flood(
         fresh.close();
       }
     }
-    const refusedAt = await Promise.all(fates.map((p) => Promise.race([p, delay(1, null)])));
-    const refused = refusedAt.filter((r) => r !== null && r.status === 503).length;
+    const early = await Promise.all(fates.map((p) => Promise.race([p, delay(1, null)])));
+    const refused = early.filter((r) => r !== null && r.status === 503).length;
+    const evicted = early.filter((r) => r !== null && r.status === null).length;
     const closedAt = await Promise.all(fates);
     const lastClose = Math.max(...closedAt.map((r) => r.at));
     const fresh = await Deno.connect({ hostname: "127.0.0.1", port });
@@ -121,7 +123,7 @@ async function flood(
     return {
       limit,
       sockets,
-      admitted: idle.length - refused,
+      evicted,
       refused,
       unanswered,
       oldConnectionMs,
@@ -181,7 +183,7 @@ function report(results: FloodResult[], flags: string): string {
       : "none";
   };
   const rows = results.map((r) =>
-    `| ${r.limit} | ${r.sockets} | ${r.admitted} | ${r.refused} | ${r.unanswered} | ` +
+    `| ${r.limit} | ${r.sockets} | ${r.evicted} | ${r.refused} | ${r.unanswered} | ` +
     `${ms(r.oldConnectionMs)} | ${r.newConnectionMs.length} of 20: ${ms(r.newConnectionMs)} | ` +
     `${r.droppedAfterS.toFixed(1)} | ` +
     `${r.recovered ? "yes" : "NO"} | ${r.alive ? "yes" : "NO"} |`
@@ -192,9 +194,10 @@ function report(results: FloodResult[], flags: string): string {
     `\`main.ts serve --model demo ${flags}\` under \`ulimit -n LIMIT\`; one client connected first,`,
     `then SOCKETS idle connections that send nothing. /health latency in ms (p50 / p99 / max, 20`,
     `requests each) on the first client's kept-alive connection and on new connections during the`,
-    `flood. "dropped after": seconds from the flood's end to the last admitted idle socket closed.`,
+    `flood. "evicted": idle sockets closed during the flood to admit newer ones; "dropped after":`,
+    `seconds from the flood's end to the last idle socket closed (the header timeout).`,
     ``,
-    `| limit | sockets | admitted | 503 | unanswered | /health, old conn. | /health, new conn. | dropped after (s) | new conn. served after | alive |`,
+    `| limit | sockets | evicted | 503 | unanswered | /health, old conn. | /health, new conn. | dropped after (s) | new conn. served after | alive |`,
     `|---|---|---|---|---|---|---|---|---|---|`,
     ...rows,
     ``,

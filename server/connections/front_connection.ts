@@ -29,6 +29,7 @@ export type CloseReason =
   | "idle_timeout"
   | "malformed"
   | "upstream_unavailable"
+  | "evicted"
   | "shutdown";
 
 export interface ConnectionHooks {
@@ -77,6 +78,14 @@ export class FrontConnection {
 
   get closed(): boolean {
     return this.#closed;
+  }
+
+  /**
+   * Not a byte of a request sent since it opened: closing it loses nobody any work. (A connection
+   * that has been used is a client's, kept alive; the keep-alive timeout bounds it instead.)
+   */
+  get unused(): boolean {
+    return !this.#closed && this.requests === 0 && this.#head.length === 0;
   }
 
   /** Reads the client until it or the server ends the connection. */

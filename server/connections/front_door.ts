@@ -1,11 +1,12 @@
 // The server's public port. Deno's HTTP server cannot bound how long a connection may take to send
 // its request head, and it stops listening for good when accepting a connection fails for want of
 // file descriptors: a few hundred idle sockets took the whole process down. So the port is ours:
-// this accept loop admits at most `maxConnections` connections (past it, or out of descriptors,
-// a new connection gets a 503 and is closed), each is a FrontConnection that checks request heads
-// and enforces the header and keep-alive timeouts, and requests reach Deno's server (InnerServer)
-// over loopback. Connections already admitted are served throughout; new ones are admitted again
-// as soon as old ones go.
+// this accept loop admits at most `maxConnections` connections; when full, the oldest connection
+// that has sent nothing is closed to make room, and only when every one has been used does a new
+// connection get a 503 (as it does out of descriptors). Each admitted one is a
+// FrontConnection that checks request heads and enforces the header and keep-alive timeouts, and
+// requests reach Deno's server (InnerServer) over loopback. Connections with work in flight are
+// served throughout.
 
 import { errorResponseBytes, writeAll } from "./error_response.ts";
 import { type CloseReason, type ConnectionLimits, FrontConnection } from "./front_connection.ts";
@@ -87,7 +88,7 @@ export class FrontDoor {
         else await delay(10); // a connection reset before it was accepted, and the like
         continue;
       }
-      if (this.#connections.size >= this.options.maxConnections) {
+      if (this.#connections.size >= this.options.maxConnections && !this.#evictIdlest()) {
         void this.#turnAway(client, "capacity");
         continue;
       }
@@ -116,6 +117,20 @@ export class FrontDoor {
     this.#connections.add(conn);
     this.options.onConnectionEvent?.({ kind: "opened" });
     void conn.run();
+  }
+
+  /**
+   * Full: the oldest connection that has not sent a byte of a request makes room for the new
+   * one, so a flood of idle sockets cannot lock out clients with work to do. False when every
+   * connection has been used.
+   */
+  #evictIdlest(): boolean {
+    let idlest: FrontConnection | null = null;
+    for (const conn of this.#connections) {
+      if (conn.unused && (!idlest || conn.idleSince < idlest.idleSince)) idlest = conn;
+    }
+    idlest?.close("evicted");
+    return idlest !== null;
   }
 
   /**

@@ -68,13 +68,14 @@ export function createSluiceMetrics(registry: Registry) {
     connectionsClosed: registry.counter({
       name: n.connectionsClosed,
       help: "Client connections ended, by why (header_timeout: no complete request head in " +
-        "time; idle_timeout: keep-alive expired; malformed: bad framing, answered 400/431/408).",
+        "time; idle_timeout: keep-alive expired; malformed: bad framing, answered 400/431/408; " +
+        "evicted: had sent nothing, closed to admit a new connection at --max-connections).",
       labelNames: ["reason"],
     }),
     connectionsRefused: registry.counter({
       name: n.connectionsRefused,
-      help: "Connections answered 503 and closed at once: over --max-connections, or out of " +
-        "file descriptors.",
+      help: "Connections answered 503 and closed at once: at --max-connections with every one " +
+        "in use, or out of file descriptors.",
       labelNames: ["reason"],
     }),
     queueDepth: registry.gauge({

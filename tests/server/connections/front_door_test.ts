@@ -53,6 +53,8 @@ async function withDoor(
 }
 
 const GET = "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+const CLOSING_GET = "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+const isOk = (t: string) => t.includes('{"ok":true}');
 
 Deno.test("malformed framing gets OpenAI's error envelope, not a bare 400", async () => {
   const cases: [string, string, number, string][] = [
@@ -190,32 +192,40 @@ Deno.test("a long stream is not cut by the timeouts; its client going away abort
   });
 });
 
-Deno.test("connections past --max-connections get 503 while those admitted are served", async () => {
+Deno.test("at --max-connections, an unused connection makes room; with all in use, 503", async () => {
   const events: string[] = [];
   await withDoor({
     maxConnections: 2,
-    onConnectionEvent: (e) => e.kind === "refused" && events.push(e.reason),
+    onConnectionEvent: (e) => e.kind !== "opened" && events.push(`${e.kind}:${e.reason}`),
   }, async (_, port) => {
-    const held = [await connect(port), await connect(port)];
+    const used = await connect(port);
+    const unused = await connect(port);
+    const extra: Deno.TcpConn[] = [];
     try {
-      await new Promise((r) => setTimeout(r, 50)); // both accepted
+      await send(used, GET);
+      assert.equal(parseResponse((await readReply(used, 5000, isOk)).text).status, 200);
+      // Full: the newcomer is admitted in place of the connection that never sent anything...
+      const newcomer = await exchange(port, CLOSING_GET);
+      assert.equal(parseResponse(newcomer.text).status, 200);
+      assert.ok((await readReply(unused, 5000)).closed, "the unused connection was evicted");
+      assert.deepEqual(events.splice(0), ["closed:evicted", "closed:server_closed"]);
+      // ...and the kept-alive connection that had been used is still served.
+      await send(used, GET);
+      assert.equal(parseResponse((await readReply(used, 5000, isOk)).text).status, 200);
+
+      // Both in use (one streaming): a newcomer gets 503, and the two are served throughout.
+      extra.push(await connect(port));
+      await send(extra[0], "GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+      await readReply(extra[0], 5000, (t) => t.includes("data: 1\n"));
       const refused = await exchange(port, GET);
       const res = parseResponse(refused.text);
       assert.equal(res.status, 503);
       assert.equal(JSON.parse(res.body).error.code, "server_busy");
-      assert.deepEqual(events, ["capacity"]);
-      await send(held[0], GET);
-      const served = await readReply(held[0], 5000, (t) => t.includes('{"ok":true}'));
-      assert.equal(parseResponse(served.text).status, 200);
-      held[1].close();
-      await new Promise((r) => setTimeout(r, 50));
-      const again = await exchange(
-        port,
-        "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-      );
-      assert.equal(parseResponse(again.text).status, 200, "admitted again once one left");
+      assert.deepEqual(events, ["refused:capacity"]);
+      await send(used, GET);
+      assert.equal(parseResponse((await readReply(used, 5000, isOk)).text).status, 200);
     } finally {
-      for (const c of held) {
+      for (const c of [used, unused, ...extra]) {
         try {
           c.close();
         } catch { /* closed */ }
