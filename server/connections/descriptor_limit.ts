@@ -9,6 +9,9 @@ export interface DescriptorLimit {
   hard: number;
 }
 
+/** Linux's account of this process's limits (a system file, not one of the source tree). */
+const LIMITS_FILE = "/proc/self/limits";
+
 /** What "unlimited" reads as: more descriptors than any count that matters here. */
 const UNLIMITED = Number.MAX_SAFE_INTEGER;
 
@@ -16,7 +19,7 @@ const UNLIMITED = Number.MAX_SAFE_INTEGER;
 export function descriptorLimit(): DescriptorLimit | null {
   let text: string;
   try {
-    text = Deno.readTextFileSync("/proc/self/limits");
+    text = Deno.readTextFileSync(LIMITS_FILE);
   } catch {
     return null;
   }
