@@ -19,7 +19,7 @@ import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
 import { bindMatmul, type MatmulArgs } from "../gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
-import { isQuantType } from "./quant/formats.ts";
+import { isQuantType } from "../quant/formats.ts";
 import { bindRope } from "../gpu/kernels/rope.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
 import { bindAttention } from "../gpu/kernels/attention.ts";

@@ -10,7 +10,7 @@ import { GGML, type GgmlTypeName } from "./gguf.ts";
 import { ggufTensorName } from "./gguf_model.ts";
 import { type GgufMeta, type GgufTensorToWrite, meta, writeGguf } from "./gguf_writer.ts";
 import { type ModelFiles, openModelDir } from "./model_dir.ts";
-import { isQuantType, quantize } from "./quant/formats.ts";
+import { isQuantType, quantize } from "../quant/formats.ts";
 import { ropeInvFreq } from "./rope_freqs.ts";
 import { encodeTensor, readTensorF64, type StDtype } from "./safetensors.ts";
 

@@ -3,7 +3,7 @@
 // header and hands out byte ranges, so a loader can stream one tensor at a time from disk.
 
 import { ModelLoadError } from "./errors.ts";
-import { f16BitsToF32, f32ToF16Bits } from "../gpu/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../quant/half.ts";
 
 /** The dtypes the engine can load. */
 export type StDtype = "F32" | "F16" | "BF16";

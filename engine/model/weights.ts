@@ -7,14 +7,14 @@
 
 import type { Gpu } from "../gpu/device.ts";
 import { writeBytes } from "../gpu/buffers.ts";
-import { bf16BitsToF32, f16BitsToF32, f32ToF16Bits } from "../gpu/half.ts";
+import { bf16BitsToF32, f16BitsToF32, f32ToF16Bits } from "../quant/half.ts";
 import { ModelLoadError } from "./errors.ts";
 import { firstNonFinite } from "./finite_check.ts";
 import { loadGgufWeights } from "./gguf_weights.ts";
 import type { ModelFiles } from "./model_dir.ts";
 import { readTensorInto, type TensorInfo } from "./safetensors.ts";
 import { type LoadProgress, WEIGHT_CHUNK_BYTES, WeightUpload } from "./weight_upload.ts";
-import type { QuantType } from "./quant/formats.ts";
+import type { QuantType } from "../quant/formats.ts";
 
 /** One row range of a W-typed matrix, in its own buffer. */
 export interface MatrixPart {

@@ -9,7 +9,7 @@
 
 import type { Gpu } from "../../engine/gpu/device.ts";
 import { readBack, readF32, uploadStorage, writeBytes } from "../../engine/gpu/buffers.ts";
-import { f16BitsToF32, f32ToF16Bits } from "../../engine/gpu/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../../engine/quant/half.ts";
 import { bindAttention } from "../../engine/gpu/kernels/attention.ts";
 import { bindKvWrite } from "../../engine/gpu/kernels/kv_write.ts";
 import { DeviceKv, type KvLayout } from "../../engine/kv/device_kv.ts";

@@ -8,7 +8,7 @@
 import type { Gpu } from "../../engine/gpu/device.ts";
 import type { BoundKernel } from "../../engine/gpu/kernel.ts";
 import { createStorage, readBack, readF32, uploadStorage } from "../../engine/gpu/buffers.ts";
-import { f16BitsToF32, toF16Array } from "../../engine/gpu/half.ts";
+import { f16BitsToF32, toF16Array } from "../../engine/quant/half.ts";
 import { bindMatmul, type MatmulMode } from "../../engine/gpu/kernels/matmul.ts";
 import { bindRmsNorm } from "../../engine/gpu/kernels/rmsnorm.ts";
 import { bindRope } from "../../engine/gpu/kernels/rope.ts";

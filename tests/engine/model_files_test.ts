@@ -26,7 +26,7 @@ import {
   writeTinyModel,
 } from "../../engine/model/tiny_model.ts";
 import { DEFAULT_MODEL, ModelResolveError, resolveModel } from "../../engine/model/hub.ts";
-import { f16BitsToF32, f32ToF16Bits } from "../../engine/gpu/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../../engine/quant/half.ts";
 
 const CONFIG_FILE = "/models/x/config.json";
 

@@ -1,5 +1,5 @@
 // The quantized matmul and embedding kernels against float64 references computed from the
-// DEQUANTIZED weights (engine/model/quant's CPU decoders), on fresh random data (rerun a failure
+// DEQUANTIZED weights (engine/quant's CPU decoders), on fresh random data (rerun a failure
 // with SLUICE_TEST_SEED=<seed>).
 //
 // Error bound, per output: |got - want| <= QUANT_BOUND * Σ_k |x_k| (|w_k| + 2 M_k), where M_k is the
@@ -34,7 +34,7 @@ import {
   QUANT_TYPES,
   quantize,
   type QuantType,
-} from "../../engine/model/quant/formats.ts";
+} from "../../engine/quant/formats.ts";
 import { poisonedF32, testGpu } from "../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../helpers/random.ts";
 import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";

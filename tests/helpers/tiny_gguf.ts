@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { GgmlTypeName } from "../../engine/model/gguf.ts";
 import { convertToGguf } from "../../engine/model/gguf_convert.ts";
 import { unpermuteRows } from "../../engine/model/gguf_weights.ts";
-import { dequantize, isQuantType } from "../../engine/model/quant/formats.ts";
+import { dequantize, isQuantType } from "../../engine/quant/formats.ts";
 import {
   decodeTensor,
   encodeTensor,

@@ -1,6 +1,6 @@
 // Q8_0: blocks of 32 values, { f16 d; int8 q[32] } (34 bytes); value i = d * q[i].
 
-import { f16BitsToF32, f32ToF16Bits } from "../../gpu/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "./half.ts";
 
 const ELEMS = 32;
 const BYTES = 34;

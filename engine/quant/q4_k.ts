@@ -5,7 +5,7 @@
 // four 32-byte groups, each covering 64 values: the low nibbles are sub-block 2g, the high
 // nibbles sub-block 2g + 1.
 
-import { f16BitsToF32, f32ToF16Bits } from "../../gpu/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "./half.ts";
 
 const ELEMS = 256;
 const BYTES = 144;

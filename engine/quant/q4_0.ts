@@ -1,7 +1,7 @@
 // Q4_0: blocks of 32 values, { f16 d; u8 qs[16] } (18 bytes). Byte j holds value j in its low
 // nibble and value j + 16 in its high nibble, each stored with an offset of 8: value = d * (q - 8).
 
-import { f16BitsToF32, f32ToF16Bits } from "../../gpu/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "./half.ts";
 
 const ELEMS = 32;
 const BYTES = 18;

@@ -1,4 +1,5 @@
-// Host-side conversions between f32, f16 and bf16 bit patterns (used when loading weights).
+// Host-side conversions between f32, f16 and bf16 bit patterns: the float formats checkpoints
+// arrive in and GGML blocks keep their scales in (used when loading and quantizing weights).
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);

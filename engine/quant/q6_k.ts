@@ -6,7 +6,7 @@
 // l + 32 ql[l + 32]'s low nibble, l + 64 ql[l]'s high nibble, l + 96 ql[l + 32]'s high nibble, and
 // their high bits are qh[l]'s bit pairs 0-1, 2-3, 4-5 and 6-7.
 
-import { f16BitsToF32, f32ToF16Bits } from "../../gpu/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "./half.ts";
 
 const ELEMS = 256;
 const BYTES = 210;

@@ -9,9 +9,9 @@ import {
   quantFormatOfGgmlType,
   quantize,
   type QuantType,
-} from "../../engine/model/quant/formats.ts";
-import { randomArray, rng, testSeed } from "../helpers/random.ts";
-import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
+} from "../../../engine/quant/formats.ts";
+import { randomArray, rng, testSeed } from "../../helpers/random.ts";
+import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 
 /** f16 bits of some exact values. */
 const F16 = { "0.25": 0x3400, "0.5": 0x3800, "1": 0x3c00, "2": 0x4000 };
