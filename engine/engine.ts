@@ -22,7 +22,7 @@ import {
 import type { LlamaConfig } from "./model/config.ts";
 import { LlamaForward, type SampleRecord, type SamplingParams } from "./model/forward.ts";
 import type { StepRow, StepSample } from "./model/forward.ts";
-import { openModelDir } from "./model/model_dir.ts";
+import { openModelDir } from "./formats/open_model.ts";
 import { type LoadProgress, loadWeights } from "./model/weights.ts";
 
 export type {

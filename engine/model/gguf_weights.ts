@@ -16,12 +16,12 @@ import { writeBytes } from "../gpu/buffers.ts";
 import { f32ToF16Bits } from "../quant/half.ts";
 import { quantLayout, quantRowsPerPart, writeQuantRows } from "../gpu/kernels/quant_layout.ts";
 import { ModelLoadError } from "./errors.ts";
-import { firstNonFinite } from "./finite_check.ts";
-import { GGML_BLOCKS, type GgmlTypeName, type GgufTensor } from "./gguf.ts";
-import { ggufTensorOf } from "./gguf_model.ts";
-import type { ModelFiles } from "./model_dir.ts";
+import { firstNonFinite } from "../formats/finite_check.ts";
+import { GGML_BLOCKS, type GgmlTypeName, type GgufTensor } from "../formats/gguf.ts";
+import { ggufTensorOf } from "../formats/gguf_model.ts";
+import type { ModelFiles } from "../formats/model_files.ts";
 import { dequantize, isQuantType, type QuantType } from "../quant/formats.ts";
-import { readTensorInto } from "./safetensors.ts";
+import { readTensorInto } from "../formats/safetensors.ts";
 import { WEIGHT_CHUNK_BYTES, WeightUpload } from "./weight_upload.ts";
 import {
   convert,

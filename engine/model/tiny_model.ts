@@ -4,7 +4,12 @@
 
 import { join } from "node:path";
 import type { RopeScaling } from "./config.ts";
-import { encodeTensor, numElements, type StDtype, writeSafetensors } from "./safetensors.ts";
+import {
+  encodeTensor,
+  numElements,
+  type StDtype,
+  writeSafetensors,
+} from "../formats/safetensors.ts";
 
 export interface TinyModelSpec {
   hiddenSize: number;

@@ -10,7 +10,7 @@ import { PreTrainedTokenizer } from "@huggingface/transformers";
 import { join } from "node:path";
 import { ModelLoadError } from "./errors.ts";
 import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
-import type { ModelFiles } from "./model_dir.ts";
+import type { ModelFiles } from "../formats/model_files.ts";
 import { TokenBytes } from "./token_bytes.ts";
 
 export { StreamDecoder } from "./stream_decoder.ts";

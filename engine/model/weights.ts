@@ -9,10 +9,10 @@ import type { Gpu } from "../gpu/device.ts";
 import { writeBytes } from "../gpu/buffers.ts";
 import { bf16BitsToF32, f16BitsToF32, f32ToF16Bits } from "../quant/half.ts";
 import { ModelLoadError } from "./errors.ts";
-import { firstNonFinite } from "./finite_check.ts";
+import { firstNonFinite } from "../formats/finite_check.ts";
 import { loadGgufWeights } from "./gguf_weights.ts";
-import type { ModelFiles } from "./model_dir.ts";
-import { readTensorInto, type TensorInfo } from "./safetensors.ts";
+import type { ModelFiles } from "../formats/model_files.ts";
+import { readTensorInto, type TensorInfo } from "../formats/safetensors.ts";
 import { type LoadProgress, WEIGHT_CHUNK_BYTES, WeightUpload } from "./weight_upload.ts";
 import type { QuantType } from "../quant/formats.ts";
 

@@ -5,9 +5,9 @@
 import { join } from "node:path";
 import { ModelResolveError, resolveModel } from "../../engine/model/hub.ts";
 import { parseOllamaName } from "../../engine/model/ollama_store.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
 import { assert, assertEquals, assertRejects } from "../helpers/testing.ts";
-import { encodeGguf, meta } from "../../engine/model/gguf_writer.ts";
+import { encodeGguf, meta } from "../../engine/formats/gguf_writer.ts";
 import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";

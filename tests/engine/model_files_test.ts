@@ -17,8 +17,9 @@ import {
   readTensorInto,
   type StDtype,
   writeSafetensors,
-} from "../../engine/model/safetensors.ts";
-import { expectedTensors, openModelDir } from "../../engine/model/model_dir.ts";
+} from "../../engine/formats/safetensors.ts";
+import { expectedTensors } from "../../engine/model/tensors.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
 import {
   demoModelDir,
   type TinyModelSpec,

@@ -6,7 +6,7 @@ import { Engine, type StepRow as EngineRow, type TableWrite } from "../../engine
 import { DeviceKv } from "../../engine/kv/device_kv.ts";
 import { BlockPool, type SeqId } from "../../engine/kv/block_pool.ts";
 import { LlamaForward, type StepRow } from "../../engine/model/forward.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
 import { type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
 import { loadWeights } from "../../engine/model/weights.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";

@@ -4,7 +4,8 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
 import { rng, testSeed } from "../helpers/random.ts";
-import { type ModelFiles, openModelDir } from "../../engine/model/model_dir.ts";
+import type { ModelFiles } from "../../engine/formats/model_files.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
 import { parseLlamaConfig } from "../../engine/model/config.ts";
 import { ModelLoadError } from "../../engine/model/errors.ts";
 import { ChatTemplateError, StreamDecoder, Tokenizer } from "../../engine/model/tokenizer.ts";

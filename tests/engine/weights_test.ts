@@ -2,8 +2,8 @@
 // dtype it loads (the check runs on the raw chunks as they stream to the GPU).
 
 import { ModelLoadError } from "../../engine/model/errors.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
-import type { StDtype } from "../../engine/model/safetensors.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
+import type { StDtype } from "../../engine/formats/safetensors.ts";
 import { writeTinyModel } from "../../engine/model/tiny_model.ts";
 import { loadWeights } from "../../engine/model/weights.ts";
 import { assert, assertRejects } from "../helpers/testing.ts";

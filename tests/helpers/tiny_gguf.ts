@@ -4,8 +4,8 @@
 // directory, so a test measures only the GPU's error, not the quantization's.
 
 import { join } from "node:path";
-import type { GgmlTypeName } from "../../engine/model/gguf.ts";
-import { convertToGguf } from "../../engine/model/gguf_convert.ts";
+import type { GgmlTypeName } from "../../engine/formats/gguf.ts";
+import { convertToGguf } from "../../engine/formats/gguf_convert.ts";
 import { unpermuteRows } from "../../engine/model/gguf_weights.ts";
 import { dequantize, isQuantType } from "../../engine/quant/formats.ts";
 import {
@@ -14,7 +14,7 @@ import {
   type StDtype,
   type TensorToWrite,
   writeSafetensors,
-} from "../../engine/model/safetensors.ts";
+} from "../../engine/formats/safetensors.ts";
 import { type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
 
 export interface TinyGgufOptions {

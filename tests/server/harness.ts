@@ -4,7 +4,7 @@
 
 import OpenAI from "openai";
 import { Engine, type StepEngine } from "../../engine/engine.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
 import { Tokenizer } from "../../engine/model/tokenizer.ts";
 import { writeTinyModel } from "../../engine/model/tiny_model.ts";
 import { openRuntime } from "../../runtime/open.ts";

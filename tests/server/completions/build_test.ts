@@ -1,7 +1,7 @@
 // The one request builder: what each endpoint's body becomes for the runtime (no GPU: a tokenizer
 // and the builder only), and how the response writer shapes each endpoint's chunks.
 
-import { openModelDir } from "../../../engine/model/model_dir.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { Tokenizer } from "../../../engine/model/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
 import { buildRequest } from "../../../server/completions/build.ts";

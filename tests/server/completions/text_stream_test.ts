@@ -2,7 +2,7 @@
 // leaves at once as U+FFFD (a stream of lone byte tokens used to send nothing but empty chunks
 // until the end), and stop strings still hold back only what could become one.
 
-import { openModelDir } from "../../../engine/model/model_dir.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { Tokenizer } from "../../../engine/model/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
 import { TextStream } from "../../../server/completions/text_stream.ts";

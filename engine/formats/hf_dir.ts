@@ -2,12 +2,12 @@
 // Llama checkpoint the engine can run: config, tokenizer files, and every expected tensor with
 // the right shape and a loadable dtype (single file or sharded with an index).
 
-import { join, resolve } from "node:path";
-import { type LlamaConfig, parseLlamaConfig } from "./config.ts";
-import { ModelLoadError } from "./errors.ts";
+import { join } from "node:path";
+import { type LlamaConfig, parseLlamaConfig } from "../model/config.ts";
+import { ModelLoadError } from "../model/errors.ts";
+import { type ExpectedTensor, expectedTensors } from "../model/tensors.ts";
 import { pathExists } from "../util/path_exists.ts";
-import { type GgufFile, isGgufFile } from "./gguf.ts";
-import { openGgufModel } from "./gguf_model.ts";
+import type { ModelFiles } from "./model_files.ts";
 import {
   readSafetensorsContents,
   type TensorInfo,
@@ -15,61 +15,8 @@ import {
   type UnsupportedTensor,
 } from "./safetensors.ts";
 
-export interface ModelFiles {
-  /** Absolute path of the directory (of the file, for a GGUF model). */
-  dir: string;
-  config: LlamaConfig;
-  /** Every loadable tensor of the checkpoint by name, across shards. */
-  tensors: Map<string, TensorInfo>;
-  tokenizerJson: unknown;
-  tokenizerConfig: Record<string, unknown>;
-  generationConfig: Record<string, unknown> | null;
-  /** A GGUF model's file: its weights load from here (`tensors` is then empty). */
-  gguf?: GgufFile;
-}
-
-export interface ExpectedTensor {
-  name: string;
-  shape: number[];
-}
-
-/** The tensors a Llama forward pass reads, with Hugging Face names and [out, in] shapes. */
-export function expectedTensors(cfg: LlamaConfig): ExpectedTensor[] {
-  const h = cfg.hiddenSize;
-  const qDim = cfg.numHeads * cfg.headDim;
-  const kvDim = cfg.numKvHeads * cfg.headDim;
-  const out: ExpectedTensor[] = [{ name: "model.embed_tokens.weight", shape: [cfg.vocabSize, h] }];
-  for (let i = 0; i < cfg.numLayers; i++) {
-    const p = `model.layers.${i}`;
-    out.push(
-      { name: `${p}.input_layernorm.weight`, shape: [h] },
-      { name: `${p}.self_attn.q_proj.weight`, shape: [qDim, h] },
-      { name: `${p}.self_attn.k_proj.weight`, shape: [kvDim, h] },
-      { name: `${p}.self_attn.v_proj.weight`, shape: [kvDim, h] },
-      { name: `${p}.self_attn.o_proj.weight`, shape: [h, qDim] },
-      { name: `${p}.post_attention_layernorm.weight`, shape: [h] },
-      { name: `${p}.mlp.gate_proj.weight`, shape: [cfg.intermediateSize, h] },
-      { name: `${p}.mlp.up_proj.weight`, shape: [cfg.intermediateSize, h] },
-      { name: `${p}.mlp.down_proj.weight`, shape: [h, cfg.intermediateSize] },
-    );
-  }
-  out.push({ name: "model.norm.weight", shape: [h] });
-  if (!cfg.tieWordEmbeddings) out.push({ name: "lm_head.weight", shape: [cfg.vocabSize, h] });
-  return out;
-}
-
-export async function openModelDir(dir: string): Promise<ModelFiles> {
-  const root = resolve(dir);
-  let stat: Deno.FileInfo;
-  try {
-    stat = await Deno.stat(root);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) throw new ModelLoadError(root, "no such directory");
-    throw e;
-  }
-  if (stat.isFile && await isGgufFile(root)) return openGgufModel(root);
-  if (!stat.isDirectory) throw new ModelLoadError(root, "not a directory or a GGUF file");
-
+/** Opens the Hugging Face model directory `root` (an absolute path that is a directory). */
+export async function openHfDir(root: string): Promise<ModelFiles> {
   const configPath = join(root, "config.json");
   const config = parseLlamaConfig(await readJson(configPath), configPath);
   const weights = await readWeights(root);

@@ -9,7 +9,7 @@
 // - "gpt2": byte-level BPE (Llama 3, SmolLM): tokens and merges as they are; the pre-tokenizer
 //   regex is named by tokenizer.ggml.pre.
 
-import { ModelLoadError } from "./errors.ts";
+import { ModelLoadError } from "../model/errors.ts";
 import type { GgufFile, GgufValue } from "./gguf.ts";
 
 export interface TokenizerFiles {

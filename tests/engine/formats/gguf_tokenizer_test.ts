@@ -3,16 +3,16 @@
 // generated here with byte fallback) whose tokenizer.json is built from its trained merges.
 
 import { join } from "node:path";
-import { parseLlamaConfig } from "../../engine/model/config.ts";
-import { readGguf } from "../../engine/model/gguf.ts";
-import { ggufTokenizerFiles } from "../../engine/model/gguf_tokenizer.ts";
-import type { ModelFiles } from "../../engine/model/model_dir.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
-import { Tokenizer } from "../../engine/model/tokenizer.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
-import { assert, assertEquals } from "../helpers/testing.ts";
-import { type GgufMeta, meta, writeGguf } from "../../engine/model/gguf_writer.ts";
-import { gpt2TokenizerMetadata } from "../../engine/model/gguf_convert.ts";
+import { parseLlamaConfig } from "../../../engine/model/config.ts";
+import { readGguf } from "../../../engine/formats/gguf.ts";
+import { ggufTokenizerFiles } from "../../../engine/formats/gguf_tokenizer.ts";
+import type { ModelFiles } from "../../../engine/formats/model_files.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { Tokenizer } from "../../../engine/model/tokenizer.ts";
+import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
+import { assert, assertEquals } from "../../helpers/testing.ts";
+import { type GgufMeta, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
+import { gpt2TokenizerMetadata } from "../../../engine/formats/gguf_convert.ts";
 
 const TEXTS = [
   "The river was quiet in the morning.",

@@ -5,13 +5,14 @@
 // caller picks (norms stay F32, as llama.cpp keeps them). Tests build fixtures with it, the decode
 // benchmark its quantized models; the quantizers are round-to-nearest (quant/formats.ts).
 
-import type { RopeScaling } from "./config.ts";
+import type { RopeScaling } from "../model/config.ts";
 import { GGML, type GgmlTypeName } from "./gguf.ts";
 import { ggufTensorName } from "./gguf_model.ts";
 import { type GgufMeta, type GgufTensorToWrite, meta, writeGguf } from "./gguf_writer.ts";
-import { type ModelFiles, openModelDir } from "./model_dir.ts";
+import type { ModelFiles } from "./model_files.ts";
+import { openModelDir } from "./open_model.ts";
 import { isQuantType, quantize } from "../quant/formats.ts";
-import { ropeInvFreq } from "./rope_freqs.ts";
+import { ropeInvFreq } from "../model/rope_freqs.ts";
 import { encodeTensor, readTensorF64, type StDtype } from "./safetensors.ts";
 
 export interface GgufConversion {

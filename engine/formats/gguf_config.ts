@@ -2,8 +2,8 @@
 // config.json fields they stand for and validated by parseLlamaConfig, so a GGUF model passes the
 // same checks (GQA divisibility, even head dim, rope scaling) as a Hugging Face directory.
 
-import { type LlamaConfig, parseLlamaConfig } from "./config.ts";
-import { ModelLoadError } from "./errors.ts";
+import { type LlamaConfig, parseLlamaConfig } from "../model/config.ts";
+import { ModelLoadError } from "../model/errors.ts";
 import type { GgufFile, GgufValue } from "./gguf.ts";
 import { readTensorInto } from "./safetensors.ts";
 

@@ -1,9 +1,9 @@
 // firstNonFinite over raw checkpoint bytes: NaN and ±Inf found at any position in every dtype
 // (odd lengths and unaligned views included), finite extremes (max, subnormals, -0) let through.
 
-import { firstNonFinite } from "../../engine/model/finite_check.ts";
-import { encodeTensor, type StDtype } from "../../engine/model/safetensors.ts";
-import { assertEquals } from "../helpers/testing.ts";
+import { firstNonFinite } from "../../../engine/formats/finite_check.ts";
+import { encodeTensor, type StDtype } from "../../../engine/formats/safetensors.ts";
+import { assertEquals } from "../../helpers/testing.ts";
 
 const DTYPES: StDtype[] = ["F32", "F16", "BF16"];
 

@@ -1,12 +1,13 @@
-// Opens a GGUF file as a model, the way model_dir.ts opens a Hugging Face directory: config and
+// Opens a GGUF file as a model, the way hf_dir.ts opens a Hugging Face directory: config and
 // tokenizer from the metadata, and a check, before any weight is read, that every tensor the
 // forward pass needs is there with the right shape and a type Sluice can load.
 
-import { ModelLoadError } from "./errors.ts";
+import { ModelLoadError } from "../model/errors.ts";
 import { type GgufFile, type GgufTensor, readGguf, SUPPORTED_GGML_TYPES } from "./gguf.ts";
 import { ggufLlamaConfig } from "./gguf_config.ts";
 import { ggufTokenizerFiles } from "./gguf_tokenizer.ts";
-import { expectedTensors, type ModelFiles } from "./model_dir.ts";
+import { expectedTensors } from "../model/tensors.ts";
+import type { ModelFiles } from "./model_files.ts";
 
 /** Float types, the only ones norms (vectors) may have. */
 const FLOAT_TYPES = ["F32", "F16", "BF16"];

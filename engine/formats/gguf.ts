@@ -7,7 +7,7 @@
 // its `fetch` hook instead: a fetch that serves Range requests from the one local file.
 
 import { GGMLQuantizationType, gguf, type MetadataValue } from "@huggingface/gguf";
-import { ModelLoadError } from "./errors.ts";
+import { ModelLoadError } from "../model/errors.ts";
 
 /** Metadata values as GGUF stores them (u64/i64 as bigint, arrays as JS arrays). */
 export type GgufValue = MetadataValue;

@@ -2,7 +2,7 @@
 // naming each tensor's dtype, shape and byte range, then the raw data. Reading parses only the
 // header and hands out byte ranges, so a loader can stream one tensor at a time from disk.
 
-import { ModelLoadError } from "./errors.ts";
+import { ModelLoadError } from "../model/errors.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../quant/half.ts";
 
 /** The dtypes the engine can load. */

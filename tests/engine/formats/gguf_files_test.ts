@@ -2,16 +2,16 @@
 // a model must have, and friendly errors for what Sluice cannot load.
 
 import { join } from "node:path";
-import { readGguf } from "../../engine/model/gguf.ts";
-import { ModelLoadError } from "../../engine/model/errors.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
-import { ropeInvFreq } from "../../engine/model/rope_freqs.ts";
-import type { TinyModelSpec } from "../../engine/model/tiny_model.ts";
-import { unpermuteRows } from "../../engine/model/gguf_weights.ts";
-import { assert, assertEquals, assertRejects } from "../helpers/testing.ts";
-import { encodeGguf, meta, writeGguf } from "../../engine/model/gguf_writer.ts";
-import { permuteRows } from "../../engine/model/gguf_convert.ts";
-import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
+import { readGguf } from "../../../engine/formats/gguf.ts";
+import { ModelLoadError } from "../../../engine/model/errors.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { ropeInvFreq } from "../../../engine/model/rope_freqs.ts";
+import type { TinyModelSpec } from "../../../engine/model/tiny_model.ts";
+import { unpermuteRows } from "../../../engine/model/gguf_weights.ts";
+import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
+import { encodeGguf, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
+import { permuteRows } from "../../../engine/formats/gguf_convert.ts";
+import { writeTinyGguf } from "../../helpers/tiny_gguf.ts";
 
 const SPEC: TinyModelSpec = {
   hiddenSize: 64,
