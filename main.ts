@@ -235,7 +235,7 @@ async function generate(args: string[]): Promise<void> {
   const flags = parseFlags(GenerateFlags, args);
   const { chooseModel } = await import("./engine/model/default_model.ts");
   const { openRuntime } = await import("./runtime/open.ts");
-  const { StreamDecoder } = await import("./engine/model/tokenizer.ts");
+  const { StreamDecoder } = await import("./engine/text/tokenizer.ts");
   const model = await chooseModel(flags.model, log);
   const options = runtimeOptions(flags);
   const { runtime, tokenizer: tok } = await openRuntime(model.dir, {

@@ -18,7 +18,7 @@ import {
   writeSafetensors,
 } from "../../engine/formats/safetensors.ts";
 import { DEMO_SPEC, type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
-import { Tokenizer } from "../../engine/model/tokenizer.ts";
+import { Tokenizer } from "../../engine/text/tokenizer.ts";
 
 const GQA: TinyModelSpec = {
   hiddenSize: 32,

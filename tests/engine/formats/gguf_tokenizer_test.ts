@@ -8,7 +8,7 @@ import { readGguf } from "../../../engine/formats/gguf.ts";
 import { ggufTokenizerFiles } from "../../../engine/formats/gguf_tokenizer.ts";
 import type { ModelFiles } from "../../../engine/formats/model_files.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
-import { Tokenizer } from "../../../engine/model/tokenizer.ts";
+import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { type GgufMeta, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";

@@ -2,7 +2,7 @@
 // and the builder only), and how the response writer shapes each endpoint's chunks.
 
 import { openModelDir } from "../../../engine/formats/open_model.ts";
-import { Tokenizer } from "../../../engine/model/tokenizer.ts";
+import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
 import { buildRequest } from "../../../server/completions/build.ts";
 import { chat, completion } from "../../../server/completions/kinds.ts";

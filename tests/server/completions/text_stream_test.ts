@@ -3,7 +3,7 @@
 // until the end), and stop strings still hold back only what could become one.
 
 import { openModelDir } from "../../../engine/formats/open_model.ts";
-import { Tokenizer } from "../../../engine/model/tokenizer.ts";
+import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
 import { TextStream } from "../../../server/completions/text_stream.ts";
 import { assertEquals } from "../../helpers/testing.ts";

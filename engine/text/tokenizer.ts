@@ -8,7 +8,7 @@
 import * as transformers from "@huggingface/transformers";
 import { PreTrainedTokenizer } from "@huggingface/transformers";
 import { join } from "node:path";
-import { ModelLoadError } from "./errors.ts";
+import { ModelLoadError } from "../model/errors.ts";
 import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
 import { TokenBytes } from "./token_bytes.ts";

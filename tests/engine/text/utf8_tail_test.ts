@@ -2,9 +2,9 @@
 // by hand for each kind of lead and broken sequence, and against TextDecoder's streaming mode on
 // random bytes (the decoder the tokenizers use holds back exactly those bytes).
 
-import { incompleteUtf8Tail } from "../../engine/model/utf8_tail.ts";
-import { assertEquals } from "../helpers/testing.ts";
-import { rng, testSeed } from "../helpers/random.ts";
+import { incompleteUtf8Tail } from "../../../engine/text/utf8_tail.ts";
+import { assertEquals } from "../../helpers/testing.ts";
+import { rng, testSeed } from "../../helpers/random.ts";
 
 Deno.test("utf8 tail: each kind of ending", () => {
   const cases: [number[], number, string][] = [

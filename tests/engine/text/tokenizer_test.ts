@@ -2,18 +2,18 @@
 // the ChatML template, eos ids, and StreamDecoder's incremental output.
 
 import { join } from "node:path";
-import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
-import { rng, testSeed } from "../helpers/random.ts";
-import type { ModelFiles } from "../../engine/formats/model_files.ts";
-import { openModelDir } from "../../engine/formats/open_model.ts";
-import { parseLlamaConfig } from "../../engine/model/config.ts";
-import { ModelLoadError } from "../../engine/model/errors.ts";
-import { ChatTemplateError, StreamDecoder, Tokenizer } from "../../engine/model/tokenizer.ts";
+import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
+import { rng, testSeed } from "../../helpers/random.ts";
+import type { ModelFiles } from "../../../engine/formats/model_files.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { parseLlamaConfig } from "../../../engine/model/config.ts";
+import { ModelLoadError } from "../../../engine/model/errors.ts";
+import { ChatTemplateError, StreamDecoder, Tokenizer } from "../../../engine/text/tokenizer.ts";
 import {
   type TinyModelSpec,
   TOKENIZER_VOCAB_SIZE,
   writeTinyModel,
-} from "../../engine/model/tiny_model.ts";
+} from "../../../engine/model/tiny_model.ts";
 
 const SPEC: TinyModelSpec = {
   hiddenSize: 16,

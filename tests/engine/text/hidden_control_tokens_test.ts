@@ -1,8 +1,8 @@
 // hideControlTokens: special added tokens (and the post-processor's names for them) get secret
 // text, other added tokens keep theirs, and hide() rewrites template text longest match first.
 
-import { hideControlTokens } from "../../engine/model/hidden_control_tokens.ts";
-import { assert, assertEquals } from "../helpers/testing.ts";
+import { hideControlTokens } from "../../../engine/text/hidden_control_tokens.ts";
+import { assert, assertEquals } from "../../helpers/testing.ts";
 
 Deno.test("hidden control tokens: specials renamed everywhere they are named", () => {
   const json = {

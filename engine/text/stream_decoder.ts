@@ -1,7 +1,12 @@
 // Turns ids arriving one at a time into text deltas that never split a character and never hold
 // text back for longer than a character needs: text goes out with the token that completes it.
 
-import type { Tokenizer } from "./tokenizer.ts";
+/** What the stream decoder needs of a tokenizer (text/tokenizer.ts's Tokenizer is one). */
+export interface Detokenizer {
+  decode(ids: readonly number[], opts: { skipSpecial?: boolean }): string;
+  /** Bytes (0–3) at the end of `ids` that begin a character later ids could still complete. */
+  incompleteUtf8Tail(ids: readonly number[], opts: { skipSpecial?: boolean }): number;
+}
 
 /**
  * Incremental detokenizer. Each push decodes a short window (the previous delta's tokens plus the
@@ -14,7 +19,7 @@ import type { Tokenizer } from "./tokenizer.ts";
  * decoded text and go out at once, as does a real U+FFFD the model wrote.
  */
 export class StreamDecoder {
-  readonly #tokenizer: Tokenizer;
+  readonly #tokenizer: Detokenizer;
   readonly #skipSpecial: boolean;
   readonly #ids: number[] = [];
   /** Start of the window: the first token of the last emitted delta. */
@@ -24,7 +29,7 @@ export class StreamDecoder {
   /** Characters of the tokens from #readOffset on already emitted (those before a held tail). */
   #emittedUnread = 0;
 
-  constructor(tokenizer: Tokenizer, { skipSpecial = false }: { skipSpecial?: boolean } = {}) {
+  constructor(tokenizer: Detokenizer, { skipSpecial = false }: { skipSpecial?: boolean } = {}) {
     this.#tokenizer = tokenizer;
     this.#skipSpecial = skipSpecial;
   }

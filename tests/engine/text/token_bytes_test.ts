@@ -2,8 +2,8 @@
 // of a character (byte-level BPE, SentencePiece byte fallback), and none for the others; a token
 // holding a character's first bytes keeps a stream waiting until the token with the rest.
 
-import { gpt2ByteAlphabet, TokenBytes } from "../../engine/model/token_bytes.ts";
-import { assertEquals } from "../helpers/testing.ts";
+import { gpt2ByteAlphabet, TokenBytes } from "../../../engine/text/token_bytes.ts";
+import { assertEquals } from "../../helpers/testing.ts";
 
 const alphabet = gpt2ByteAlphabet();
 const spell = (bytes: number[]) => bytes.map((b) => alphabet[b]).join("");
