@@ -4,7 +4,7 @@
 
 import { Engine, type EngineOptions, type StepEngine } from "../engine/engine.ts";
 import { WorkerEngine } from "../engine/worker_engine.ts";
-import { resolveModel } from "../engine/model/hub.ts";
+import { resolveModel } from "../engine/sources/resolve.ts";
 import { openModelDir } from "../engine/formats/open_model.ts";
 import { Tokenizer } from "../engine/text/tokenizer.ts";
 import { progressBar } from "../engine/util/progress.ts";

@@ -6,7 +6,7 @@
 import { Engine } from "../../engine/engine.ts";
 import { BlockPool } from "../../engine/kv/block_pool.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
-import type { TinyModelSpec } from "../../engine/model/tiny_model.ts";
+import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
 import { assertClose } from "../helpers/compare.ts";
 import { testGpu, testGpuF32 } from "../helpers/gpu.ts";

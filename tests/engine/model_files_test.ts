@@ -20,13 +20,12 @@ import {
 } from "../../engine/formats/safetensors.ts";
 import { expectedTensors } from "../../engine/model/tensors.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
-import {
-  demoModelDir,
-  type TinyModelSpec,
-  TOKENIZER_VOCAB_SIZE,
-  writeTinyModel,
-} from "../../engine/model/tiny_model.ts";
-import { DEFAULT_MODEL, ModelResolveError, resolveModel } from "../../engine/model/hub.ts";
+import { demoModelDir } from "../../engine/sources/demo.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
+import { TOKENIZER_VOCAB_SIZE } from "../../engine/sources/tiny_tokenizer.ts";
+import { DEFAULT_MODEL } from "../../engine/sources/default_model.ts";
+import { ModelResolveError } from "../../engine/sources/resolve_error.ts";
+import { resolveModel } from "../../engine/sources/resolve.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../../engine/quant/half.ts";
 
 const CONFIG_FILE = "/models/x/config.json";

@@ -7,7 +7,7 @@ import { DeviceKv } from "../../engine/kv/device_kv.ts";
 import { BlockPool, type SeqId } from "../../engine/kv/block_pool.ts";
 import { LlamaForward, type StepRow } from "../../engine/model/forward.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
-import { type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { loadWeights } from "../../engine/model/weights.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
 import { assertClose } from "../helpers/compare.ts";

@@ -17,7 +17,8 @@ import {
   type StDtype,
   writeSafetensors,
 } from "../../engine/formats/safetensors.ts";
-import { DEMO_SPEC, type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { DEMO_SPEC } from "../../engine/sources/demo.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { Tokenizer } from "../../engine/text/tokenizer.ts";
 
 const GQA: TinyModelSpec = {

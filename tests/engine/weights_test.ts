@@ -4,7 +4,7 @@
 import { ModelLoadError } from "../../engine/model/errors.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import type { StDtype } from "../../engine/formats/safetensors.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { loadWeights } from "../../engine/model/weights.ts";
 import { assert, assertRejects } from "../helpers/testing.ts";
 import { testGpu } from "../helpers/gpu.ts";

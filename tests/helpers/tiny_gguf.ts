@@ -15,7 +15,7 @@ import {
   type TensorToWrite,
   writeSafetensors,
 } from "../../engine/formats/safetensors.ts";
-import { type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
 
 export interface TinyGgufOptions {
   /** Type of every matrix (norms stay F32, as llama.cpp keeps them). */

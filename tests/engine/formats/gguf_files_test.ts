@@ -6,7 +6,7 @@ import { readGguf } from "../../../engine/formats/gguf.ts";
 import { ModelLoadError } from "../../../engine/model/errors.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { ropeInvFreq } from "../../../engine/model/rope_freqs.ts";
-import type { TinyModelSpec } from "../../../engine/model/tiny_model.ts";
+import type { TinyModelSpec } from "../../../engine/sources/tiny_model.ts";
 import { unpermuteRows } from "../../../engine/model/gguf_weights.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 import { encodeGguf, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";

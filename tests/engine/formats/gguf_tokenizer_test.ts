@@ -9,7 +9,7 @@ import { ggufTokenizerFiles } from "../../../engine/formats/gguf_tokenizer.ts";
 import type { ModelFiles } from "../../../engine/formats/model_files.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
-import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { type GgufMeta, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
 import { gpt2TokenizerMetadata } from "../../../engine/formats/gguf_convert.ts";

@@ -9,11 +9,8 @@ import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { parseLlamaConfig } from "../../../engine/model/config.ts";
 import { ModelLoadError } from "../../../engine/model/errors.ts";
 import { ChatTemplateError, StreamDecoder, Tokenizer } from "../../../engine/text/tokenizer.ts";
-import {
-  type TinyModelSpec,
-  TOKENIZER_VOCAB_SIZE,
-  writeTinyModel,
-} from "../../../engine/model/tiny_model.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../../engine/sources/tiny_model.ts";
+import { TOKENIZER_VOCAB_SIZE } from "../../../engine/sources/tiny_tokenizer.ts";
 
 const SPEC: TinyModelSpec = {
   hiddenSize: 16,

@@ -3,7 +3,7 @@
 
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
-import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { buildRequest } from "../../../server/completions/build.ts";
 import { chat, completion } from "../../../server/completions/kinds.ts";
 import { ChatRequest, CompletionRequest } from "../../../server/openai/schemas.ts";

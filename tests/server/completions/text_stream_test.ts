@@ -4,7 +4,7 @@
 
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
-import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { TextStream } from "../../../server/completions/text_stream.ts";
 import { assertEquals } from "../../helpers/testing.ts";
 import { TINY_SPEC } from "../harness.ts";

@@ -6,7 +6,7 @@
 // tokenizer.chat_template is.
 
 import { join } from "node:path";
-import { ModelResolveError } from "./hub.ts";
+import { ModelResolveError } from "./resolve_error.ts";
 
 const MODEL_LAYER = "application/vnd.ollama.image.model";
 const DEFAULT_HOST = "registry.ollama.ai";

@@ -1,15 +1,22 @@
 // Writes small but complete Hugging Face-style Llama model directories: random weights that are
-// deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template. Tests
-// use them as fixtures; `--model demo` uses one so the server runs without a download.
+// deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template
+// (tiny_tokenizer.ts). Tests use them as fixtures; `--model demo` uses one (demo.ts) so the server
+// runs without a download.
 
 import { join } from "node:path";
-import type { RopeScaling } from "./config.ts";
+import type { RopeScaling } from "../model/config.ts";
 import {
   encodeTensor,
   numElements,
   type StDtype,
   writeSafetensors,
 } from "../formats/safetensors.ts";
+import {
+  buildTokenizerJson,
+  MIN_TOKENIZER_VOCAB_SIZE,
+  TOKENIZER_VOCAB_SIZE,
+  tokenizerConfigJson,
+} from "./tiny_tokenizer.ts";
 
 export interface TinyModelSpec {
   hiddenSize: number;
@@ -34,25 +41,13 @@ export interface TinyModelSpec {
   seed: number;
 }
 
-/** Size of the generated tokenizer: 3 special tokens, 256 byte tokens, 253 merges. */
-export const TOKENIZER_VOCAB_SIZE = 512;
-export const SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] as const;
-const NUM_BYTE_TOKENS = 256;
-
-export const CHATML_TEMPLATE = "{% for message in messages %}" +
-  "{% if loop.first and message['role'] != 'system' %}" +
-  "{{ '<|im_start|>system\\nYou are a small demo assistant.<|im_end|>\\n' }}{% endif %}" +
-  "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}" +
-  "{% endfor %}" +
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
 export async function writeTinyModel(dir: string, spec: TinyModelSpec): Promise<void> {
   const headDim = spec.headDim ?? spec.hiddenSize / spec.numHeads;
   if (!Number.isInteger(headDim) || headDim % 2 !== 0) {
     throw new RangeError(`writeTinyModel: head dim ${headDim} must be an even integer`);
   }
   const vocabSize = spec.vocabSize ?? TOKENIZER_VOCAB_SIZE;
-  if (vocabSize < SPECIAL_TOKENS.length + NUM_BYTE_TOKENS) {
+  if (vocabSize < MIN_TOKENIZER_VOCAB_SIZE) {
     throw new RangeError(`writeTinyModel: vocabSize ${vocabSize} is below the 259 base tokens`);
   }
   await Deno.mkdir(dir, { recursive: true });
@@ -250,213 +245,4 @@ function gaussian(seed: number, n: number): Float64Array {
     if (i + 1 < n) out[i + 1] = r * Math.sin(2 * Math.PI * u2);
   }
   return out;
-}
-
-// ---- tokenizer ----
-
-// Training text for the merges: ordinary English, some code, digits and punctuation, so that
-// common words become single tokens and the rest falls back to bytes.
-const CORPUS = `
-The river was quiet in the morning, and the light on the water moved slowly from one bank to the
-other. A small boat came down the stream with two people in it: one of them was reading a book,
-the other was watching the birds. They did not speak for a long time. When the sun was higher,
-the boat reached the old bridge, and the man who had been reading put the book away and said that
-they should stop for lunch. There is a place near the bridge where the grass is soft and the trees
-give shade. They ate bread and cheese, and drank water from a bottle, and then they talked about
-the city, about the work they had left there, and about the days that were still to come.
-What is the time? It is ten past three. How many tokens are in this sentence? Let us count them.
-The server streams tokens to every client at the pace the client can read, and it keeps the
-stream smooth while the device is busy with other requests. Each request has a buffer, and the
-scheduler reads how full the buffers are when it decides who runs next.
-function add(a, b) { return a + b; }
-for (let i = 0; i < 10; i++) { console.log(i * 2); }
-if (value === null) { throw new Error("value is missing"); }
-The numbers 1, 2, 3, 10, 20, 100, 2024 and 3.14 appear in the text as well.
-She said: "I think we should go now." He answered, "Yes, let's go." They went home together.
-`;
-
-const PRETOKENIZE = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
-
-/**
- * The byte-level alphabet: printable Latin-1 bytes stand for themselves, the others are shifted to
- * code points from 256 up, so every byte is one visible character and spaces become "Ġ".
- */
-function byteAlphabet(): string[] {
-  const chars: string[] = new Array(256);
-  let next = 256;
-  for (let b = 0; b < 256; b++) {
-    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
-    chars[b] = String.fromCodePoint(printable ? b : next++);
-  }
-  return chars;
-}
-
-/** Greedy BPE training: repeatedly merge the most frequent adjacent pair (ties by text order). */
-function trainMerges(numNewTokens: number, alphabet: string[]): [string, string][] {
-  const encoder = new TextEncoder();
-  const counts = new Map<string, number>();
-  for (const piece of CORPUS.match(PRETOKENIZE) ?? []) {
-    const word = Array.from(encoder.encode(piece), (b) => alphabet[b]).join("\u0000");
-    counts.set(word, (counts.get(word) ?? 0) + 1);
-  }
-  const words = [...counts].map(([w, count]) => ({ symbols: w.split("\u0000"), count }));
-  const known = new Set(alphabet);
-  const merges: [string, string][] = [];
-  let added = 0;
-  while (added < numNewTokens) {
-    const pairs = new Map<string, number>();
-    for (const { symbols, count } of words) {
-      for (let i = 0; i + 1 < symbols.length; i++) {
-        const key = symbols[i] + "\u0000" + symbols[i + 1];
-        pairs.set(key, (pairs.get(key) ?? 0) + count);
-      }
-    }
-    let best: string | null = null;
-    let bestCount = 0;
-    for (const [key, count] of pairs) {
-      if (count > bestCount || (count === bestCount && best !== null && key < best)) {
-        best = key;
-        bestCount = count;
-      }
-    }
-    if (best === null) break; // every word is a single token
-    const [a, b] = best.split("\u0000");
-    merges.push([a, b]);
-    if (!known.has(a + b)) {
-      known.add(a + b);
-      added++;
-    }
-    for (const w of words) {
-      const merged: string[] = [];
-      for (let i = 0; i < w.symbols.length; i++) {
-        if (i + 1 < w.symbols.length && w.symbols[i] === a && w.symbols[i + 1] === b) {
-          merged.push(a + b);
-          i++;
-        } else merged.push(w.symbols[i]);
-      }
-      w.symbols = merged;
-    }
-  }
-  return merges;
-}
-
-function buildTokenizerJson(size: number): Record<string, unknown> {
-  const alphabet = byteAlphabet();
-  const vocab: Record<string, number> = {};
-  let nextId = 0;
-  for (const token of [...SPECIAL_TOKENS, ...alphabet]) vocab[token] = nextId++;
-  const merges = trainMerges(size - nextId, alphabet);
-  for (const [a, b] of merges) if (!(a + b in vocab)) vocab[a + b] = nextId++;
-
-  const byteLevel = {
-    type: "ByteLevel",
-    add_prefix_space: false,
-    trim_offsets: true,
-    use_regex: true,
-  };
-  return {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: SPECIAL_TOKENS.map((content, id) => ({
-      id,
-      content,
-      single_word: false,
-      lstrip: false,
-      rstrip: false,
-      normalized: false,
-      special: true,
-    })),
-    normalizer: null,
-    pre_tokenizer: byteLevel,
-    post_processor: { ...byteLevel, trim_offsets: false },
-    decoder: byteLevel,
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: merges.map(([a, b]) => [a, b]),
-    },
-  };
-}
-
-function tokenizerConfigJson(maxPos: number): Record<string, unknown> {
-  const addedTokensDecoder: Record<string, unknown> = {};
-  SPECIAL_TOKENS.forEach((content, id) => {
-    addedTokensDecoder[String(id)] = {
-      content,
-      lstrip: false,
-      normalized: false,
-      rstrip: false,
-      single_word: false,
-      special: true,
-    };
-  });
-  return {
-    add_prefix_space: false,
-    added_tokens_decoder: addedTokensDecoder,
-    additional_special_tokens: ["<|im_start|>", "<|im_end|>"],
-    bos_token: "<|im_start|>",
-    eos_token: "<|im_end|>",
-    pad_token: "<|im_end|>",
-    unk_token: "<|endoftext|>",
-    chat_template: CHATML_TEMPLATE,
-    clean_up_tokenization_spaces: false,
-    model_max_length: maxPos,
-    tokenizer_class: "GPT2Tokenizer",
-  };
-}
-
-// ---- the demo model ----
-
-export const DEMO_SPEC: TinyModelSpec = {
-  hiddenSize: 256,
-  intermediateSize: 688,
-  numLayers: 4,
-  numHeads: 8,
-  numKvHeads: 2,
-  tied: true,
-  dtype: "F16",
-  seed: 20240601,
-};
-
-/** Root of Sluice's on-disk cache: $SLUICE_CACHE, else ~/.cache/sluice. */
-export function sluiceCacheDir(): string {
-  const configured = Deno.env.get("SLUICE_CACHE");
-  if (configured) return configured;
-  const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE") ?? ".";
-  return join(home, ".cache", "sluice");
-}
-
-/** The cached demo model directory, generated on first use (atomically, via rename). */
-export async function demoModelDir(): Promise<string> {
-  const root = sluiceCacheDir();
-  const dir = join(root, "demo-v1");
-  if (await isDir(dir)) return dir;
-  await Deno.mkdir(root, { recursive: true });
-  const tmp = await Deno.makeTempDir({ dir: root, prefix: ".demo-v1-" });
-  try {
-    await writeTinyModel(tmp, DEMO_SPEC);
-    await Deno.rename(tmp, dir);
-  } catch (e) {
-    await Deno.remove(tmp, { recursive: true }).catch(() => {});
-    // Another process may have finished first; its directory is as good as ours.
-    if (!(await isDir(dir))) throw e;
-  }
-  return dir;
-}
-
-async function isDir(path: string): Promise<boolean> {
-  try {
-    return (await Deno.stat(path)).isDirectory;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
 }

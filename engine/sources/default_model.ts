@@ -4,7 +4,11 @@
 // notice says so and the demo model is used, so a first run on any machine ends with a server
 // that answers.
 
-import { DEFAULT_MODEL, ModelResolveError, resolveModel, type ResolveOptions } from "./hub.ts";
+import type { HubOptions } from "./hub.ts";
+import { resolveModel } from "./resolve.ts";
+import { ModelResolveError } from "./resolve_error.ts";
+
+export const DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct";
 
 export interface ModelChoice {
   /** The id clients see in /v1/models and send back as `model`. */
@@ -16,7 +20,7 @@ export interface ModelChoice {
 export async function chooseModel(
   arg: string | undefined,
   log: (msg: string) => void,
-  options: ResolveOptions = {},
+  options: HubOptions = {},
 ): Promise<ModelChoice> {
   if (arg !== undefined) return { id: arg, dir: await resolveModel(arg, log, options) };
   try {

@@ -1,34 +1,19 @@
-// Turns the --model argument into a local model directory or GGUF file: "demo" (a generated random
-// model), a directory or .gguf file that exists, "ollama:NAME[:TAG]" (Ollama's store), or a Hugging
-// Face hub id ("org/name", or "org/name:FILE.gguf" / "org/name:Q4_K_M" for a GGUF repository):
-// taken from Hugging Face's own cache when another tool already fetched it, else downloaded once
-// into Sluice's cache with a progress bar. A download lands in a temporary directory that is renamed into place only when complete,
-// so an interrupted download never looks like a model. The hub's address is $HF_ENDPOINT when set
-// (as Hugging Face's own tools read it: a mirror, or a dead address that fails fast in tests).
+// Downloads a Hugging Face hub model ("org/name", safetensors) once into Sluice's cache, with a
+// progress bar. A download lands in a temporary directory that is renamed into place only when
+// complete, so an interrupted download never looks like a model. The hub's address is $HF_ENDPOINT
+// when set (as Hugging Face's own tools read it: a mirror, or a dead address that fails fast in
+// tests).
 
 import { join } from "node:path";
+import { createDirAtomically } from "../util/atomic_dir.ts";
+import { sluiceCacheDir } from "../util/cache_dir.ts";
+import { isDir } from "../util/path_exists.ts";
 import { progressBar } from "../util/progress.ts";
-import { findInHfCache } from "./hf_cache.ts";
-import { resolveOllamaModel } from "./ollama_store.ts";
-import { demoModelDir, sluiceCacheDir } from "./tiny_model.ts";
-
-export const DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct";
+import { ModelResolveError } from "./resolve_error.ts";
 
 const DEFAULT_HUB_URL = "https://huggingface.co";
-const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
-
-/**
- * The model could not be found or fetched; the message says what to do instead, `reason` says
- * only what went wrong (for a notice that gives its own advice).
- */
-export class ModelResolveError extends Error {
-  readonly reason: string;
-  constructor(message: string, reason = message) {
-    super(message);
-    this.name = "ModelResolveError";
-    this.reason = reason;
-  }
-}
+/** What a hub model id looks like: org/name. */
+export const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
 
 export interface DownloadProgress {
   file: string;
@@ -37,7 +22,7 @@ export interface DownloadProgress {
   totalBytes: number | null;
 }
 
-export interface ResolveOptions {
+export interface HubOptions {
   /** Replaces globalThis.fetch (tests serve files from memory). */
   fetch?: typeof fetch;
   /** Cache root; defaults to $SLUICE_CACHE or ~/.cache/sluice. */
@@ -48,76 +33,34 @@ export interface ResolveOptions {
   hubUrl?: string;
 }
 
-function hubUrlOf(options: ResolveOptions): string {
+function hubUrlOf(options: HubOptions): string {
   return (options.hubUrl ?? (Deno.env.get("HF_ENDPOINT") || DEFAULT_HUB_URL)).replace(/\/+$/, "");
 }
 
-export async function resolveModel(
-  arg: string,
+/** The local directory of hub model `id` (org/name), downloaded first unless already cached. */
+export async function fetchFromHub(
+  id: string,
   log: (msg: string) => void,
-  options: ResolveOptions = {},
+  options: HubOptions,
 ): Promise<string> {
-  if (arg === "demo") {
-    const dir = await demoModelDir();
-    log(
-      `*** --model demo: a small RANDOM model (${dir}). Its output is noise; use it to exercise ` +
-        `the server, not to read answers. ***`,
-    );
-    return dir;
-  }
-  if (await isDir(arg)) return arg;
-  if (arg.startsWith("ollama:")) return await resolveOllamaModel(arg.slice("ollama:".length), log);
-  if (await isFile(arg)) return arg; // a GGUF file (openModelDir checks its magic)
-  if (/\.gguf$/i.test(arg) && !arg.includes(":")) {
-    throw new ModelResolveError(`--model ${arg}: no such GGUF file`);
-  }
-  const [hubId, hubFile] = splitHubRef(arg);
-  if (HUB_ID.test(hubId) && !arg.includes("..")) {
-    const cached = await findInHfCache(hubId, hubFile);
-    if (cached !== null) {
-      log(`model ${arg}: using ${cached} from the Hugging Face cache`);
-      return cached;
-    }
-    if (hubFile !== undefined) {
-      throw new ModelResolveError(
-        `--model ${arg}: ${hubId} is not in the Hugging Face cache; fetch it first (e.g. ` +
-          `huggingface-cli download ${hubId}), or pass the .gguf file's path`,
-      );
-    }
-  }
-  if (!HUB_ID.test(arg) || arg.includes("..")) {
-    throw new ModelResolveError(
-      `--model ${arg}: no such directory, and not a Hugging Face model id (org/name). ` +
-        `Pass a local model directory (--model /path/to/dir), a .gguf file, ` +
-        `ollama:NAME[:TAG], or --model demo.`,
-    );
-  }
-
   const cacheDir = join(options.cacheDir ?? sluiceCacheDir(), "hub");
-  const target = join(cacheDir, arg.replace("/", "--"));
+  const target = join(cacheDir, id.replace("/", "--"));
   if (await isDir(target)) {
-    log(`model ${arg}: using cached ${target}`);
+    log(`model ${id}: using cached ${target}`);
     return target;
   }
-  log(`model ${arg}: downloading from ${hubUrlOf(options)} into ${target}`);
-  await Deno.mkdir(cacheDir, { recursive: true });
-  const tmp = await Deno.makeTempDir({
-    dir: cacheDir,
-    prefix: `.download-${arg.replace("/", "--")}-`,
-  });
-  try {
-    await downloadModel(arg, tmp, options);
-    await Deno.rename(tmp, target);
-  } catch (e) {
-    await Deno.remove(tmp, { recursive: true }).catch(() => {});
-    if (await isDir(target)) return target; // a concurrent download finished first
-    throw e;
-  }
-  log(`model ${arg}: ready in ${target}`);
+  log(`model ${id}: downloading from ${hubUrlOf(options)} into ${target}`);
+  const placed = await createDirAtomically(
+    target,
+    `.download-${id.replace("/", "--")}-`,
+    (tmp) => downloadModel(id, tmp, options),
+  );
+  // Not placed: a concurrent download finished first.
+  if (placed) log(`model ${id}: ready in ${target}`);
   return target;
 }
 
-async function downloadModel(id: string, dir: string, options: ResolveOptions): Promise<void> {
+async function downloadModel(id: string, dir: string, options: HubOptions): Promise<void> {
   const fetcher = new HubFetcher(id, options);
   for (const file of ["config.json", "tokenizer.json", "tokenizer_config.json"]) {
     await fetcher.download(file, dir, { required: true });
@@ -152,7 +95,7 @@ class HubFetcher {
   readonly #fetch: typeof fetch;
   readonly #onProgress: (p: DownloadProgress) => void;
 
-  constructor(id: string, options: ResolveOptions) {
+  constructor(id: string, options: HubOptions) {
     this.#id = id;
     this.#hubUrl = hubUrlOf(options);
     this.#fetch = options.fetch ?? fetch;
@@ -241,28 +184,4 @@ function stderrProgressBar(): (p: DownloadProgress) => void {
     if (!bar) bars.set(file, bar = progressBar(file, { quarters: true }));
     bar(doneBytes, totalBytes);
   };
-}
-
-/** "org/name:file" → ["org/name", "file"]; "org/name" → ["org/name", undefined]. */
-function splitHubRef(arg: string): [string, string | undefined] {
-  const colon = arg.indexOf(":");
-  return colon < 0 ? [arg, undefined] : [arg.slice(0, colon), arg.slice(colon + 1)];
-}
-
-async function isFile(path: string): Promise<boolean> {
-  try {
-    return (await Deno.stat(path)).isFile;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
-}
-
-async function isDir(path: string): Promise<boolean> {
-  try {
-    return (await Deno.stat(path)).isDirectory;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
 }

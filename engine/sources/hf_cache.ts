@@ -11,7 +11,7 @@
 
 import { join } from "node:path";
 import { getHFHubCachePath, getRepoFolderName } from "@huggingface/hub";
-import { ModelResolveError } from "./hub.ts";
+import { ModelResolveError } from "./resolve_error.ts";
 import { pathExists } from "../util/path_exists.ts";
 
 const PREFERRED = ["Q4_K_M", "Q8_0", "Q4_0", "Q4_K_S", "Q6_K", "F16", "BF16", "F32"];

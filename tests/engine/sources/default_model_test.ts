@@ -3,10 +3,11 @@
 // The hub is a fake fetch here (no network).
 
 import { join } from "node:path";
-import { chooseModel, fallbackNotice } from "../../engine/model/default_model.ts";
-import { DEFAULT_MODEL, ModelResolveError } from "../../engine/model/hub.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
-import { assert, assertEquals, assertMatch, assertRejects } from "../helpers/testing.ts";
+import { chooseModel, fallbackNotice } from "../../../engine/sources/default_model.ts";
+import { DEFAULT_MODEL } from "../../../engine/sources/default_model.ts";
+import { ModelResolveError } from "../../../engine/sources/resolve_error.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../helpers/testing.ts";
 
 const TINY = {
   hiddenSize: 32,

@@ -3,12 +3,13 @@
 // directories generated here with HF_HOME, HF_HUB_CACHE, OLLAMA_MODELS and HOME pointed at them.
 
 import { join } from "node:path";
-import { ModelResolveError, resolveModel } from "../../engine/model/hub.ts";
-import { parseOllamaName } from "../../engine/model/ollama_store.ts";
-import { openModelDir } from "../../engine/formats/open_model.ts";
-import { assert, assertEquals, assertRejects } from "../helpers/testing.ts";
-import { encodeGguf, meta } from "../../engine/formats/gguf_writer.ts";
-import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
+import { ModelResolveError } from "../../../engine/sources/resolve_error.ts";
+import { resolveModel } from "../../../engine/sources/resolve.ts";
+import { parseOllamaName } from "../../../engine/sources/ollama_store.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
+import { encodeGguf, meta } from "../../../engine/formats/gguf_writer.ts";
+import { writeTinyGguf } from "../../helpers/tiny_gguf.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
 const quiet = () => {};
