@@ -7,12 +7,13 @@
 
 import type { RopeScaling } from "../model/config.ts";
 import { GGML, type GgmlTypeName } from "./gguf.ts";
-import { ggufTensorName } from "./gguf_model.ts";
+import { ggufTensorName } from "../model/tensors.ts";
 import { type GgufMeta, type GgufTensorToWrite, meta, writeGguf } from "./gguf_writer.ts";
 import type { ModelFiles } from "./model_files.ts";
 import { openModelDir } from "./open_model.ts";
 import { isQuantType, quantize } from "../quant/formats.ts";
 import { ropeInvFreq } from "../model/rope_freqs.ts";
+import { permutedHeads, permuteRows } from "./rope_permutation.ts";
 import { encodeTensor, readTensorF64, type StDtype } from "./safetensors.ts";
 
 export interface GgufConversion {
@@ -47,11 +48,7 @@ export async function convertToGguf(
     const dims = [...info.shape].reverse();
     const type = info.shape.length === 2 ? options.typeOf(name, dims) : "F32";
     const [rows, cols] = info.shape.length === 2 ? info.shape : [1, info.shape[0]];
-    const heads = name.includes("attn_q")
-      ? cfg.numHeads
-      : name.includes("attn_k")
-      ? cfg.numKvHeads
-      : 0;
+    const heads = permutedHeads(cfg, name);
     const values = await readTensorF64(info);
     const stored = heads ? permuteRows(values, heads, rows / heads, cols) : values;
     const data = encode(type, stored);
@@ -139,24 +136,4 @@ function encode(type: GgmlTypeName, values: Float64Array): Uint8Array {
   const quant = type.toLowerCase();
   if (isQuantType(quant)) return quantize(quant, new Float32Array(values));
   return encodeTensor(values, type as StDtype);
-}
-
-/** convert_hf_to_gguf.py's permute(): HF row s * group/2 + i of a head becomes row 2i + s. */
-export function permuteRows(
-  values: Float64Array,
-  heads: number,
-  group: number,
-  cols: number,
-): Float64Array {
-  const out = new Float64Array(values.length);
-  const half = group / 2;
-  for (let h = 0; h < heads; h++) {
-    for (let i = 0; i < half; i++) {
-      for (let s = 0; s < 2; s++) {
-        const src = (h * group + s * half + i) * cols;
-        out.set(values.subarray(src, src + cols), (h * group + 2 * i + s) * cols);
-      }
-    }
-  }
-  return out;
 }

@@ -6,7 +6,7 @@ import { ModelLoadError } from "../model/errors.ts";
 import { type GgufFile, type GgufTensor, readGguf, SUPPORTED_GGML_TYPES } from "./gguf.ts";
 import { ggufLlamaConfig } from "./gguf_config.ts";
 import { ggufTokenizerFiles } from "./gguf_tokenizer.ts";
-import { expectedTensors } from "../model/tensors.ts";
+import { expectedTensors, ggufTensorName } from "../model/tensors.ts";
 import type { ModelFiles } from "./model_files.ts";
 
 /** Float types, the only ones norms (vectors) may have. */
@@ -56,27 +56,4 @@ export function ggufTensorOf(gguf: GgufFile, hfName: string): GgufTensor {
     );
   }
   return t;
-}
-
-const LAYER_TENSORS: Record<string, string> = {
-  "input_layernorm": "attn_norm",
-  "self_attn.q_proj": "attn_q",
-  "self_attn.k_proj": "attn_k",
-  "self_attn.v_proj": "attn_v",
-  "self_attn.o_proj": "attn_output",
-  "post_attention_layernorm": "ffn_norm",
-  "mlp.gate_proj": "ffn_gate",
-  "mlp.up_proj": "ffn_up",
-  "mlp.down_proj": "ffn_down",
-};
-
-/** llama.cpp's name for a Hugging Face Llama tensor ("model.layers.3.mlp.up_proj.weight"). */
-export function ggufTensorName(hfName: string): string {
-  if (hfName === "model.embed_tokens.weight") return "token_embd.weight";
-  if (hfName === "model.norm.weight") return "output_norm.weight";
-  if (hfName === "lm_head.weight") return "output.weight";
-  const m = /^model\.layers\.(\d+)\.(.+)\.weight$/.exec(hfName);
-  const short = m && LAYER_TENSORS[m[2]];
-  if (!short) throw new Error(`no GGUF name for tensor ${hfName}`);
-  return `blk.${m[1]}.${short}.weight`;
 }

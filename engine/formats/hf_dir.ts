@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { type LlamaConfig, parseLlamaConfig } from "../model/config.ts";
 import { ModelLoadError } from "../model/errors.ts";
-import { type ExpectedTensor, expectedTensors } from "../model/tensors.ts";
+import { type ExpectedTensor, expectedTensors, LM_HEAD } from "../model/tensors.ts";
 import { pathExists } from "../util/path_exists.ts";
 import type { ModelFiles } from "./model_files.ts";
 import {
@@ -126,8 +126,8 @@ function checkTensors(cfg: LlamaConfig, weights: Weights): void {
   for (const want of expectedTensors(cfg)) check(want);
   // A tied checkpoint may still ship lm_head.weight (a copy of the embeddings); if it does, it must
   // at least be well-formed, though the engine reads the embeddings instead.
-  if (cfg.tieWordEmbeddings && (weights.tensors.has("lm_head.weight"))) {
-    check({ name: "lm_head.weight", shape: [cfg.vocabSize, cfg.hiddenSize] });
+  if (cfg.tieWordEmbeddings && (weights.tensors.has(LM_HEAD))) {
+    check({ name: LM_HEAD, shape: [cfg.vocabSize, cfg.hiddenSize], role: "lmHead" });
   }
 }
 

@@ -33,7 +33,7 @@ import {
 import type { DeviceKv } from "../kv/device_kv.ts";
 import type { LlamaConfig } from "./config.ts";
 import { ropeInvFreq } from "./rope_freqs.ts";
-import type { GluMatrix, GpuMatrix, MatrixFormat, ModelWeights } from "./weights.ts";
+import type { GluMatrix, GpuMatrix, MatrixFormat, ModelWeights } from "../weights/model_weights.ts";
 
 /** One token row of a step. `token: null` means "the id the sampler wrote for this slot last step". */
 export interface StepRow {

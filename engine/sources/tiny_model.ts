@@ -5,6 +5,7 @@
 
 import { join } from "node:path";
 import type { RopeScaling } from "../model/config.ts";
+import { type ExpectedTensor, expectedTensors } from "../model/tensors.ts";
 import {
   encodeTensor,
   numElements,
@@ -130,43 +131,40 @@ interface PlannedTensor {
 
 function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): PlannedTensor[] {
   const h = spec.hiddenSize;
-  const qDim = spec.numHeads * headDim;
-  const kvDim = spec.numKvHeads * headDim;
-  const inter = spec.intermediateSize;
-  const linear = (name: string, rows: number, cols: number, gain = 1): PlannedTensor => ({
-    name,
-    shape: [rows, cols],
-    std: gain / Math.sqrt(cols),
-    center: 0,
-  });
-  const norm = (name: string, center = 1): PlannedTensor => ({
-    name,
-    shape: [h],
-    std: 0.1 * center,
-    center,
-  });
   // Logits are lm_head rows · x̂ with x̂ of RMS 1, so their spread is finalNorm · rowStd · sqrt(h).
   const lmHeadStd = spec.tied ? EMBED_STD : 1 / Math.sqrt(h);
-  const out: PlannedTensor[] = [
-    { name: "model.embed_tokens.weight", shape: [vocab, h], std: EMBED_STD, center: 0 },
-  ];
-  for (let i = 0; i < spec.numLayers; i++) {
-    const p = `model.layers.${i}`;
-    out.push(
-      norm(`${p}.input_layernorm.weight`),
-      linear(`${p}.self_attn.q_proj.weight`, qDim, h),
-      linear(`${p}.self_attn.k_proj.weight`, kvDim, h),
-      linear(`${p}.self_attn.v_proj.weight`, kvDim, h),
-      linear(`${p}.self_attn.o_proj.weight`, h, qDim, ATTN_OUT_GAIN),
-      norm(`${p}.post_attention_layernorm.weight`),
-      linear(`${p}.mlp.gate_proj.weight`, inter, h),
-      linear(`${p}.mlp.up_proj.weight`, inter, h),
-      linear(`${p}.mlp.down_proj.weight`, h, inter, MLP_OUT_GAIN),
-    );
-  }
-  out.push(norm("model.norm.weight", LOGIT_STD / (lmHeadStd * Math.sqrt(h))));
-  if (!spec.tied) out.push(linear("lm_head.weight", vocab, h));
-  return out;
+  const linear = (gain = 1) => ({ std: (cols: number) => gain / Math.sqrt(cols), center: 0 });
+  const norm = (center = 1) => ({ std: () => 0.1 * center, center });
+  const draw: Record<ExpectedTensor["role"], ReturnType<typeof linear>> = {
+    embed: { std: () => EMBED_STD, center: 0 },
+    inputNorm: norm(),
+    q: linear(),
+    k: linear(),
+    v: linear(),
+    o: linear(ATTN_OUT_GAIN),
+    postAttentionNorm: norm(),
+    gate: linear(),
+    up: linear(),
+    down: linear(MLP_OUT_GAIN),
+    finalNorm: norm(LOGIT_STD / (lmHeadStd * Math.sqrt(h))),
+    lmHead: linear(),
+  };
+  const shape = {
+    hiddenSize: h,
+    intermediateSize: spec.intermediateSize,
+    numLayers: spec.numLayers,
+    numHeads: spec.numHeads,
+    numKvHeads: spec.numKvHeads,
+    headDim,
+    vocabSize: vocab,
+    tieWordEmbeddings: spec.tied,
+  };
+  return expectedTensors(shape).map(({ name, shape, role }) => ({
+    name,
+    shape,
+    std: draw[role].std(shape[shape.length - 1]),
+    center: draw[role].center,
+  }));
 }
 
 async function writeWeights(

@@ -8,7 +8,7 @@ import { BlockPool, type SeqId } from "../../engine/kv/block_pool.ts";
 import { LlamaForward, type StepRow } from "../../engine/model/forward.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
-import { loadWeights } from "../../engine/model/weights.ts";
+import { loadWeights } from "../../engine/weights/load_weights.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
 import { assertClose } from "../helpers/compare.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";

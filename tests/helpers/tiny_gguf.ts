@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import type { GgmlTypeName } from "../../engine/formats/gguf.ts";
 import { convertToGguf } from "../../engine/formats/gguf_convert.ts";
-import { unpermuteRows } from "../../engine/model/gguf_weights.ts";
+import { unpermuteRows } from "../../engine/formats/rope_permutation.ts";
 import { dequantize, isQuantType } from "../../engine/quant/formats.ts";
 import {
   decodeTensor,

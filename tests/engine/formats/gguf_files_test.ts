@@ -7,10 +7,10 @@ import { ModelLoadError } from "../../../engine/model/errors.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { ropeInvFreq } from "../../../engine/model/rope_freqs.ts";
 import type { TinyModelSpec } from "../../../engine/sources/tiny_model.ts";
-import { unpermuteRows } from "../../../engine/model/gguf_weights.ts";
+import { unpermuteRows } from "../../../engine/formats/rope_permutation.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 import { encodeGguf, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
-import { permuteRows } from "../../../engine/formats/gguf_convert.ts";
+import { permuteRows } from "../../../engine/formats/rope_permutation.ts";
 import { writeTinyGguf } from "../../helpers/tiny_gguf.ts";
 
 const SPEC: TinyModelSpec = {

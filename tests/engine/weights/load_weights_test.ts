@@ -1,13 +1,13 @@
 // loadWeights refuses a checkpoint holding NaN or Inf, naming the file and the tensor, in each
 // dtype it loads (the check runs on the raw chunks as they stream to the GPU).
 
-import { ModelLoadError } from "../../engine/model/errors.ts";
-import { openModelDir } from "../../engine/formats/open_model.ts";
-import type { StDtype } from "../../engine/formats/safetensors.ts";
-import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
-import { loadWeights } from "../../engine/model/weights.ts";
-import { assert, assertRejects } from "../helpers/testing.ts";
-import { testGpu } from "../helpers/gpu.ts";
+import { ModelLoadError } from "../../../engine/model/errors.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import type { StDtype } from "../../../engine/formats/safetensors.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
+import { loadWeights } from "../../../engine/weights/load_weights.ts";
+import { assert, assertRejects } from "../../helpers/testing.ts";
+import { testGpu } from "../../helpers/gpu.ts";
 
 const SPEC = {
   hiddenSize: 32,

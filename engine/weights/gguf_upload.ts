@@ -1,11 +1,8 @@
-// Streams a GGUF model's tensors into GPU buffers, chunk by chunk as weights.ts does for
-// safetensors: float tensors (F32, F16, BF16) become the GPU's weight dtype, quantized ones (Q8_0,
-// Q4_0, Q4_K, Q6_K) stay quantized, repacked by quant_layout.ts for the dequantizing kernels.
-//
-// llama.cpp's converter permutes the rows of attn_q and attn_k within each head so that its
-// interleaved RoPE (pairs 2i, 2i+1) computes what Hugging Face's rotate-half RoPE (pairs i,
-// i + headDim/2) does. Sluice's rope kernel is rotate-half, so the rows are put back on the way:
-// whole rows move, which works for quantized rows as well (a block never spans two rows).
+// Streams a GGUF model's tensors into GPU buffers, chunk by chunk as safetensors_upload.ts does
+// for safetensors: float tensors (F32, F16, BF16) become the GPU's weight dtype, quantized ones
+// (Q8_0, Q4_0, Q4_K, Q6_K) stay quantized, repacked by quant_layout.ts for the dequantizing kernels.
+// The rows of attn_q and attn_k are put back in Hugging Face's order on the way
+// (formats/rope_permutation.ts).
 //
 // Fused matrices (qkv, gate/up) need one format: Q4_K_M files give attn_v or ffn_down Q6_K in
 // some layers, and where the tensors of one fused matrix differ, that matrix is dequantized to
@@ -13,70 +10,26 @@
 
 import type { Gpu } from "../gpu/device.ts";
 import { writeBytes } from "../gpu/buffers.ts";
-import { f32ToF16Bits } from "../quant/half.ts";
 import { quantLayout, quantRowsPerPart, writeQuantRows } from "../gpu/kernels/quant_layout.ts";
-import { ModelLoadError } from "./errors.ts";
+import { ModelLoadError } from "../model/errors.ts";
+import type { LlamaConfig } from "../model/config.ts";
 import { firstNonFinite } from "../formats/finite_check.ts";
-import { GGML_BLOCKS, type GgmlTypeName, type GgufTensor } from "../formats/gguf.ts";
+import { GGML_BLOCKS, type GgmlTypeName, type GgufFile, type GgufTensor } from "../formats/gguf.ts";
 import { ggufTensorOf } from "../formats/gguf_model.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
-import { dequantize, isQuantType, type QuantType } from "../quant/formats.ts";
+import { permutedHeads, unpermuteRows } from "../formats/rope_permutation.ts";
 import { readTensorInto } from "../formats/safetensors.ts";
-import { WEIGHT_CHUNK_BYTES, WeightUpload } from "./weight_upload.ts";
+import { dequantize, isQuantType, type QuantType } from "../quant/formats.ts";
+import { f32ToF16Bits } from "../quant/half.ts";
+import type { GluMatrix, GpuMatrix } from "./model_weights.ts";
 import {
   convert,
-  type GluMatrix,
-  type GpuMatrix,
-  type LayerWeights,
   type LoadProgress,
-  type MatrixPart,
-  type ModelWeights,
+  partShares,
   rowsPerPart,
-} from "./weights.ts";
-
-export async function loadGgufWeights(
-  gpu: Gpu,
-  files: ModelFiles,
-  onProgress?: LoadProgress,
-): Promise<ModelWeights> {
-  const cfg = files.config;
-  const gguf = files.gguf!;
-  const tensor = (hfName: string) => ggufTensorOf(gguf, hfName);
-  const needed = [...gguf.tensors.values()].filter((t) =>
-    t.supported && t.name !== "rope_freqs.weight"
-  );
-  const writer = new GgufWeightWriter(
-    gpu,
-    needed.reduce((s, t) => s + t.byteLength, 0),
-    onProgress,
-  );
-
-  const embed = await writer.matrix([{ t: tensor("model.embed_tokens.weight") }]);
-  const layers: LayerWeights[] = [];
-  for (let i = 0; i < cfg.numLayers; i++) {
-    const p = `model.layers.${i}.`;
-    layers.push({
-      inputNorm: await writer.vector(tensor(p + "input_layernorm.weight")),
-      postAttentionNorm: await writer.vector(tensor(p + "post_attention_layernorm.weight")),
-      qkv: await writer.matrix([
-        { t: tensor(p + "self_attn.q_proj.weight"), heads: cfg.numHeads },
-        { t: tensor(p + "self_attn.k_proj.weight"), heads: cfg.numKvHeads },
-        { t: tensor(p + "self_attn.v_proj.weight") },
-      ]),
-      o: await writer.matrix([{ t: tensor(p + "self_attn.o_proj.weight") }]),
-      gateUp: await writer.glu(
-        tensor(p + "mlp.gate_proj.weight"),
-        tensor(p + "mlp.up_proj.weight"),
-      ),
-      down: await writer.matrix([{ t: tensor(p + "mlp.down_proj.weight") }]),
-    });
-  }
-  const finalNorm = await writer.vector(tensor("model.norm.weight"));
-  const lmHead = cfg.tieWordEmbeddings
-    ? embed
-    : await writer.matrix([{ t: tensor("lm_head.weight") }]);
-  return { embed, layers, finalNorm, lmHead, bytes: writer.gpuBytes };
-}
+  WEIGHT_CHUNK_BYTES,
+  WeightUpload,
+} from "./upload.ts";
 
 /** A source tensor of a matrix; `heads` when its rows carry llama.cpp's RoPE permutation. */
 interface Source {
@@ -87,8 +40,22 @@ interface Source {
 /** How a matrix is stored: one quantized type, or the GPU's float dtype. */
 type Storage = QuantType | "float";
 
-class GgufWeightWriter extends WeightUpload {
-  async vector(t: GgufTensor): Promise<GPUBuffer> {
+export class GgufUpload extends WeightUpload {
+  private readonly gguf: GgufFile;
+  private readonly cfg: LlamaConfig;
+
+  constructor(gpu: Gpu, files: ModelFiles, onProgress?: LoadProgress) {
+    const gguf = files.gguf!;
+    const needed = [...gguf.tensors.values()].filter((t) =>
+      t.supported && t.name !== "rope_freqs.weight"
+    );
+    super(gpu, needed.reduce((s, t) => s + t.byteLength, 0), onProgress);
+    this.gguf = gguf;
+    this.cfg = files.config;
+  }
+
+  async vector(name: string): Promise<GPUBuffer> {
+    const t = ggufTensorOf(this.gguf, name);
     const buffer = this.allocate(t.dims[0] * this.elemBytes, t.name);
     await this.stream({ t }, "float", (_row0, _rows, data) => {
       writeBytes(this.gpu, buffer, 0, data as ArrayBufferView);
@@ -96,42 +63,29 @@ class GgufWeightWriter extends WeightUpload {
     return buffer;
   }
 
-  /** Stacks the sources by rows into one matrix, split into parts by the binding limit. */
-  async matrix(sources: Source[]): Promise<GpuMatrix> {
+  async matrix(names: string[]): Promise<GpuMatrix> {
+    const sources: Source[] = names.map((name) => {
+      const t = ggufTensorOf(this.gguf, name);
+      return { t, heads: permutedHeads(this.cfg, t.name) };
+    });
     const cols = sources[0].t.dims[0];
     const rows = sources.reduce((sum, s) => sum + s.t.dims[1], 0);
     const storage = storageOf(sources.map((s) => s.t));
     const perPart = storage === "float"
       ? rowsPerPart(this.gpu, cols)
       : quantRowsPerPart(this.gpu, storage, cols);
-    const parts: MatrixPart[] = [];
-    for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
-      const n = Math.min(perPart, rows - rowStart);
-      parts.push({
-        buffer: this.allocate(this.partBytes(storage, n, cols), sources[0].t.name),
-        rowStart,
-        rows: n,
-      });
-    }
+    const parts = this.allocateParts(
+      rows,
+      perPart,
+      (n) => this.partBytes(storage, n, cols),
+      sources[0].t.name,
+    );
     let base = 0;
     for (const source of sources) {
       await this.stream(source, storage, (row0, n, data) => {
         // A chunk may straddle parts: write each part its share.
-        for (let done = 0; done < n;) {
-          const global = base + row0 + done;
-          const part = parts.find((p) => global >= p.rowStart && global < p.rowStart + p.rows)!;
-          const take = Math.min(n - done, part.rowStart + part.rows - global);
-          this.writeRows(
-            storage,
-            part.buffer,
-            part.rows,
-            cols,
-            global - part.rowStart,
-            data,
-            done,
-            take,
-          );
-          done += take;
+        for (const { part, partRow, from, rows } of partShares(parts, base + row0, n)) {
+          this.writeRows(storage, part.buffer, part.rows, cols, partRow, data, from, rows);
         }
       });
       base += source.t.dims[1];
@@ -140,30 +94,24 @@ class GgufWeightWriter extends WeightUpload {
   }
 
   /** Gate rows [a, b) then up rows [a, b) in each part, one layout of 2(b - a) rows (GluMatrix). */
-  async glu(gate: GgufTensor, up: GgufTensor): Promise<GluMatrix> {
+  async glu(gateName: string, upName: string): Promise<GluMatrix> {
+    const gate = ggufTensorOf(this.gguf, gateName), up = ggufTensorOf(this.gguf, upName);
     const [cols, intermediate] = gate.dims;
     const storage = storageOf([gate, up]);
     const perPart = storage === "float"
       ? rowsPerPart(this.gpu, cols, 2)
       : quantRowsPerPart(this.gpu, storage, cols, 2);
-    const parts: MatrixPart[] = [];
-    for (let rowStart = 0; rowStart < intermediate; rowStart += perPart) {
-      const n = Math.min(perPart, intermediate - rowStart);
-      parts.push({
-        buffer: this.allocate(this.partBytes(storage, 2 * n, cols), gate.name),
-        rowStart,
-        rows: n,
-      });
-    }
+    const parts = this.allocateParts(
+      intermediate,
+      perPart,
+      (n) => this.partBytes(storage, 2 * n, cols),
+      gate.name,
+    );
     for (const [which, t] of [gate, up].entries()) {
       await this.stream({ t }, storage, (row0, n, data) => {
-        for (let done = 0; done < n;) {
-          const global = row0 + done;
-          const part = parts.find((p) => global >= p.rowStart && global < p.rowStart + p.rows)!;
-          const take = Math.min(n - done, part.rowStart + part.rows - global);
-          const partRow = which * part.rows + global - part.rowStart;
-          this.writeRows(storage, part.buffer, 2 * part.rows, cols, partRow, data, done, take);
-          done += take;
+        for (const { part, partRow, from, rows } of partShares(parts, row0, n)) {
+          const row = which * part.rows + partRow;
+          this.writeRows(storage, part.buffer, 2 * part.rows, cols, row, data, from, rows);
         }
       });
     }
@@ -285,28 +233,4 @@ function storageOf(tensors: GgufTensor[]): Storage {
 
 function ggmlName(type: QuantType): GgmlTypeName {
   return type.toUpperCase() as GgmlTypeName;
-}
-
-/**
- * Undoes convert_hf_to_gguf.py's permute() on `heads` heads of `group` rows each: GGUF row
- * 2i + s of a head holds Hugging Face row s * group/2 + i.
- */
-export function unpermuteRows(
-  raw: Uint8Array,
-  heads: number,
-  group: number,
-  rowBytes: number,
-): Uint8Array {
-  const out = new Uint8Array(raw.length);
-  const half = group / 2;
-  for (let h = 0; h < heads; h++) {
-    for (let i = 0; i < half; i++) {
-      for (let s = 0; s < 2; s++) {
-        const src = (h * group + 2 * i + s) * rowBytes;
-        const dst = (h * group + s * half + i) * rowBytes;
-        out.set(raw.subarray(src, src + rowBytes), dst);
-      }
-    }
-  }
-  return out;
 }
