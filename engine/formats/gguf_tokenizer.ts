@@ -11,6 +11,7 @@
 
 import { ModelLoadError } from "../model/errors.ts";
 import type { GgufFile, GgufValue } from "./gguf.ts";
+import { addedToken, bpeModel, tokenizerFile } from "./tokenizer_json.ts";
 
 export interface TokenizerFiles {
   tokenizerJson: Record<string, unknown>;
@@ -78,15 +79,7 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
     const type = typeOf(i);
     const special = type === TOKEN_TYPE.control || type === TOKEN_TYPE.unknown;
     if (!special && type !== TOKEN_TYPE.userDefined) return [];
-    return [{
-      id: i,
-      content,
-      single_word: false,
-      lstrip: false,
-      rstrip: false,
-      normalized: false,
-      special,
-    }];
+    return [addedToken(i, content, special)];
   });
 
   let tokenizerJson: Record<string, unknown>;
@@ -113,18 +106,14 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
           ...(prefixSpace ? [{ type: "Strip", content: " ", start: 1, stop: 0 }] : []),
         ],
       },
-      model: {
-        type: "BPE",
-        dropout: null,
-        unk_token: unk >= 0 ? tokens[unk] : null,
-        continuing_subword_prefix: null,
-        end_of_word_suffix: null,
-        fuse_unk: true,
-        byte_fallback: true,
-        ignore_merges: false,
+      model: bpeModel({
         vocab,
         merges: sentencePieceMerges(tokens, scores, typeOf),
-      },
+        unkToken: unk >= 0 ? tokens[unk] : null,
+        fuseUnk: true,
+        byteFallback: true,
+        ignoreMerges: false,
+      }),
     };
   } else if (model === "gpt2") {
     const merges = stringList(md, "tokenizer.ggml.merges") ??
@@ -141,18 +130,14 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
       normalizer: null,
       pre_tokenizer: preTokenizer,
       decoder: { ...BYTE_LEVEL, use_regex: true },
-      model: {
-        type: "BPE",
-        dropout: null,
-        unk_token: null,
-        continuing_subword_prefix: null,
-        end_of_word_suffix: null,
-        fuse_unk: false,
-        byte_fallback: false,
-        ignore_merges: pre !== "default" && pre !== "gpt2" && pre !== "smollm",
+      model: bpeModel({
         vocab,
         merges: merges.map((m) => m.split(" ")),
-      },
+        unkToken: null,
+        fuseUnk: false,
+        byteFallback: false,
+        ignoreMerges: pre !== "default" && pre !== "gpt2" && pre !== "smollm",
+      }),
     };
   } else {
     return fail(
@@ -160,18 +145,14 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
     );
   }
   const addEos = md["tokenizer.ggml.add_eos_token"] === true;
-  tokenizerJson = {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: addedTokens,
+  tokenizerJson = tokenizerFile(addedTokens, {
     ...tokenizerJson,
     post_processor: postProcessor(
       addBos && bos !== null ? tokens[bos] : null,
       addEos && eos !== null ? tokens[eos] : null,
       vocab,
     ),
-  };
+  });
 
   const text = (i: number | null) => (i !== null && i >= 0 && i < tokens.length ? tokens[i] : null);
   const chatTemplate = md["tokenizer.chat_template"];

@@ -2,6 +2,7 @@
 // code and digits corpus, with three special tokens and a ChatML chat template, written as
 // tokenizer.json and tokenizer_config.json.
 
+import { addedToken, bpeModel, tokenizerFile } from "../formats/tokenizer_json.ts";
 import { gpt2ByteAlphabet } from "../text/token_bytes.ts";
 
 /** Size of the generated tokenizer: 3 special tokens, 256 byte tokens, 253 merges. */
@@ -104,36 +105,23 @@ export function buildTokenizerJson(size: number): Record<string, unknown> {
     trim_offsets: true,
     use_regex: true,
   };
-  return {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: SPECIAL_TOKENS.map((content, id) => ({
-      id,
-      content,
-      single_word: false,
-      lstrip: false,
-      rstrip: false,
-      normalized: false,
-      special: true,
-    })),
-    normalizer: null,
-    pre_tokenizer: byteLevel,
-    post_processor: { ...byteLevel, trim_offsets: false },
-    decoder: byteLevel,
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: merges.map(([a, b]) => [a, b]),
+  return tokenizerFile(
+    SPECIAL_TOKENS.map((content, id) => addedToken(id, content, true)),
+    {
+      normalizer: null,
+      pre_tokenizer: byteLevel,
+      post_processor: { ...byteLevel, trim_offsets: false },
+      decoder: byteLevel,
+      model: bpeModel({
+        vocab,
+        merges: merges.map(([a, b]) => [a, b]),
+        unkToken: null,
+        fuseUnk: false,
+        byteFallback: false,
+        ignoreMerges: false,
+      }),
     },
-  };
+  );
 }
 
 export function tokenizerConfigJson(maxPos: number): Record<string, unknown> {
