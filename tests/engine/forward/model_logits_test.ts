@@ -2,19 +2,20 @@
 // checkpoint, for every architecture variant the loader must handle, on both dtype paths; and,
 // through Engine.step, two requests whose layers' blocks interleave in one shared pool.
 
-import { Engine, type StepRow as EngineRow, type TableWrite } from "../../engine/engine.ts";
-import { DeviceKv } from "../../engine/kv/device_kv.ts";
-import { BlockPool, type SeqId } from "../../engine/kv/block_pool.ts";
-import { LlamaForward, type StepRow } from "../../engine/model/forward.ts";
-import { openModelDir } from "../../engine/formats/open_model.ts";
-import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
-import { loadWeights } from "../../engine/weights/load_weights.ts";
-import type { Gpu } from "../../engine/gpu/device.ts";
-import { assertClose } from "../helpers/compare.ts";
-import { assert, assertEquals } from "../helpers/testing.ts";
-import { testGpus } from "../helpers/gpu.ts";
-import { rng, testSeed } from "../helpers/random.ts";
-import { referenceForward } from "../helpers/reference_llama.ts";
+import { Engine, type StepRow as EngineRow, type TableWrite } from "../../../engine/engine.ts";
+import { DeviceKv } from "../../../engine/kv/device_kv.ts";
+import { BlockPool, type SeqId } from "../../../engine/kv/block_pool.ts";
+import { LlamaForward } from "../../../engine/forward/forward.ts";
+import type { StepRow } from "../../../engine/forward/step.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../../engine/sources/tiny_model.ts";
+import { loadWeights } from "../../../engine/weights/load_weights.ts";
+import type { Gpu } from "../../../engine/gpu/device.ts";
+import { assertClose } from "../../helpers/compare.ts";
+import { assert, assertEquals } from "../../helpers/testing.ts";
+import { testGpus } from "../../helpers/gpu.ts";
+import { rng, testSeed } from "../../helpers/random.ts";
+import { referenceForward } from "../../helpers/reference_llama.ts";
 
 const base = {
   hiddenSize: 64,
