@@ -8,8 +8,8 @@
 // with |y|, which cancellation can make small. Worst case about (16 + K/16 + 2)·2^-24 relative: 7e-6
 // at K = 1536; the bound is 2^-16 = 1.5e-5. A wrong nibble, scale or offset is off by O(1).
 
-import type { Gpu } from "../../engine/gpu/device.ts";
-import type { BoundKernel } from "../../engine/gpu/kernel.ts";
+import type { Gpu } from "../../../../engine/gpu/device.ts";
+import type { BoundKernel } from "../../../../engine/gpu/kernel.ts";
 import {
   createStorage,
   readBack,
@@ -17,27 +17,27 @@ import {
   STORAGE_UNIFORM,
   uploadStorage,
   writeBytes,
-} from "../../engine/gpu/buffers.ts";
-import type { MatmulMode } from "../../engine/gpu/kernels/matmul.ts";
-import { bindQuantMatmul } from "../../engine/gpu/kernels/matmul_quant.ts";
-import { bindQuantEmbedding } from "../../engine/gpu/kernels/embedding_quant.ts";
-import { TOKEN_FROM_SAMPLER } from "../../engine/gpu/kernels/embedding.ts";
+} from "../../../../engine/gpu/buffers.ts";
+import type { MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
+import { bindQuantMatmul } from "../../../../engine/gpu/kernels/matmul_quant.ts";
+import { bindQuantEmbedding } from "../../../../engine/gpu/kernels/embedding_quant.ts";
+import { TOKEN_FROM_SAMPLER } from "../../../../engine/gpu/kernels/embedding.ts";
 import {
   packQuantPart,
   quantLayout,
   quantRowsPerPart,
   writeQuantRows,
-} from "../../engine/gpu/kernels/quant_layout.ts";
+} from "../../../../engine/gpu/kernels/quant_layout.ts";
 import {
   dequantize,
   QUANT_FORMATS,
   QUANT_TYPES,
   quantize,
   type QuantType,
-} from "../../engine/quant/formats.ts";
-import { poisonedF32, testGpu } from "../helpers/gpu.ts";
-import { randomArray, rng, testSeed } from "../helpers/random.ts";
-import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
+} from "../../../../engine/quant/formats.ts";
+import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
+import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
+import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts";
 
 const QUANT_BOUND = 2 ** -16;
 const SPARE = 2;

@@ -2,8 +2,8 @@
 // log-softmax say; temperature / top-k / top-p draws inside the allowed set with frequencies that
 // pass a chi-square test against the renormalized distribution; draws reproducible per (seed, pos).
 
-import type { Gpu } from "../../engine/gpu/device.ts";
-import { createStorage, readU32, uploadStorage, writeBytes } from "../../engine/gpu/buffers.ts";
+import type { Gpu } from "../../../../engine/gpu/device.ts";
+import { createStorage, readU32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import {
   bindSampler,
   decodeSampleRecords,
@@ -11,11 +11,11 @@ import {
   type SampleRecord,
   samplerParamsBytes,
   type SamplerSlotParams,
-} from "../../engine/gpu/kernels/sample.ts";
-import { assert, assertEquals } from "../helpers/testing.ts";
-import { POISON_F32 } from "../helpers/compare.ts";
-import { testGpus } from "../helpers/gpu.ts";
-import { rng, testSeed } from "../helpers/random.ts";
+} from "../../../../engine/gpu/kernels/sample.ts";
+import { assert, assertEquals } from "../../../helpers/testing.ts";
+import { POISON_F32 } from "../../../helpers/compare.ts";
+import { testGpus } from "../../../helpers/gpu.ts";
+import { rng, testSeed } from "../../../helpers/random.ts";
 
 /** |GPU logprob - float64 logprob|: f32 log-softmax of logits of magnitude <= ~20 (both dtype paths: logits are f32). */
 const LOGPROB_ABS_BOUND = 2e-5;

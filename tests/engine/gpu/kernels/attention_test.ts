@@ -7,16 +7,16 @@
 // not under test sit (poisoned) between those of the layer under test; one case gives each layer
 // an arena of its own instead.
 
-import type { Gpu } from "../../engine/gpu/device.ts";
-import { readBack, readF32, uploadStorage, writeBytes } from "../../engine/gpu/buffers.ts";
-import { f16BitsToF32, f32ToF16Bits } from "../../engine/quant/half.ts";
-import { bindAttention } from "../../engine/gpu/kernels/attention.ts";
-import { bindKvWrite } from "../../engine/gpu/kernels/kv_write.ts";
-import { DeviceKv, type KvLayout } from "../../engine/kv/device_kv.ts";
-import { assert, assertEquals } from "../helpers/testing.ts";
-import { assertClose } from "../helpers/compare.ts";
-import { poisonedF32, testGpus } from "../helpers/gpu.ts";
-import { randomArray, rng, testSeed } from "../helpers/random.ts";
+import type { Gpu } from "../../../../engine/gpu/device.ts";
+import { readBack, readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../../../../engine/quant/half.ts";
+import { bindAttention } from "../../../../engine/gpu/kernels/attention.ts";
+import { bindKvWrite } from "../../../../engine/gpu/kernels/kv_write.ts";
+import { DeviceKv, type KvLayout } from "../../../../engine/kv/device_kv.ts";
+import { assert, assertEquals } from "../../../helpers/testing.ts";
+import { assertClose } from "../../../helpers/compare.ts";
+import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
+import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 
 /**
  * Output bounds relative to the largest |out|. The reference uses the K/V the cache holds (f16-

@@ -5,20 +5,20 @@
 // path's reference is computed from the f16-ROUNDED weights, so storage rounding is not error: both
 // paths then differ from float64 only by f32 arithmetic, and share one tight bound.
 
-import type { Gpu } from "../../engine/gpu/device.ts";
-import type { BoundKernel } from "../../engine/gpu/kernel.ts";
-import { createStorage, readBack, readF32, uploadStorage } from "../../engine/gpu/buffers.ts";
-import { f16BitsToF32, toF16Array } from "../../engine/quant/half.ts";
-import { bindMatmul, type MatmulMode } from "../../engine/gpu/kernels/matmul.ts";
-import { bindRmsNorm } from "../../engine/gpu/kernels/rmsnorm.ts";
-import { bindRope } from "../../engine/gpu/kernels/rope.ts";
-import { bindEmbedding, TOKEN_FROM_SAMPLER } from "../../engine/gpu/kernels/embedding.ts";
-import { bindGatherRows } from "../../engine/gpu/kernels/gather.ts";
-import { bindCopy } from "../../engine/gpu/kernels/copy.ts";
-import { assertClose, POISON_F32 } from "../helpers/compare.ts";
-import { poisonedF32, testGpus } from "../helpers/gpu.ts";
-import { randomArray, rng, testSeed } from "../helpers/random.ts";
-import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
+import type { Gpu } from "../../../../engine/gpu/device.ts";
+import type { BoundKernel } from "../../../../engine/gpu/kernel.ts";
+import { createStorage, readBack, readF32, uploadStorage } from "../../../../engine/gpu/buffers.ts";
+import { f16BitsToF32, toF16Array } from "../../../../engine/quant/half.ts";
+import { bindMatmul, type MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
+import { bindRmsNorm } from "../../../../engine/gpu/kernels/rmsnorm.ts";
+import { bindRope } from "../../../../engine/gpu/kernels/rope.ts";
+import { bindEmbedding, TOKEN_FROM_SAMPLER } from "../../../../engine/gpu/kernels/embedding.ts";
+import { bindGatherRows } from "../../../../engine/gpu/kernels/gather.ts";
+import { bindCopy } from "../../../../engine/gpu/kernels/copy.ts";
+import { assertClose, POISON_F32 } from "../../../helpers/compare.ts";
+import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
+import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
+import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts";
 
 /** f32 accumulation: observed up to 1e-6 at K=576 and 2e-6 at K=1536, on both paths. */
 const MATMUL_BOUND = 1e-5;

@@ -2,7 +2,7 @@
 // per-lane totals add up to the wrapping u32 sum of the buffer (for a full and a partial last
 // workgroup) or of the texture.
 
-import { createStorage, readU32, uploadStorage } from "../../engine/gpu/buffers.ts";
+import { createStorage, readU32, uploadStorage } from "../../../../engine/gpu/buffers.ts";
 import {
   bindReadSum,
   bindReadSumTexture,
@@ -10,9 +10,9 @@ import {
   READ_SUM_TEXTURE_WIDTH,
   readSumTextureTotals,
   readSumTotals,
-} from "../../engine/gpu/kernels/read_sum.ts";
-import { testGpu } from "../helpers/gpu.ts";
-import { assertEquals, assertThrows } from "../helpers/testing.ts";
+} from "../../../../engine/gpu/kernels/read_sum.ts";
+import { testGpu } from "../../../helpers/gpu.ts";
+import { assertEquals, assertThrows } from "../../../helpers/testing.ts";
 
 Deno.test("read_sum: the totals add up to the sum of every word read", async () => {
   const gpu = await testGpu();

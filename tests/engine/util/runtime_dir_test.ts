@@ -2,8 +2,8 @@
 // replaced by a private directory (mode 0700, ours) that later calls reuse.
 
 import { join } from "node:path";
-import { ensureRuntimeDir } from "../../engine/util/runtime_dir.ts";
-import { assertEquals } from "../helpers/testing.ts";
+import { ensureRuntimeDir } from "../../../engine/util/runtime_dir.ts";
+import { assertEquals } from "../../helpers/testing.ts";
 
 function fakeEnv(initial: Record<string, string>) {
   const vars = new Map(Object.entries(initial));

@@ -1,8 +1,8 @@
 // progressBar without a terminal: only the end state by default (weights loading), a line per
 // quarter with `quarters` (downloads), and an unknown total shown as "?" until the end.
 
-import { progressBar } from "../../engine/util/progress.ts";
-import { assertEquals } from "../helpers/testing.ts";
+import { progressBar } from "../../../engine/util/progress.ts";
+import { assertEquals } from "../../helpers/testing.ts";
 
 function captureStderr(fn: () => void): string[] {
   const stderr = Deno.stderr as { writeSync: (b: Uint8Array) => number; isTerminal: () => boolean };
