@@ -21,7 +21,8 @@ import {
 } from "./kv/cost_profile.ts";
 import type { LlamaConfig } from "./model/config.ts";
 import { LlamaForward } from "./forward/forward.ts";
-import type { SampleRecord, SamplingParams, StepRow, StepSample } from "./forward/step.ts";
+import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
+import type { StepRow, StepSample } from "./forward/step.ts";
 import { openModelDir } from "./formats/open_model.ts";
 import type { LoadProgress } from "./weights/upload.ts";
 import { loadWeights } from "./weights/load_weights.ts";

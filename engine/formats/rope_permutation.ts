@@ -18,7 +18,20 @@ export function permutedHeads(
     : 0;
 }
 
-/** convert_hf_to_gguf.py's permute(): HF row s * group/2 + i of a head becomes row 2i + s. */
+/**
+ * convert_hf_to_gguf.py's permute() on `heads` heads of `group` rows each, row by row: Hugging Face
+ * row s * group/2 + i of a head becomes GGUF row 2i + s. Yields [Hugging Face row, GGUF row].
+ */
+function* permutedRows(heads: number, group: number): Generator<[number, number]> {
+  const half = group / 2;
+  for (let h = 0; h < heads; h++) {
+    for (let i = 0; i < half; i++) {
+      for (let s = 0; s < 2; s++) yield [h * group + s * half + i, h * group + 2 * i + s];
+    }
+  }
+}
+
+/** Applies permute() to the rows (of `cols` values) of a Hugging Face q or k projection. */
 export function permuteRows(
   values: Float64Array,
   heads: number,
@@ -26,22 +39,13 @@ export function permuteRows(
   cols: number,
 ): Float64Array {
   const out = new Float64Array(values.length);
-  const half = group / 2;
-  for (let h = 0; h < heads; h++) {
-    for (let i = 0; i < half; i++) {
-      for (let s = 0; s < 2; s++) {
-        const src = (h * group + s * half + i) * cols;
-        out.set(values.subarray(src, src + cols), (h * group + 2 * i + s) * cols);
-      }
-    }
+  for (const [hf, gguf] of permutedRows(heads, group)) {
+    out.set(values.subarray(hf * cols, (hf + 1) * cols), gguf * cols);
   }
   return out;
 }
 
-/**
- * Undoes convert_hf_to_gguf.py's permute() on `heads` heads of `group` rows each: GGUF row
- * 2i + s of a head holds Hugging Face row s * group/2 + i.
- */
+/** Undoes permute() on GGUF rows of `rowBytes` bytes (raw, so quantized rows move as well). */
 export function unpermuteRows(
   raw: Uint8Array,
   heads: number,
@@ -49,15 +53,8 @@ export function unpermuteRows(
   rowBytes: number,
 ): Uint8Array {
   const out = new Uint8Array(raw.length);
-  const half = group / 2;
-  for (let h = 0; h < heads; h++) {
-    for (let i = 0; i < half; i++) {
-      for (let s = 0; s < 2; s++) {
-        const src = (h * group + 2 * i + s) * rowBytes;
-        const dst = (h * group + s * half + i) * rowBytes;
-        out.set(raw.subarray(src, src + rowBytes), dst);
-      }
-    }
+  for (const [hf, gguf] of permutedRows(heads, group)) {
+    out.set(raw.subarray(gguf * rowBytes, (gguf + 1) * rowBytes), hf * rowBytes);
   }
   return out;
 }

@@ -20,14 +20,16 @@ import {
   bindSampler,
   decodeSampleRecords,
   SAMPLER_PARAMS_BYTES,
+  type SampleRecord,
   samplerParamsBytes,
+  type SamplingParams,
 } from "../gpu/kernels/sample.ts";
 import type { DeviceKv } from "../kv/device_kv.ts";
 import type { LayerCopies } from "../kv/kv_transfers.ts";
 import type { LlamaConfig } from "../model/config.ts";
 import type { ModelWeights } from "../weights/model_weights.ts";
 import { embeddingParts, gluParts, matmulParts } from "./matrix_kernels.ts";
-import type { ForwardLimits, SampleRecord, SamplingParams, StepPlan } from "./step.ts";
+import type { ForwardLimits, StepPlan } from "./step.ts";
 import { StepBuffers } from "./step_buffers.ts";
 
 export class LlamaForward {

@@ -5,10 +5,10 @@ import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
 import { bindEmbedding, type EmbeddingArgs } from "../gpu/kernels/embedding.ts";
 import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
-import { bindMatmul, type MatmulArgs } from "../gpu/kernels/matmul.ts";
+import { bindMatmul, type MatmulArgs, type MatmulMode } from "../gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
 import { isQuantType } from "../quant/formats.ts";
-import type { GluMatrix, GpuMatrix, MatrixFormat } from "../weights/model_weights.ts";
+import type { GluMatrix, GpuMatrix } from "../weights/model_weights.ts";
 
 /** The embedding's row parts, each gathering the rows whose token ids it holds. */
 export function embeddingParts(
@@ -33,43 +33,39 @@ export function matmulParts(
   y: GPUBuffer,
   mode: "store" | "add",
 ): BoundKernel[] {
-  return m.parts.map((p) =>
-    bindMatrixKernel(gpu, m.format, {
-      x,
-      w: p.buffer,
-      y,
-      K: m.cols,
-      N: p.rows,
-      ldy: m.rows,
-      yCol: p.rowStart,
-      mode,
-    })
-  );
+  return partKernels(gpu, m, m.rows, x, y, mode);
 }
 
 /** y = silu(x · Wgateᵀ) * (x · Wupᵀ): each part holds its rows of gate and of up. */
 export function gluParts(gpu: Gpu, m: GluMatrix, x: GPUBuffer, y: GPUBuffer): BoundKernel[] {
-  return m.parts.map((p) =>
-    bindMatrixKernel(gpu, m.format, {
+  return partKernels(gpu, m, m.intermediate, x, y, "glu");
+}
+
+/**
+ * One kernel per part of `m` (y has `ldy` columns): a quantized matrix dequantizes in its kernel,
+ * any other takes the weight-dtype matmul.
+ */
+function partKernels(
+  gpu: Gpu,
+  m: GpuMatrix | GluMatrix,
+  ldy: number,
+  x: GPUBuffer,
+  y: GPUBuffer,
+  mode: MatmulMode,
+): BoundKernel[] {
+  return m.parts.map((p) => {
+    const args: MatmulArgs = {
       x,
       w: p.buffer,
       y,
       K: m.cols,
       N: p.rows,
-      ldy: m.intermediate,
+      ldy,
       yCol: p.rowStart,
-      mode: "glu",
-    })
-  );
-}
-
-/** A quantized matrix dequantizes in its kernel; any other takes the weight-dtype matmul. */
-function bindMatrixKernel(
-  gpu: Gpu,
-  format: MatrixFormat | undefined,
-  args: MatmulArgs,
-): BoundKernel {
-  return format && isQuantType(format)
-    ? bindQuantMatmul(gpu, { ...args, type: format })
-    : bindMatmul(gpu, args);
+      mode,
+    };
+    return m.format && isQuantType(m.format)
+      ? bindQuantMatmul(gpu, { ...args, type: m.format })
+      : bindMatmul(gpu, args);
+  });
 }

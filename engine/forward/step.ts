@@ -1,5 +1,6 @@
-// What one step of the forward pass is given and gives back: token rows (a request's slot, its
-// position, its token), the rows whose logits are sampled, and each sample's record.
+// What one step of the forward pass is given: token rows (a request's slot, its position, its
+// token) and the rows whose logits are sampled. What it gives back, a SampleRecord per sample, is
+// the sampler's (gpu/kernels/sample.ts).
 
 /** One token row of a step. `token: null` means "the id the sampler wrote for this slot last step". */
 export interface StepRow {
@@ -19,19 +20,6 @@ export interface StepPlan {
   samples: StepSample[];
   /** Compute top-k logprobs for this step's samples (costs a few vocab passes per sample). */
   wantTopLogprobs: boolean;
-}
-
-export interface SampleRecord {
-  id: number;
-  logprob: number;
-  top: [number, number][];
-}
-
-export interface SamplingParams {
-  temperature: number;
-  topK: number;
-  topP: number;
-  seed: number;
 }
 
 export interface ForwardLimits {

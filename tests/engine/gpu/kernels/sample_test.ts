@@ -3,14 +3,19 @@
 // pass a chi-square test against the renormalized distribution; draws reproducible per (seed, pos).
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import { createStorage, readU32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
+import {
+  createStorage,
+  readU32,
+  uploadStorage,
+  writeBytes,
+} from "../../../../engine/gpu/buffers.ts";
 import {
   bindSampler,
   decodeSampleRecords,
   SAMPLER_PARAMS_BYTES,
   type SampleRecord,
   samplerParamsBytes,
-  type SamplerSlotParams,
+  type SamplingParams,
 } from "../../../../engine/gpu/kernels/sample.ts";
 import { assert, assertEquals } from "../../../helpers/testing.ts";
 import { POISON_F32 } from "../../../helpers/compare.ts";
@@ -40,7 +45,7 @@ async function runSampler(
   V: number,
   logits: Float32Array[],
   rows: SampleRow[],
-  slots: SamplerSlotParams[],
+  slots: SamplingParams[],
   K: number,
 ): Promise<RunResult> {
   const data = new Float32Array(rows.length * V);
@@ -98,7 +103,7 @@ function logSoftmax(x: Float32Array): Float64Array {
  * The sampler's candidate set and its renormalized probabilities: top-k by logit (ties with the
  * k-th kept), then the shortest prefix reaching topP of the top-k mass (ties with its last kept).
  */
-function allowedDistribution(x: Float32Array, p: SamplerSlotParams): Map<number, number> {
+function allowedDistribution(x: Float32Array, p: SamplingParams): Map<number, number> {
   const sorted = order(x);
   const V = x.length;
   let cut = -Infinity;
@@ -249,7 +254,7 @@ function samplingCases(next: () => number) {
   const tied = new Float32Array(base);
   const s = order(tied);
   tied[s[5]] = tied[s[4]]; // top-5 cutoff tied with the 6th: both kept
-  const cases: { name: string; x: Float32Array; p: SamplerSlotParams }[] = [
+  const cases: { name: string; x: Float32Array; p: SamplingParams }[] = [
     { name: "T=0.7, whole vocab", x: base, p: { temperature: 0.7, topK: 0, topP: 1, seed: 11 } },
     {
       name: "top-k 5 with a tie at the cutoff",
