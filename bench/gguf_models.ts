@@ -89,7 +89,7 @@ export function describeRecipe(kind: QuantKind): string[] {
     );
     lines.push(`- \`${role}\`: ${parts.join("; ")}`);
   }
-  // gguf_weights.ts fuses q/k/v and gate/up; a fused matrix whose parts differ is loaded as f16.
+  // weights/gguf_upload.ts fuses q/k/v and gate/up; a fused matrix whose parts differ loads as f16.
   const fused: [string, string[]][] = [["q/k/v", ["attn_q", "attn_k", "attn_v"]], [
     "gate/up",
     ["ffn_gate", "ffn_up"],

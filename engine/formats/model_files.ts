@@ -1,6 +1,7 @@
 // What opening a model gives, whatever its format: the config, the tokenizer files, and where each
 // weight lies. A Hugging Face directory (safetensors) fills `tensors`; a GGUF file is `gguf`, its
-// tensors named by llama.cpp. Everything past opening (the tokenizer, the weight loader) takes this.
+// tensors named by llama.cpp. Everything past opening (the tokenizer, the weight loader) takes
+// this.
 
 import type { LlamaConfig } from "../model/config.ts";
 import type { GgufFile } from "./gguf.ts";

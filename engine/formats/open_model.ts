@@ -1,6 +1,7 @@
-// Opens a local model in either format: a GGUF file (told by its magic bytes, since Ollama's blobs
-// have no extension) or a Hugging Face directory of safetensors. Both come back as ModelFiles, checked
-// before any weight is read; nothing past here asks which format it was, except the weight loader.
+// Opens a local model in either format: a GGUF file (told by its magic bytes, since Ollama's
+// blobs have no extension) or a Hugging Face directory of safetensors. Both come back as
+// ModelFiles, checked before any weight is read; nothing past here asks which format it was,
+// except the weight loader.
 
 import { resolve } from "node:path";
 import { ModelLoadError } from "../model/errors.ts";

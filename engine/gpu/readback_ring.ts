@@ -50,7 +50,8 @@ export class ReadbackRing {
 
   /**
    * Maps the first `bytes` of `entry` once the GPU has written them (after the submission that
-   * copies into it), and resolves with `decode` of them as u32 words; the entry is free again after.
+   * copies into it), and resolves with `decode` of them as u32 words; the entry is free again
+   * after.
    */
   read<T>(entry: RingEntry, bytes: number, decode: (words: Uint32Array) => T): Promise<T> {
     entry.busy = true;

@@ -1,6 +1,7 @@
 // Streams a GGUF model's tensors into GPU buffers, chunk by chunk as safetensors_upload.ts does
 // for safetensors: float tensors (F32, F16, BF16) become the GPU's weight dtype, quantized ones
-// (Q8_0, Q4_0, Q4_K, Q6_K) stay quantized, repacked by quant_layout.ts for the dequantizing kernels.
+// (Q8_0, Q4_0, Q4_K, Q6_K) stay quantized, repacked by quant_layout.ts for the dequantizing
+// kernels.
 // The rows of attn_q and attn_k are put back in Hugging Face's order on the way
 // (formats/rope_permutation.ts).
 //

@@ -52,7 +52,7 @@ export function quantBytesPerRow(type: QuantType, cols: number): number {
   return quantLayout(type, 1, cols).bytes;
 }
 
-/** Rows per part so that no buffer exceeds the binding limit (cf. rowsPerPart in weights.ts). */
+/** Rows per part so no buffer exceeds the binding limit (cf. rowsPerPart in weights/upload.ts). */
 export function quantRowsPerPart(gpu: Gpu, type: QuantType, cols: number, rowsPerUnit = 1): number {
   const limit = Math.min(gpu.maxBinding, gpu.maxBufferSize);
   const rows = Math.floor(limit / (quantBytesPerRow(type, cols) * rowsPerUnit));
