@@ -5,7 +5,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { DEFAULT_MODEL } from "./engine/model/hub.ts";
+import { DEFAULT_MODEL } from "./engine/sources/default_model.ts";
 import { ensureRuntimeDir } from "./engine/util/runtime_dir.ts";
 import { POLICIES, type PolicyName } from "./runtime/policy/index.ts";
 import { MAX_READING_RATE, MIN_READING_RATE } from "./runtime/service.ts";
@@ -242,9 +242,9 @@ const log = (msg: string) => console.error(msg);
 
 async function generate(args: string[]): Promise<void> {
   const flags = parseFlags(GenerateFlags, args);
-  const { chooseModel } = await import("./engine/model/default_model.ts");
+  const { chooseModel } = await import("./engine/sources/default_model.ts");
   const { openRuntime } = await import("./runtime/open.ts");
-  const { StreamDecoder } = await import("./engine/model/tokenizer.ts");
+  const { StreamDecoder } = await import("./engine/text/tokenizer.ts");
   const model = await chooseModel(flags.model, log);
   const options = runtimeOptions(flags);
   const { runtime, tokenizer: tok } = await openRuntime(model.dir, {
@@ -291,7 +291,7 @@ async function generate(args: string[]): Promise<void> {
 
 async function serveCommand(args: string[]): Promise<void> {
   const flags = parseFlags(ServeFlags, args);
-  const { chooseModel } = await import("./engine/model/default_model.ts");
+  const { chooseModel } = await import("./engine/sources/default_model.ts");
   const { serve } = await import("./server/serve.ts");
   const { openRuntime } = await import("./runtime/open.ts");
   // Resolved (downloaded, or given way to the demo model) before the port opens: the id clients

@@ -2,9 +2,9 @@
 // benchmark compares, written once and cached beside it, and the recipe of each: which tensor
 // gets which type, as llama-quantize would choose for this shape.
 
-import type { GgmlTypeName } from "../engine/model/gguf.ts";
-import { convertToGguf } from "../engine/model/gguf_convert.ts";
-import { GGML_BLOCKS } from "../engine/model/gguf.ts";
+import type { GgmlTypeName } from "../engine/formats/gguf.ts";
+import { convertToGguf } from "../engine/formats/gguf_convert.ts";
+import { GGML_BLOCKS } from "../engine/formats/gguf.ts";
 import { benchCacheDir, SMOLLM2_SHAPE, smolShapedModelDir } from "./smol_model.ts";
 
 export const QUANT_KINDS = ["f16", "q8_0", "q4_0", "q4_k_m"] as const;
@@ -89,7 +89,7 @@ export function describeRecipe(kind: QuantKind): string[] {
     );
     lines.push(`- \`${role}\`: ${parts.join("; ")}`);
   }
-  // gguf_weights.ts fuses q/k/v and gate/up; a fused matrix whose parts differ is loaded as f16.
+  // weights/gguf_upload.ts fuses q/k/v and gate/up; a fused matrix whose parts differ loads as f16.
   const fused: [string, string[]][] = [["q/k/v", ["attn_q", "attn_k", "attn_v"]], [
     "gate/up",
     ["ffn_gate", "ffn_up"],

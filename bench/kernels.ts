@@ -21,7 +21,7 @@ import {
   readSumTextureTotals,
   readSumTotals,
 } from "../engine/gpu/kernels/read_sum.ts";
-import { QUANT_FORMATS, QUANT_TYPES } from "../engine/model/quant/formats.ts";
+import { QUANT_FORMATS, QUANT_TYPES } from "../engine/quant/formats.ts";
 
 export const USAGE = `usage: deno task bench kernels
 

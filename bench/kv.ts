@@ -10,7 +10,7 @@ import { BlockPool } from "../engine/kv/block_pool.ts";
 import { copyMs, gbPerS } from "../engine/kv/cost_model.ts";
 import type { OverlapMeasurement } from "../engine/kv/cost_profile.ts";
 import { type Gpu, openGpu } from "../engine/gpu/device.ts";
-import { demoModelDir } from "../engine/model/tiny_model.ts";
+import { demoModelDir } from "../engine/sources/demo.ts";
 import { smolShapedModelDir } from "./decode.ts";
 import { parseBenchFlags } from "./cli.ts";
 import { benchPrefixTtft, benchSwapReuse } from "./kv_runtime.ts";

@@ -6,7 +6,7 @@
 
 import { Engine, type EngineOptions } from "../engine/engine.ts";
 import type { Gpu } from "../engine/gpu/device.ts";
-import { demoModelDir } from "../engine/model/tiny_model.ts";
+import { demoModelDir } from "../engine/sources/demo.ts";
 import { Runtime, type RuntimeOptions, type SubmitParams } from "../runtime/service.ts";
 import { smolShapedModelDir } from "./decode.ts";
 

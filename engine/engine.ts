@@ -20,10 +20,13 @@ import {
   type ProfileTarget,
 } from "./kv/cost_profile.ts";
 import type { LlamaConfig } from "./model/config.ts";
-import { LlamaForward, type SampleRecord, type SamplingParams } from "./model/forward.ts";
-import type { StepRow, StepSample } from "./model/forward.ts";
-import { openModelDir } from "./model/model_dir.ts";
-import { type LoadProgress, loadWeights } from "./model/weights.ts";
+import { LlamaForward } from "./forward/forward.ts";
+import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
+import type { StepRow, StepSample } from "./forward/step.ts";
+import { openModelDir } from "./formats/open_model.ts";
+import type { LoadProgress } from "./weights/upload.ts";
+import { loadWeights } from "./weights/load_weights.ts";
+import type { ModelWeights } from "./weights/model_weights.ts";
 
 export type {
   CostModel,
@@ -379,7 +382,7 @@ export class Engine implements StepEngine {
   }
 }
 
-function destroyWeights(w: import("./model/weights.ts").ModelWeights): void {
+function destroyWeights(w: ModelWeights): void {
   const seen = new Set<GPUBuffer>();
   const drop = (b: GPUBuffer) => {
     if (!seen.has(b)) seen.add(b), b.destroy();

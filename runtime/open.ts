@@ -4,9 +4,9 @@
 
 import { Engine, type EngineOptions, type StepEngine } from "../engine/engine.ts";
 import { WorkerEngine } from "../engine/worker_engine.ts";
-import { resolveModel } from "../engine/model/hub.ts";
-import { openModelDir } from "../engine/model/model_dir.ts";
-import { Tokenizer } from "../engine/model/tokenizer.ts";
+import { resolveModel } from "../engine/sources/resolve.ts";
+import { openModelDir } from "../engine/formats/open_model.ts";
+import { Tokenizer } from "../engine/text/tokenizer.ts";
 import { progressBar } from "../engine/util/progress.ts";
 import { Runtime, type RuntimeOptions } from "./service.ts";
 

@@ -34,7 +34,7 @@ import {
 export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
 export { MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
 // The server renders chat templates and decodes text with the model's tokenizer.
-export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/model/tokenizer.ts";
+export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/text/tokenizer.ts";
 
 export interface RuntimeOptions {
   /** Scheduling policy (`--sched`). */

@@ -28,7 +28,13 @@ import {
   tally,
   toRuns,
 } from "./kv_copies.ts";
-import type { LayerCopies } from "../model/forward.ts";
+
+/** Commands a step encodes between layers' compute passes (the forward pass runs them). */
+export interface LayerCopies {
+  /** Layers that need commands before their kernels. */
+  layers: ReadonlySet<number>;
+  encode(encoder: GPUCommandEncoder, layer: number): void;
+}
 
 /** Copies executed since load, per direction (plain data: it crosses the Worker boundary). */
 export interface KvCopyStats {

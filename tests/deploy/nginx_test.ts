@@ -5,7 +5,7 @@
 // (`apt-get install -y nginx`; .ci/run installs it); SLUICE_SKIP_NGINX=1 skips it where it cannot.
 
 import { join } from "node:path";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { parsePrometheusText, sampleValue } from "../../server/metrics/parse.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { TINY_SPEC } from "../server/harness.ts";

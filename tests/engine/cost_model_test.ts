@@ -17,7 +17,7 @@ import {
 import { Engine } from "../../engine/engine.ts";
 import { NOT_RESIDENT } from "../../engine/kv/block_pool.ts";
 import { readU32 } from "../../engine/gpu/buffers.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { assertClose } from "../helpers/compare.ts";
 import { testGpu } from "../helpers/gpu.ts";

@@ -5,15 +5,15 @@
 
 import { Engine } from "../../engine/engine.ts";
 import { BlockPool } from "../../engine/kv/block_pool.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
-import type { TinyModelSpec } from "../../engine/model/tiny_model.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
+import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
 import { assertClose } from "../helpers/compare.ts";
 import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
 import { rng, testSeed } from "../helpers/random.ts";
 import { referenceForward } from "../helpers/reference_llama.ts";
 import { assert } from "../helpers/testing.ts";
-import type { GgmlTypeName as GgufWeightType } from "../../engine/model/gguf.ts";
+import type { GgmlTypeName as GgufWeightType } from "../../engine/formats/gguf.ts";
 import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
 
 // K-quants need rows of whole 256-value blocks: hidden, heads × headDim and intermediate are.

@@ -3,8 +3,8 @@
 
 import { Engine } from "../../engine/engine.ts";
 import { BlockPool } from "../../engine/kv/block_pool.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { assertClose } from "../helpers/compare.ts";
 import { testGpu } from "../helpers/gpu.ts";
 import { rng, testSeed } from "../helpers/random.ts";

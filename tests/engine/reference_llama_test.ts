@@ -8,16 +8,18 @@ import { assert, assertEquals } from "../helpers/testing.ts";
 import { assertClose, relativeError } from "../helpers/compare.ts";
 import { rng, testSeed } from "../helpers/random.ts";
 import { applyRope, referenceForward, rmsNorm } from "../helpers/reference_llama.ts";
-import { type ModelFiles, openModelDir } from "../../engine/model/model_dir.ts";
+import type { ModelFiles } from "../../engine/formats/model_files.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
 import {
   decodeTensor,
   encodeTensor,
   readTensorF64,
   type StDtype,
   writeSafetensors,
-} from "../../engine/model/safetensors.ts";
-import { DEMO_SPEC, type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
-import { Tokenizer } from "../../engine/model/tokenizer.ts";
+} from "../../engine/formats/safetensors.ts";
+import { DEMO_SPEC } from "../../engine/sources/demo.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
+import { Tokenizer } from "../../engine/text/tokenizer.ts";
 
 const GQA: TinyModelSpec = {
   hiddenSize: 32,

@@ -6,7 +6,7 @@ import { Engine } from "../../engine/engine.ts";
 import { createStorage } from "../../engine/gpu/buffers.ts";
 import { type Gpu, openGpu } from "../../engine/gpu/device.ts";
 import { bindMatmul } from "../../engine/gpu/kernels/matmul.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { assertEquals } from "../helpers/testing.ts";
 
 /** Counts the compute pipelines a device builds, by entry point. */

@@ -2,9 +2,9 @@
 // logits. Written for obviousness, not speed: one token at a time, full causal attention over
 // the tokens before it, no caches shared between calls.
 
-import type { ModelFiles } from "../../engine/model/model_dir.ts";
+import type { ModelFiles } from "../../engine/formats/model_files.ts";
 import { ropeInvFreq } from "../../engine/model/rope_freqs.ts";
-import { readTensorF64 } from "../../engine/model/safetensors.ts";
+import { readTensorF64 } from "../../engine/formats/safetensors.ts";
 
 export interface ReferenceOptions {
   /** Position of ids[0] (default 0): positions are positionOffset + index. */

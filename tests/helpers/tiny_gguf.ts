@@ -4,18 +4,18 @@
 // directory, so a test measures only the GPU's error, not the quantization's.
 
 import { join } from "node:path";
-import type { GgmlTypeName } from "../../engine/model/gguf.ts";
-import { convertToGguf } from "../../engine/model/gguf_convert.ts";
-import { unpermuteRows } from "../../engine/model/gguf_weights.ts";
-import { dequantize, isQuantType } from "../../engine/model/quant/formats.ts";
+import type { GgmlTypeName } from "../../engine/formats/gguf.ts";
+import { convertToGguf } from "../../engine/formats/gguf_convert.ts";
+import { unpermuteRows } from "../../engine/formats/rope_permutation.ts";
+import { dequantize, isQuantType } from "../../engine/quant/formats.ts";
 import {
   decodeTensor,
   encodeTensor,
   type StDtype,
   type TensorToWrite,
   writeSafetensors,
-} from "../../engine/model/safetensors.ts";
-import { type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";
+} from "../../engine/formats/safetensors.ts";
+import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
 
 export interface TinyGgufOptions {
   /** Type of every matrix (norms stay F32, as llama.cpp keeps them). */

@@ -4,8 +4,8 @@
 
 import { type CostModel, Engine } from "../../engine/engine.ts";
 import { sumsOf } from "../../engine/kv/cost_model.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { Runtime, type SubmitParams } from "../../runtime/service.ts";
 import type { PolicyName } from "../../runtime/policy/index.ts";
 import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";

@@ -5,9 +5,9 @@
 
 import OpenAI from "openai";
 import { Engine, type StepEngine } from "../../engine/engine.ts";
-import { openModelDir } from "../../engine/model/model_dir.ts";
-import { Tokenizer } from "../../engine/model/tokenizer.ts";
-import { writeTinyModel } from "../../engine/model/tiny_model.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
+import { Tokenizer } from "../../engine/text/tokenizer.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { openRuntime } from "../../runtime/open.ts";
 import { Runtime, type RuntimeOptions } from "../../runtime/service.ts";
 import { createApp, type ServerConfig } from "../../server/app.ts";

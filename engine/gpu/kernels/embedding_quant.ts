@@ -6,7 +6,7 @@ import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { checkTablePart, type EmbeddingArgs, workgroupPerRow } from "./embedding.ts";
 import { Q_VEC4_PER_BLOCK, quantLayout } from "./quant_layout.ts";
-import { QUANT_FORMATS, type QuantType } from "../../model/quant/formats.ts";
+import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import embeddingQuant from "../../../shaders/embedding_quant.wgsl" with { type: "text" };
 

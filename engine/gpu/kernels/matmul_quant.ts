@@ -16,7 +16,7 @@ import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
 import { Q_VEC4_PER_BLOCK, quantLayout } from "./quant_layout.ts";
-import { QUANT_FORMATS, type QuantType } from "../../model/quant/formats.ts";
+import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import matmulQuant from "../../../shaders/matmul_quant.wgsl" with { type: "text" };
 

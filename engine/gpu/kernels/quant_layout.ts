@@ -15,8 +15,8 @@
 
 import type { Gpu } from "../device.ts";
 import { writeBytes } from "../buffers.ts";
-import { QUANT_FORMATS, type QuantType } from "../../model/quant/formats.ts";
-import { q6Quant } from "../../model/quant/q6_k.ts";
+import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
+import { q6Quant } from "../../quant/q6_k.ts";
 
 /** Vec4 words of the Q region per block. */
 export const Q_VEC4_PER_BLOCK: Record<QuantType, number> = { q8_0: 2, q4_0: 1, q4_k: 8, q6_k: 12 };
@@ -52,7 +52,7 @@ export function quantBytesPerRow(type: QuantType, cols: number): number {
   return quantLayout(type, 1, cols).bytes;
 }
 
-/** Rows per part so that no buffer exceeds the binding limit (cf. rowsPerPart in weights.ts). */
+/** Rows per part so no buffer exceeds the binding limit (cf. rowsPerPart in weights/upload.ts). */
 export function quantRowsPerPart(gpu: Gpu, type: QuantType, cols: number, rowsPerUnit = 1): number {
   const limit = Math.min(gpu.maxBinding, gpu.maxBufferSize);
   const rows = Math.floor(limit / (quantBytesPerRow(type, cols) * rowsPerUnit));

@@ -13,7 +13,7 @@ export const MAX_TOP_LOGPROBS = 20;
 /** Bytes of one slot's parameters in the `params` buffer. */
 export const SAMPLER_PARAMS_BYTES = 16;
 
-export interface SamplerSlotParams {
+export interface SamplingParams {
   /** <= 0: greedy. */
   temperature: number;
   /** 0: off. */
@@ -88,7 +88,7 @@ export function bindSampler(gpu: Gpu, args: SamplerArgs): BoundKernel {
 }
 
 /** One slot's sampler parameters as the shader reads them ({f32, u32, f32, u32}). */
-export function samplerParamsBytes(p: SamplerSlotParams): Uint8Array {
+export function samplerParamsBytes(p: SamplingParams): Uint8Array {
   const bytes = new Uint8Array(SAMPLER_PARAMS_BYTES);
   const view = new DataView(bytes.buffer);
   view.setFloat32(0, p.temperature, true);

@@ -1,9 +1,9 @@
 // The one request builder: what each endpoint's body becomes for the runtime (no GPU: a tokenizer
 // and the builder only), and how the response writer shapes each endpoint's chunks.
 
-import { openModelDir } from "../../../engine/model/model_dir.ts";
-import { Tokenizer } from "../../../engine/model/tokenizer.ts";
-import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { Tokenizer } from "../../../engine/text/tokenizer.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { buildRequest } from "../../../server/completions/build.ts";
 import { chat, completion } from "../../../server/completions/kinds.ts";
 import { ChatRequest, CompletionRequest } from "../../../server/openai/schemas.ts";

@@ -2,9 +2,9 @@
 // leaves at once as U+FFFD (a stream of lone byte tokens used to send nothing but empty chunks
 // until the end), and stop strings still hold back only what could become one.
 
-import { openModelDir } from "../../../engine/model/model_dir.ts";
-import { Tokenizer } from "../../../engine/model/tokenizer.ts";
-import { writeTinyModel } from "../../../engine/model/tiny_model.ts";
+import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { Tokenizer } from "../../../engine/text/tokenizer.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { TextStream } from "../../../server/completions/text_stream.ts";
 import { assertEquals } from "../../helpers/testing.ts";
 import { TINY_SPEC } from "../harness.ts";

@@ -1,7 +1,7 @@
 // The panel's JSON: runtime stats mapped field by field, TTFT and token rates taken from
 // ServerMetrics over a window of recent samples, and what it says before the model is ready.
 
-import type { Tokenizer } from "../../../engine/model/tokenizer.ts";
+import type { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import type { Runtime } from "../../../runtime/service.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../../../server/playground/panel_state.ts";

@@ -2,7 +2,7 @@
 // ready, draining (no model needed: health reads only the server's state).
 
 import type { Runtime } from "../../../runtime/service.ts";
-import type { Tokenizer } from "../../../engine/model/tokenizer.ts";
+import type { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { createApp } from "../../../server/app.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
 import type { ServerState } from "../../../server/state.ts";

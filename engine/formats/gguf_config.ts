@@ -1,0 +1,128 @@
+// Turns a GGUF file's llama.* metadata into the engine's LlamaConfig. The keys are mapped onto the
+// config.json fields they stand for and validated by parseLlamaConfig, so a GGUF model passes the
+// same checks (GQA divisibility, even head dim, rope scaling) as a Hugging Face directory.
+
+import { type LlamaConfig, parseLlamaConfig } from "../model/config.ts";
+import { ModelLoadError } from "../model/errors.ts";
+import type { GgufFile, GgufValue } from "./gguf.ts";
+import { readTensorInto } from "./safetensors.ts";
+
+/** Architectures whose GGUF tensors and metadata follow llama's (Mistral ships as "llama"). */
+const LLAMA_ARCHITECTURES = ["llama"];
+
+export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
+  const fail = (problem: string): never => {
+    throw new ModelLoadError(gguf.path, problem);
+  };
+  const md = gguf.metadata;
+  const arch = md["general.architecture"];
+  if (typeof arch !== "string" || !LLAMA_ARCHITECTURES.includes(arch)) {
+    fail(
+      `general.architecture is ${JSON.stringify(arch ?? null)}: only llama-architecture GGUF ` +
+        `models are supported`,
+    );
+  }
+  const num = (key: string): number | undefined => scalar(md, `${arch}.${key}`, fail);
+  const need = (key: string): number => {
+    const v = num(key);
+    return v === undefined ? fail(`metadata key ${arch}.${key} is missing`) : v;
+  };
+
+  const embed = gguf.tensors.get("token_embd.weight") ?? fail(`missing tensor "token_embd.weight"`);
+  const hidden = need("embedding_length");
+  const numHeads = need("attention.head_count");
+  const headDim = num("attention.key_length") ?? hidden / numHeads;
+  const valueLength = num("attention.value_length");
+  if (valueLength !== undefined && valueLength !== headDim) {
+    fail(`attention.value_length ${valueLength} differs from key_length ${headDim}`);
+  }
+  const ropeDims = num("rope.dimension_count");
+  if (ropeDims !== undefined && ropeDims !== headDim) {
+    fail(`rope.dimension_count ${ropeDims} is not the head dim ${headDim} (partial RoPE)`);
+  }
+
+  const hfConfig = {
+    architectures: ["LlamaForCausalLM"],
+    model_type: "llama",
+    hidden_size: hidden,
+    intermediate_size: need("feed_forward_length"),
+    num_hidden_layers: need("block_count"),
+    num_attention_heads: numHeads,
+    num_key_value_heads: num("attention.head_count_kv") ?? numHeads,
+    head_dim: headDim,
+    // The embedding's rows are the model's vocabulary (the tokenizer may list fewer).
+    vocab_size: embed.dims[1],
+    rms_norm_eps: num("attention.layer_norm_rms_epsilon") ?? 1e-5,
+    rope_theta: num("rope.freq_base") ?? 10000,
+    rope_scaling: ropeScaling(md, arch as string, fail),
+    max_position_embeddings: num("context_length") ?? 2048,
+    tie_word_embeddings: !gguf.tensors.has("output.weight"),
+    bos_token_id: scalar(md, "tokenizer.ggml.bos_token_id", fail) ?? null,
+    eos_token_id: stopTokenIds(md, fail),
+  };
+  const config = parseLlamaConfig(hfConfig, gguf.path);
+  const freqs = gguf.tensors.get("rope_freqs.weight");
+  if (freqs && config.ropeScaling === null) {
+    config.ropeScaling = { type: "freq_factors", factors: await ropeFactors(gguf, headDim) };
+  }
+  return config;
+}
+
+/**
+ * End-of-generation ids: eos, and llama.cpp's end-of-turn and end-of-message tokens (Llama 3 chat
+ * models end a turn with <|eot_id|> while eos is <|end_of_text|>).
+ */
+function stopTokenIds(md: Record<string, GgufValue>, fail: (p: string) => never): number[] {
+  const ids = ["eos", "eot", "eom"]
+    .map((kind) => scalar(md, `tokenizer.ggml.${kind}_token_id`, fail))
+    .filter((id): id is number => id !== undefined);
+  return [...new Set(ids)];
+}
+
+/** llama.cpp writes linear scaling as metadata; llama3 scaling arrives as rope_freqs instead. */
+function ropeScaling(
+  md: Record<string, GgufValue>,
+  arch: string,
+  fail: (p: string) => never,
+): Record<string, unknown> | null {
+  const type = md[`${arch}.rope.scaling.type`];
+  const factor = scalar(md, `${arch}.rope.scaling.factor`, fail) ??
+    scalar(md, `${arch}.rope.scale_linear`, fail);
+  if (type === undefined || type === "none") {
+    return type === undefined && factor !== undefined && factor !== 1
+      ? { rope_type: "linear", factor }
+      : null;
+  }
+  if (type === "linear") return { rope_type: "linear", factor };
+  return fail(`${arch}.rope.scaling.type "${String(type)}" is not supported (none, linear)`);
+}
+
+async function ropeFactors(gguf: GgufFile, headDim: number): Promise<number[]> {
+  const t = gguf.tensors.get("rope_freqs.weight")!;
+  if (t.typeName !== "F32" || t.dims.length !== 1 || t.dims[0] !== headDim / 2) {
+    throw new ModelLoadError(
+      gguf.path,
+      `tensor "rope_freqs.weight" is ${t.typeName} [${t.dims.join(", ")}], expected F32 ` +
+        `[${headDim / 2}]`,
+    );
+  }
+  const bytes = new Uint8Array(t.byteLength);
+  await readTensorInto({ ...t, dtype: "F32", shape: t.dims }, bytes);
+  return [...new Float32Array(bytes.buffer)];
+}
+
+/** A numeric metadata value (u64s arrive as bigint), or undefined when absent. */
+function scalar(
+  md: Record<string, GgufValue>,
+  key: string,
+  fail: (p: string) => never,
+): number | undefined {
+  const v = md[key];
+  if (v === undefined) return undefined;
+  if (typeof v === "bigint") return Number(v);
+  if (typeof v === "number") return v;
+  if (Array.isArray(v) && v.length > 0 && v.every((x) => x === v[0])) {
+    return Number(v[0]); // a per-layer list that is the same on every layer
+  }
+  return fail(`metadata key ${key} is ${JSON.stringify(v)}, expected a number`);
+}

@@ -1,0 +1,139 @@
+// Converts a Hugging Face Llama directory into a GGUF file the way llama.cpp's
+// convert_hf_to_gguf.py (then llama-quantize) does: llama.* metadata, ggml tensor names and
+// dimension order, attn_q and attn_k rows permuted for interleaved RoPE, llama3 RoPE scaling as a
+// rope_freqs tensor, the tokenizer as tokenizer.ggml.* metadata, and each matrix in the type the
+// caller picks (norms stay F32, as llama.cpp keeps them). Tests build fixtures with it, the decode
+// benchmark its quantized models; the quantizers are round-to-nearest (quant/formats.ts).
+
+import type { RopeScaling } from "../model/config.ts";
+import { GGML, type GgmlTypeName } from "./gguf.ts";
+import { ggufTensorName } from "../model/tensors.ts";
+import { type GgufMeta, type GgufTensorToWrite, meta, writeGguf } from "./gguf_writer.ts";
+import type { ModelFiles } from "./model_files.ts";
+import { openModelDir } from "./open_model.ts";
+import { isQuantType, quantize } from "../quant/formats.ts";
+import { ropeInvFreq } from "../model/rope_freqs.ts";
+import { permutedHeads, permuteRows } from "./rope_permutation.ts";
+import { encodeTensor, readTensorF64, type StDtype } from "./safetensors.ts";
+
+export interface GgufConversion {
+  /** Type of a matrix, by its GGUF name and ggml dims ([cols, rows]). */
+  typeOf: (ggufName: string, dims: number[]) => GgmlTypeName;
+  version?: 2 | 3;
+  /** Each tensor as written: its HF name and shape, the rows as stored (permuted), its bytes. */
+  onTensor?: (t: ConvertedTensor) => void;
+}
+
+export interface ConvertedTensor {
+  hfName: string;
+  shape: number[];
+  type: GgmlTypeName;
+  /** Values in stored row order, before encoding. */
+  stored: Float64Array;
+  data: Uint8Array;
+  /** Heads whose rows were permuted (attn_q, attn_k), else 0. */
+  heads: number;
+}
+
+export async function convertToGguf(
+  sourceDir: string,
+  path: string,
+  options: GgufConversion,
+): Promise<void> {
+  const files = await openModelDir(sourceDir);
+  const cfg = files.config;
+  const tensors: GgufTensorToWrite[] = [];
+  for (const info of files.tensors.values()) {
+    const name = ggufTensorName(info.name);
+    const dims = [...info.shape].reverse();
+    const type = info.shape.length === 2 ? options.typeOf(name, dims) : "F32";
+    const [rows, cols] = info.shape.length === 2 ? info.shape : [1, info.shape[0]];
+    const heads = permutedHeads(cfg, name);
+    const values = await readTensorF64(info);
+    const stored = heads ? permuteRows(values, heads, rows / heads, cols) : values;
+    const data = encode(type, stored);
+    tensors.push({ name, ggmlType: GGML[type], dims, data });
+    options.onTensor?.({ hfName: info.name, shape: info.shape, type, stored, data, heads });
+  }
+  const scaling = cfg.ropeScaling ?? null;
+  if (scaling?.type === "llama3") {
+    // llama.cpp keeps llama3 scaling as per-frequency divisors, not as parameters.
+    const plain = ropeInvFreq({ ...cfg, ropeScaling: null });
+    const scaled = ropeInvFreq(cfg);
+    const factors = new Float32Array(plain.map((f, i) => f / scaled[i]));
+    tensors.push({
+      name: "rope_freqs.weight",
+      ggmlType: GGML.F32,
+      dims: [factors.length],
+      data: new Uint8Array(factors.buffer),
+    });
+  }
+  await writeGguf(path, {
+    version: options.version ?? 3,
+    metadata: {
+      ...llamaMetadata(cfg, scaling),
+      ...gpt2TokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
+    },
+    tensors,
+  });
+}
+
+function llamaMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<string, GgufMeta> {
+  const md: Record<string, GgufMeta> = {
+    "general.architecture": meta.str("llama"),
+    "general.name": meta.str("sluice tiny"),
+    "llama.block_count": meta.u32(cfg.numLayers),
+    "llama.context_length": meta.u32(cfg.maxPositionEmbeddings),
+    "llama.embedding_length": meta.u32(cfg.hiddenSize),
+    "llama.feed_forward_length": meta.u32(cfg.intermediateSize),
+    "llama.attention.head_count": meta.u32(cfg.numHeads),
+    "llama.attention.head_count_kv": meta.u32(cfg.numKvHeads),
+    "llama.attention.key_length": meta.u32(cfg.headDim),
+    "llama.attention.value_length": meta.u32(cfg.headDim),
+    "llama.rope.dimension_count": meta.u32(cfg.headDim),
+    "llama.rope.freq_base": meta.f32(cfg.ropeTheta),
+    "llama.attention.layer_norm_rms_epsilon": meta.f32(cfg.rmsNormEps),
+  };
+  if (scaling?.type === "linear") {
+    md["llama.rope.scaling.type"] = meta.str("linear");
+    md["llama.rope.scaling.factor"] = meta.f32(scaling.factor);
+  }
+  return md;
+}
+
+/** tokenizer.json's byte-level BPE as llama.cpp's "gpt2" vocabulary. */
+export function gpt2TokenizerMetadata(
+  tokenizerJson: unknown,
+  tokenizerConfig: Record<string, unknown>,
+): Record<string, GgufMeta> {
+  const json = tokenizerJson as {
+    model: { vocab: Record<string, number>; merges: [string, string][] };
+    added_tokens: { id: number; content: string; special: boolean }[];
+  };
+  const tokens: string[] = [];
+  for (const [text, id] of Object.entries(json.model.vocab)) tokens[id] = text;
+  const types = tokens.map(() => 1);
+  for (const t of json.added_tokens) {
+    tokens[t.id] = t.content;
+    types[t.id] = t.special ? 3 : 4;
+  }
+  const id = (text: unknown) => tokens.indexOf(String(text));
+  return {
+    "tokenizer.ggml.model": meta.str("gpt2"),
+    "tokenizer.ggml.pre": meta.str("gpt2"),
+    "tokenizer.ggml.tokens": meta.strs(tokens),
+    "tokenizer.ggml.token_type": meta.i32s(types),
+    "tokenizer.ggml.merges": meta.strs(json.model.merges.map(([a, b]) => `${a} ${b}`)),
+    "tokenizer.ggml.bos_token_id": meta.u32(id(tokenizerConfig.bos_token)),
+    "tokenizer.ggml.eos_token_id": meta.u32(id(tokenizerConfig.eos_token)),
+    "tokenizer.ggml.padding_token_id": meta.u32(id(tokenizerConfig.pad_token)),
+    "tokenizer.ggml.add_bos_token": meta.bool(false),
+    "tokenizer.chat_template": meta.str(String(tokenizerConfig.chat_template)),
+  };
+}
+
+function encode(type: GgmlTypeName, values: Float64Array): Uint8Array {
+  const quant = type.toLowerCase();
+  if (isQuantType(quant)) return quantize(quant, new Float32Array(values));
+  return encodeTensor(values, type as StDtype);
+}

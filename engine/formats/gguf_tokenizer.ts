@@ -1,0 +1,240 @@
+// Rebuilds the Hugging Face tokenizer files (tokenizer.json and tokenizer_config.json) from a GGUF
+// file's tokenizer.* metadata, so the one Tokenizer class (transformers.js) serves GGUF models too.
+//
+// Two vocabulary kinds, as llama.cpp names them:
+// - "llama": SentencePiece BPE (Llama 2, Mistral, TinyLlama): pieces with scores, "▁" for spaces,
+//   byte-fallback tokens <0x00>…<0xFF>. SentencePiece merges the adjacent pair whose joined piece
+//   scores highest; a BPE whose merges are every split of every piece, ranked by the joined piece's
+//   score, does the same (transformers' LlamaConverter builds Llama's tokenizer.json so).
+// - "gpt2": byte-level BPE (Llama 3, SmolLM): tokens and merges as they are; the pre-tokenizer
+//   regex is named by tokenizer.ggml.pre.
+
+import { ModelLoadError } from "../model/errors.ts";
+import type { GgufFile, GgufValue } from "./gguf.ts";
+import { addedToken, bpeModel, tokenizerFile } from "./tokenizer_json.ts";
+
+export interface TokenizerFiles {
+  tokenizerJson: Record<string, unknown>;
+  tokenizerConfig: Record<string, unknown>;
+}
+
+/** tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
+const TOKEN_TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 };
+
+// The splitting regexes of llama.cpp's pre-tokenizer types, as their tokenizer.json spells them.
+const LLAMA3_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|" +
+  " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const BYTE_LEVEL = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true };
+
+/** Pre-tokenizer per tokenizer.ggml.pre value (those that llama-architecture models use). */
+const PRE_TOKENIZERS: Record<string, unknown> = {
+  default: { ...BYTE_LEVEL, use_regex: true },
+  gpt2: { ...BYTE_LEVEL, use_regex: true },
+  smollm: {
+    type: "Sequence",
+    pretokenizers: [
+      { type: "Digits", individual_digits: true },
+      { ...BYTE_LEVEL, use_regex: true },
+    ],
+  },
+  "llama-bpe": {
+    type: "Sequence",
+    pretokenizers: [
+      { type: "Split", pattern: { Regex: LLAMA3_SPLIT }, behavior: "Isolated", invert: false },
+      { ...BYTE_LEVEL, use_regex: false },
+    ],
+  },
+};
+PRE_TOKENIZERS["llama3"] =
+  PRE_TOKENIZERS["llama-v3"] =
+  PRE_TOKENIZERS["smaug-bpe"] =
+    PRE_TOKENIZERS["llama-bpe"];
+
+export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
+  const fail = (problem: string): never => {
+    throw new ModelLoadError(gguf.path, problem);
+  };
+  const md = gguf.metadata;
+  const model = md["tokenizer.ggml.model"];
+  const tokens = stringList(md, "tokenizer.ggml.tokens") ??
+    fail("has no tokenizer (metadata tokenizer.ggml.tokens is missing)");
+  const types = numberList(md, "tokenizer.ggml.token_type") ?? [];
+  const typeOf = (id: number) => types[id] ?? TOKEN_TYPE.normal;
+  const id = (key: string) => {
+    const v = md[`tokenizer.ggml.${key}`];
+    return typeof v === "number" || typeof v === "bigint" ? Number(v) : null;
+  };
+  const bos = id("bos_token_id");
+  const eos = id("eos_token_id");
+  const unk = id("unknown_token_id") ??
+    tokens.findIndex((_, i) => typeOf(i) === TOKEN_TYPE.unknown);
+  const pad = id("padding_token_id");
+
+  const vocab: Record<string, number> = {};
+  tokens.forEach((t, i) => {
+    if (!(t in vocab)) vocab[t] = i;
+  });
+  // Control and user-defined tokens match as whole strings before the model sees the text.
+  const addedTokens = tokens.flatMap((content, i) => {
+    const type = typeOf(i);
+    const special = type === TOKEN_TYPE.control || type === TOKEN_TYPE.unknown;
+    if (!special && type !== TOKEN_TYPE.userDefined) return [];
+    return [addedToken(i, content, special)];
+  });
+
+  let tokenizerJson: Record<string, unknown>;
+  let addBos: boolean;
+  if (model === "llama") {
+    const scores = numberList(md, "tokenizer.ggml.scores") ??
+      fail("tokenizer.ggml.scores is missing (a SentencePiece vocabulary needs them)");
+    const prefixSpace = md["tokenizer.ggml.add_space_prefix"] !== false;
+    addBos = md["tokenizer.ggml.add_bos_token"] !== false;
+    tokenizerJson = {
+      normalizer: null,
+      pre_tokenizer: {
+        type: "Metaspace",
+        replacement: "▁",
+        prepend_scheme: prefixSpace ? "first" : "never",
+        split: false,
+      },
+      decoder: {
+        type: "Sequence",
+        decoders: [
+          { type: "Replace", pattern: { String: "▁" }, content: " " },
+          { type: "ByteFallback" },
+          { type: "Fuse" },
+          ...(prefixSpace ? [{ type: "Strip", content: " ", start: 1, stop: 0 }] : []),
+        ],
+      },
+      model: bpeModel({
+        vocab,
+        merges: sentencePieceMerges(tokens, scores, typeOf),
+        unkToken: unk >= 0 ? tokens[unk] : null,
+        fuseUnk: true,
+        byteFallback: true,
+        ignoreMerges: false,
+      }),
+    };
+  } else if (model === "gpt2") {
+    const merges = stringList(md, "tokenizer.ggml.merges") ??
+      fail("tokenizer.ggml.merges is missing (a byte-level BPE vocabulary needs them)");
+    const pre = String(md["tokenizer.ggml.pre"] ?? "default");
+    const preTokenizer = PRE_TOKENIZERS[pre] ??
+      fail(
+        `tokenizer.ggml.pre "${pre}" is not supported (supported: ${
+          Object.keys(PRE_TOKENIZERS).join(", ")
+        })`,
+      );
+    addBos = md["tokenizer.ggml.add_bos_token"] === true;
+    tokenizerJson = {
+      normalizer: null,
+      pre_tokenizer: preTokenizer,
+      decoder: { ...BYTE_LEVEL, use_regex: true },
+      model: bpeModel({
+        vocab,
+        merges: merges.map((m) => m.split(" ")),
+        unkToken: null,
+        fuseUnk: false,
+        byteFallback: false,
+        ignoreMerges: pre !== "default" && pre !== "gpt2" && pre !== "smollm",
+      }),
+    };
+  } else {
+    return fail(
+      `tokenizer.ggml.model ${JSON.stringify(model ?? null)} is not supported (llama, gpt2)`,
+    );
+  }
+  const addEos = md["tokenizer.ggml.add_eos_token"] === true;
+  tokenizerJson = tokenizerFile(addedTokens, {
+    ...tokenizerJson,
+    post_processor: postProcessor(
+      addBos && bos !== null ? tokens[bos] : null,
+      addEos && eos !== null ? tokens[eos] : null,
+      vocab,
+    ),
+  });
+
+  const text = (i: number | null) => (i !== null && i >= 0 && i < tokens.length ? tokens[i] : null);
+  const chatTemplate = md["tokenizer.chat_template"];
+  const tokenizerConfig: Record<string, unknown> = {
+    tokenizer_class: model === "llama" ? "LlamaTokenizer" : "GPT2Tokenizer",
+    add_bos_token: addBos,
+    add_eos_token: addEos,
+    bos_token: text(bos),
+    eos_token: text(eos),
+    unk_token: text(unk),
+    pad_token: text(pad),
+    clean_up_tokenization_spaces: false,
+    ...(typeof chatTemplate === "string" ? { chat_template: chatTemplate } : {}),
+  };
+  return { tokenizerJson, tokenizerConfig };
+}
+
+/**
+ * Every split of every normal piece into two pieces of the vocabulary, ranked by the joined
+ * piece's score (highest first), then by the halves' ids: what SentencePiece's BPE would merge.
+ */
+function sentencePieceMerges(
+  tokens: string[],
+  scores: number[],
+  typeOf: (id: number) => number,
+): [string, string][] {
+  const normal = new Map<string, number>();
+  tokens.forEach((t, i) => {
+    if (typeOf(i) === TOKEN_TYPE.normal && !normal.has(t)) normal.set(t, i);
+  });
+  const merges: { left: number; right: number; score: number; pair: [string, string] }[] = [];
+  for (const [piece, id] of normal) {
+    const chars = Array.from(piece);
+    for (let i = 1; i < chars.length; i++) {
+      const a = chars.slice(0, i).join("");
+      const b = chars.slice(i).join("");
+      const left = normal.get(a);
+      const right = normal.get(b);
+      if (left !== undefined && right !== undefined) {
+        merges.push({ left, right, score: scores[id] ?? 0, pair: [a, b] });
+      }
+    }
+  }
+  merges.sort((x, y) => y.score - x.score || x.left - y.left || x.right - y.right);
+  return merges.map((m) => m.pair);
+}
+
+/** BOS/EOS around each sequence, as transformers writes them for Llama. */
+function postProcessor(
+  bos: string | null,
+  eos: string | null,
+  vocab: Record<string, number>,
+): Record<string, unknown> | null {
+  if (bos === null && eos === null) return null;
+  const special = (
+    t: string | null,
+  ) => (t === null ? [] : [{ SpecialToken: { id: t, type_id: 0 } }]);
+  const specialTokens: Record<string, unknown> = {};
+  for (const t of [bos, eos]) {
+    if (t !== null) specialTokens[t] = { id: t, ids: [vocab[t]], tokens: [t] };
+  }
+  return {
+    type: "TemplateProcessing",
+    single: [...special(bos), { Sequence: { id: "A", type_id: 0 } }, ...special(eos)],
+    pair: [
+      ...special(bos),
+      { Sequence: { id: "A", type_id: 0 } },
+      ...special(eos),
+      ...special(bos),
+      { Sequence: { id: "B", type_id: 1 } },
+      ...special(eos),
+    ],
+    special_tokens: specialTokens,
+  };
+}
+
+function stringList(md: Record<string, GgufValue>, key: string): string[] | null {
+  const v = md[key];
+  return Array.isArray(v) && v.every((x) => typeof x === "string") ? v as string[] : null;
+}
+
+function numberList(md: Record<string, GgufValue>, key: string): number[] | null {
+  const v = md[key];
+  return Array.isArray(v) ? v.map(Number) : null;
+}

@@ -1,0 +1,155 @@
+// Opens a Hugging Face model directory and checks, before any weight is read, that it holds a
+// Llama checkpoint the engine can run: config, tokenizer files, and every expected tensor with
+// the right shape and a loadable dtype (single file or sharded with an index).
+
+import { join } from "node:path";
+import { type LlamaConfig, parseLlamaConfig } from "../model/config.ts";
+import { ModelLoadError } from "../model/errors.ts";
+import { type ExpectedTensor, expectedTensors, LM_HEAD } from "../model/tensors.ts";
+import { pathExists } from "../util/path_exists.ts";
+import type { ModelFiles } from "./model_files.ts";
+import {
+  readSafetensorsContents,
+  type TensorInfo,
+  unsupportedDtypeProblem,
+  type UnsupportedTensor,
+} from "./safetensors.ts";
+
+/** Opens the Hugging Face model directory `root` (an absolute path that is a directory). */
+export async function openHfDir(root: string): Promise<ModelFiles> {
+  const configPath = join(root, "config.json");
+  const config = parseLlamaConfig(await readJson(configPath), configPath);
+  const weights = await readWeights(root);
+  checkTensors(config, weights);
+
+  const tokenizerJson = await readJson(join(root, "tokenizer.json"));
+  const tokenizerConfig = await readJsonObject(join(root, "tokenizer_config.json"));
+  const generationPath = join(root, "generation_config.json");
+  const generationConfig = await pathExists(generationPath)
+    ? await readJsonObject(generationPath)
+    : null;
+  return {
+    dir: root,
+    config,
+    tensors: weights.tensors,
+    tokenizerJson,
+    tokenizerConfig,
+    generationConfig,
+  };
+}
+
+interface Weights {
+  tensors: Map<string, TensorInfo>;
+  unsupported: Map<string, UnsupportedTensor>;
+  /** The file to blame for a tensor that is missing: the single file, or the index. */
+  listing: string;
+}
+
+async function readWeights(root: string): Promise<Weights> {
+  const single = join(root, "model.safetensors");
+  if (await pathExists(single)) {
+    const { tensors, unsupported } = await readSafetensorsContents(single);
+    return { tensors, unsupported, listing: single };
+  }
+  const indexPath = join(root, "model.safetensors.index.json");
+  if (!(await pathExists(indexPath))) {
+    throw new ModelLoadError(
+      single,
+      "missing (a model directory needs model.safetensors or model.safetensors.index.json)",
+    );
+  }
+  const weightMap = parseIndex(await readJson(indexPath), indexPath);
+
+  const shards = new Map<string, Awaited<ReturnType<typeof readSafetensorsContents>>>();
+  for (const shard of new Set(weightMap.values())) {
+    const shardPath = join(root, shard);
+    if (!(await pathExists(shardPath))) {
+      throw new ModelLoadError(shardPath, `missing (named by ${indexPath})`);
+    }
+    shards.set(shard, await readSafetensorsContents(shardPath));
+  }
+  const tensors = new Map<string, TensorInfo>();
+  const unsupported = new Map<string, UnsupportedTensor>();
+  for (const [name, shard] of weightMap) {
+    const contents = shards.get(shard)!;
+    const info = contents.tensors.get(name);
+    const other = contents.unsupported.get(name);
+    if (info) tensors.set(name, info);
+    else if (other) unsupported.set(name, other);
+    else {
+      throw new ModelLoadError(
+        indexPath,
+        `weight_map puts tensor "${name}" in ${shard}, but that shard does not contain it`,
+      );
+    }
+  }
+  return { tensors, unsupported, listing: indexPath };
+}
+
+function parseIndex(json: unknown, file: string): Map<string, string> {
+  const weightMap = (json as { weight_map?: unknown } | null)?.weight_map;
+  if (typeof weightMap !== "object" || weightMap === null || Array.isArray(weightMap)) {
+    throw new ModelLoadError(file, `field "weight_map" must be an object of tensor → shard file`);
+  }
+  const out = new Map<string, string>();
+  for (const [name, shard] of Object.entries(weightMap)) {
+    // Shards are plain file names next to the index; anything else could escape the directory.
+    if (
+      typeof shard !== "string" || !/^[\w.-]+\.safetensors$/.test(shard) || shard.startsWith(".")
+    ) {
+      throw new ModelLoadError(
+        file,
+        `weight_map entry "${name}" names ${JSON.stringify(shard)}, not a .safetensors file name`,
+      );
+    }
+    out.set(name, shard);
+  }
+  return out;
+}
+
+function checkTensors(cfg: LlamaConfig, weights: Weights): void {
+  const check = (want: ExpectedTensor) => {
+    const bad = weights.unsupported.get(want.name);
+    if (bad) throw new ModelLoadError(bad.file, unsupportedDtypeProblem(bad));
+    const info = weights.tensors.get(want.name);
+    if (!info) {
+      throw new ModelLoadError(weights.listing, `missing tensor "${want.name}"`);
+    }
+    if (info.shape.join(",") !== want.shape.join(",")) {
+      throw new ModelLoadError(
+        info.file,
+        `tensor "${want.name}" has shape [${info.shape.join(", ")}], expected ` +
+          `[${want.shape.join(", ")}] from config.json`,
+      );
+    }
+  };
+  for (const want of expectedTensors(cfg)) check(want);
+  // A tied checkpoint may still ship lm_head.weight (a copy of the embeddings); if it does, it must
+  // at least be well-formed, though the engine reads the embeddings instead.
+  if (cfg.tieWordEmbeddings && (weights.tensors.has(LM_HEAD))) {
+    check({ name: LM_HEAD, shape: [cfg.vocabSize, cfg.hiddenSize], role: "lmHead" });
+  }
+}
+
+async function readJson(path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) throw new ModelLoadError(path, "missing");
+    throw e;
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new ModelLoadError(path, `not valid JSON (${(e as Error).message})`);
+  }
+}
+
+async function readJsonObject(path: string): Promise<Record<string, unknown>> {
+  const json = await readJson(path);
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    throw new ModelLoadError(path, "expected a JSON object");
+  }
+  return json as Record<string, unknown>;
+}

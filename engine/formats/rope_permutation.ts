@@ -1,0 +1,60 @@
+// llama.cpp's converter permutes the rows of attn_q and attn_k within each head so that its
+// interleaved RoPE (pairs 2i, 2i+1) computes what Hugging Face's rotate-half RoPE (pairs i,
+// i + headDim/2) does. Writing a GGUF applies the permutation (gguf_convert.ts); loading one undoes
+// it (weights/gguf_upload.ts), since Sluice's rope kernel is rotate-half: whole rows move, which
+// works for quantized rows as well (a block never spans two rows).
+
+import type { LlamaConfig } from "../model/config.ts";
+
+/** Heads whose rows a GGUF tensor holds permuted (attn_q, attn_k), by its GGUF name; else 0. */
+export function permutedHeads(
+  cfg: Pick<LlamaConfig, "numHeads" | "numKvHeads">,
+  ggufName: string,
+): number {
+  return ggufName.includes("attn_q")
+    ? cfg.numHeads
+    : ggufName.includes("attn_k")
+    ? cfg.numKvHeads
+    : 0;
+}
+
+/**
+ * convert_hf_to_gguf.py's permute() on `heads` heads of `group` rows each, row by row: Hugging Face
+ * row s * group/2 + i of a head becomes GGUF row 2i + s. Yields [Hugging Face row, GGUF row].
+ */
+function* permutedRows(heads: number, group: number): Generator<[number, number]> {
+  const half = group / 2;
+  for (let h = 0; h < heads; h++) {
+    for (let i = 0; i < half; i++) {
+      for (let s = 0; s < 2; s++) yield [h * group + s * half + i, h * group + 2 * i + s];
+    }
+  }
+}
+
+/** Applies permute() to the rows (of `cols` values) of a Hugging Face q or k projection. */
+export function permuteRows(
+  values: Float64Array,
+  heads: number,
+  group: number,
+  cols: number,
+): Float64Array {
+  const out = new Float64Array(values.length);
+  for (const [hf, gguf] of permutedRows(heads, group)) {
+    out.set(values.subarray(hf * cols, (hf + 1) * cols), gguf * cols);
+  }
+  return out;
+}
+
+/** Undoes permute() on GGUF rows of `rowBytes` bytes (raw, so quantized rows move as well). */
+export function unpermuteRows(
+  raw: Uint8Array,
+  heads: number,
+  group: number,
+  rowBytes: number,
+): Uint8Array {
+  const out = new Uint8Array(raw.length);
+  for (const [hf, gguf] of permutedRows(heads, group)) {
+    out.set(raw.subarray(gguf * rowBytes, (gguf + 1) * rowBytes), hf * rowBytes);
+  }
+  return out;
+}

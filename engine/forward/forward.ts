@@ -1,0 +1,251 @@
+// The Llama forward pass as a list of bound kernels, encoded into one command buffer per step, in
+// the order the model computes (as llama2.c's forward()): embed, then per layer attention and MLP
+// around the residual stream, then, on the sampled rows only, the LM head and the GPU sampler.
+//
+// A step runs any mix of prefill-chunk rows and decode rows. Decode rows take their input token
+// from `nextIds`, where the previous step's GPU sampler wrote it, so no token crosses to the host
+// between steps. The buffers the kernels share are step_buffers.ts's; sample records come back
+// through a readback ring (gpu/readback_ring.ts), read a few steps behind.
+
+import type { Gpu } from "../gpu/device.ts";
+import type { BoundKernel } from "../gpu/kernel.ts";
+import { readF32, writeBytes } from "../gpu/buffers.ts";
+import { ReadbackRing } from "../gpu/readback_ring.ts";
+import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
+import { bindRope } from "../gpu/kernels/rope.ts";
+import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
+import { bindAttention } from "../gpu/kernels/attention.ts";
+import { bindGatherRows } from "../gpu/kernels/gather.ts";
+import {
+  bindSampler,
+  decodeSampleRecords,
+  SAMPLER_PARAMS_BYTES,
+  type SampleRecord,
+  samplerParamsBytes,
+  type SamplingParams,
+} from "../gpu/kernels/sample.ts";
+import type { DeviceKv } from "../kv/device_kv.ts";
+import type { LayerCopies } from "../kv/kv_transfers.ts";
+import type { LlamaConfig } from "../model/config.ts";
+import type { ModelWeights } from "../weights/model_weights.ts";
+import { embeddingParts, gluParts, matmulParts } from "./matrix_kernels.ts";
+import type { ForwardLimits, StepPlan } from "./step.ts";
+import { StepBuffers } from "./step_buffers.ts";
+
+export class LlamaForward {
+  readonly cfg: LlamaConfig;
+  /** The embedding, then each layer's kernels: a step may need copies between layers. */
+  private readonly head: BoundKernel[];
+  private readonly layers: BoundKernel[][];
+  private readonly tail: BoundKernel[];
+  private readonly samplerPlain: BoundKernel;
+  private readonly samplerTop: BoundKernel;
+  private readonly io: StepBuffers;
+  /** Where each step's sample records are copied for the host to read. */
+  private readonly readback: ReadbackRing;
+
+  constructor(
+    private gpu: Gpu,
+    cfg: LlamaConfig,
+    weights: ModelWeights,
+    kv: DeviceKv,
+    readonly limits: ForwardLimits,
+  ) {
+    this.cfg = cfg;
+    const io = this.io = new StepBuffers(gpu, cfg, limits);
+    const D = cfg.hiddenSize, hd = cfg.headDim, Hq = cfg.numHeads, Hkv = cfg.numKvHeads;
+    const eps = cfg.rmsNormEps;
+    const layout = kv.layout;
+    const attnShape = {
+      numHeads: Hq,
+      numKvHeads: Hkv,
+      headDim: hd,
+      blockSize: layout.blockSize,
+      maxSlots: layout.maxSlots,
+      maxBlocksPerSeq: layout.maxBlocksPerSeq,
+    };
+
+    // Embedding: hidden = the row's token's embedding (a decode row's token is its slot's nextIds).
+    this.head = embeddingParts(gpu, weights.embed, {
+      tokens: io.tokens,
+      rowSlot: io.rowSlot,
+      nextIds: io.nextIds,
+      y: io.hidden,
+      D,
+    });
+
+    this.layers = weights.layers.map((w, layer) => {
+      const cache = {
+        k: kv.kOf(layer),
+        v: kv.vOf(layer),
+        blockTable: kv.blockTable,
+        rowSlot: io.rowSlot,
+        rowPos: io.rowPos,
+        layer,
+      };
+      return [
+        // Attention norm: normed = rmsnorm(hidden) · inputNorm.
+        bindRmsNorm(gpu, { x: io.hidden, w: w.inputNorm, y: io.normed, D, eps }),
+        // q, k and v of every head in one matmul: qkv = normed · Wqkvᵀ.
+        ...matmulParts(gpu, w.qkv, io.normed, io.qkv, "store"),
+        // RoPE: q and k rotated in place by each row's position.
+        bindRope(gpu, {
+          qkv: io.qkv,
+          positions: io.rowPos,
+          invFreq: io.invFreq,
+          numHeads: Hq,
+          numKvHeads: Hkv,
+          headDim: hd,
+        }),
+        // The rows' k and v into their slots' paged KV cache, at their positions.
+        bindKvWrite(gpu, { qkv: io.qkv, ...cache, ...attnShape }),
+        // Causal attention of each row's q heads over its slot's cache (grouped-query): attn.
+        bindAttention(gpu, { qkv: io.qkv, out: io.attn, ...cache, ...attnShape }),
+        // Output projection into the residual stream: hidden += attn · Woᵀ.
+        ...matmulParts(gpu, w.o, io.attn, io.hidden, "add"),
+        // MLP norm: normed = rmsnorm(hidden) · postAttentionNorm.
+        bindRmsNorm(gpu, { x: io.hidden, w: w.postAttentionNorm, y: io.normed, D, eps }),
+        // SwiGLU: mlp = silu(normed · Wgateᵀ) * (normed · Wupᵀ).
+        ...gluParts(gpu, w.gateUp, io.normed, io.mlp),
+        // Down projection into the residual stream: hidden += mlp · Wdownᵀ.
+        ...matmulParts(gpu, w.down, io.mlp, io.hidden, "add"),
+      ];
+    });
+
+    // Tail: runs on sample rows only.
+    this.tail = [
+      // The sampled rows' hidden states, gathered into consecutive rows.
+      bindGatherRows(gpu, { x: io.hidden, rowIndex: io.sampleRow, y: io.sampleHidden, D }),
+      // Final norm: sampleNormed = rmsnorm(sampleHidden) · finalNorm.
+      bindRmsNorm(gpu, { x: io.sampleHidden, w: weights.finalNorm, y: io.sampleNormed, D, eps }),
+      // LM head (the embedding when tied): logits = sampleNormed · Wlmᵀ.
+      ...matmulParts(gpu, weights.lmHead, io.sampleNormed, io.logits, "store"),
+    ];
+    // The sampler: each sample's next id into nextIds (the next step's input) and its record
+    // (id, logprob, and top-K logprobs when asked) into records, for the readback.
+    const samplerArgs = {
+      logits: io.logits,
+      V: cfg.vocabSize,
+      sampleSlot: io.sampleSlot,
+      samplePos: io.samplePos,
+      params: io.samplingParams,
+      nextIds: io.nextIds,
+    };
+    this.samplerPlain = bindSampler(gpu, { ...samplerArgs, out: io.recordsPlain, topLogprobs: 0 });
+    this.samplerTop = bindSampler(gpu, {
+      ...samplerArgs,
+      out: io.recordsTop,
+      topLogprobs: limits.maxTopLogprobs,
+    });
+
+    const recordBytes = limits.maxSlots * (2 + 2 * limits.maxTopLogprobs) * 4;
+    this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes);
+  }
+
+  /** Number of compute dispatches one step records (for benchmarks and the one-submission check). */
+  get dispatchesPerStep(): number {
+    return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 1;
+  }
+
+  setSampling(slot: number, params: SamplingParams): void {
+    writeBytes(
+      this.gpu,
+      this.io.samplingParams,
+      slot * SAMPLER_PARAMS_BYTES,
+      samplerParamsBytes(params),
+    );
+  }
+
+  /** Throws what submit would throw for `plan`, before anything is encoded or written. */
+  check(plan: StepPlan): void {
+    const { rows, samples } = plan;
+    if (rows.length === 0 || rows.length > this.limits.maxRows) {
+      throw new Error(`step has ${rows.length} rows (max ${this.limits.maxRows})`);
+    }
+    if (samples.length > this.limits.maxSlots) {
+      throw new Error(`step samples ${samples.length} rows (max ${this.limits.maxSlots})`);
+    }
+    if (this.readback.full) {
+      throw new Error(`more than ${this.readback.size} steps unread: await an older step first`);
+    }
+  }
+
+  /**
+   * Encodes and submits one step, synchronously, so steps reach the GPU in call order. Returns a
+   * promise of the step's sample records that resolves once the GPU has finished it; awaiting it is
+   * the caller's choice (a few steps later). At most ringSize steps may be unread at once.
+   * `prelude` encodes commands into the step's command buffer before its compute pass (the cost
+   * profile uses it to time a copy and a step in one submission). `between` encodes commands just
+   * before the kernels of the layers it names (offloaded KV brought into the prefetch region): the
+   * compute pass is ended there and a new one begun, so the copies sit between the layers.
+   */
+  submit(
+    plan: StepPlan,
+    prelude?: (encoder: GPUCommandEncoder) => void,
+    between?: LayerCopies,
+  ): Promise<SampleRecord[]> {
+    this.check(plan);
+    const { rows, samples } = plan;
+    const entry = this.readback.take();
+
+    this.io.writePlan(plan);
+    const encoder = this.gpu.device.createCommandEncoder();
+    prelude?.(encoder);
+    let pass = encoder.beginComputePass();
+    for (const k of this.head) k.encode(pass, rows.length);
+    this.layers.forEach((kernels, layer) => {
+      if (between?.layers.has(layer)) {
+        pass.end();
+        between.encode(encoder, layer);
+        pass = encoder.beginComputePass();
+      }
+      for (const k of kernels) k.encode(pass, rows.length);
+    });
+    if (samples.length > 0) {
+      for (const k of this.tail) k.encode(pass, samples.length);
+      (plan.wantTopLogprobs ? this.samplerTop : this.samplerPlain).encode(pass, samples.length);
+    }
+    pass.end();
+    const K = plan.wantTopLogprobs ? this.limits.maxTopLogprobs : 0;
+    const recordWords = samples.length * (2 + 2 * K);
+    if (recordWords > 0) {
+      encoder.copyBufferToBuffer(
+        plan.wantTopLogprobs ? this.io.recordsTop : this.io.recordsPlain,
+        0,
+        entry.buffer,
+        0,
+        recordWords * 4,
+      );
+    }
+    this.gpu.device.queue.submit([encoder.finish()]);
+    if (recordWords === 0) return Promise.resolve([]);
+
+    return this.readback.read(
+      entry,
+      recordWords * 4,
+      (words) => decodeSampleRecords(words, samples.length, K),
+    );
+  }
+
+  /**
+   * Reads the raw logits of the last step's sample rows. A synchronous round trip: for tests and
+   * debugging only, never in the serving loop.
+   */
+  async readLogits(samples: number): Promise<Float32Array[]> {
+    const V = this.cfg.vocabSize;
+    const all = await readF32(this.gpu, this.io.logits, samples * V);
+    return Array.from({ length: samples }, (_, i) => all.subarray(i * V, (i + 1) * V));
+  }
+
+  /** Resolves when every submitted step has completed on the GPU. */
+  async idle(): Promise<void> {
+    await this.gpu.device.queue.onSubmittedWorkDone();
+    await this.readback.idle();
+  }
+
+  /** Frees the step's buffers (call after idle()). */
+  destroy(): void {
+    this.readback.destroy();
+    this.io.destroy();
+  }
+}

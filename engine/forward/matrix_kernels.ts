@@ -1,0 +1,71 @@
+// The kernels that read a weight matrix: one per row part (a matrix larger than the binding limit
+// is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one.
+
+import type { Gpu } from "../gpu/device.ts";
+import type { BoundKernel } from "../gpu/kernel.ts";
+import { bindEmbedding, type EmbeddingArgs } from "../gpu/kernels/embedding.ts";
+import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
+import { bindMatmul, type MatmulArgs, type MatmulMode } from "../gpu/kernels/matmul.ts";
+import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
+import { isQuantType } from "../quant/formats.ts";
+import type { GluMatrix, GpuMatrix } from "../weights/model_weights.ts";
+
+/** The embedding's row parts, each gathering the rows whose token ids it holds. */
+export function embeddingParts(
+  gpu: Gpu,
+  m: GpuMatrix,
+  args: Omit<EmbeddingArgs, "table" | "rowStart" | "rowCount">,
+): BoundKernel[] {
+  return m.parts.map((part) => {
+    const partArgs = { ...args, table: part.buffer, rowStart: part.rowStart, rowCount: part.rows };
+    // A quantized table (GGUF) is gathered and dequantized row by row.
+    return m.format && isQuantType(m.format)
+      ? bindQuantEmbedding(gpu, { ...partArgs, type: m.format })
+      : bindEmbedding(gpu, partArgs);
+  });
+}
+
+/** y = x · Wᵀ ("store"), or y += x · Wᵀ ("add"): each part writes its own columns of y. */
+export function matmulParts(
+  gpu: Gpu,
+  m: GpuMatrix,
+  x: GPUBuffer,
+  y: GPUBuffer,
+  mode: "store" | "add",
+): BoundKernel[] {
+  return partKernels(gpu, m, m.rows, x, y, mode);
+}
+
+/** y = silu(x · Wgateᵀ) * (x · Wupᵀ): each part holds its rows of gate and of up. */
+export function gluParts(gpu: Gpu, m: GluMatrix, x: GPUBuffer, y: GPUBuffer): BoundKernel[] {
+  return partKernels(gpu, m, m.intermediate, x, y, "glu");
+}
+
+/**
+ * One kernel per part of `m` (y has `ldy` columns): a quantized matrix dequantizes in its kernel,
+ * any other takes the weight-dtype matmul.
+ */
+function partKernels(
+  gpu: Gpu,
+  m: GpuMatrix | GluMatrix,
+  ldy: number,
+  x: GPUBuffer,
+  y: GPUBuffer,
+  mode: MatmulMode,
+): BoundKernel[] {
+  return m.parts.map((p) => {
+    const args: MatmulArgs = {
+      x,
+      w: p.buffer,
+      y,
+      K: m.cols,
+      N: p.rows,
+      ldy,
+      yCol: p.rowStart,
+      mode,
+    };
+    return m.format && isQuantType(m.format)
+      ? bindQuantMatmul(gpu, { ...args, type: m.format })
+      : bindMatmul(gpu, args);
+  });
+}

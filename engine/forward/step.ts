@@ -1,0 +1,34 @@
+// What one step of the forward pass is given: token rows (a request's slot, its position, its
+// token) and the rows whose logits are sampled. What it gives back, a SampleRecord per sample, is
+// the sampler's (gpu/kernels/sample.ts).
+
+/** One token row of a step. `token: null` means "the id the sampler wrote for this slot last step". */
+export interface StepRow {
+  slot: number;
+  pos: number;
+  token: number | null;
+}
+
+/** A row whose logits are sampled: the last row of a prefill's final chunk, or a decode row. */
+export interface StepSample {
+  row: number;
+}
+
+/** What the forward pass reads of a step plan (the engine's StepPlan adds host-side updates). */
+export interface StepPlan {
+  rows: StepRow[];
+  samples: StepSample[];
+  /** Compute top-k logprobs for this step's samples (costs a few vocab passes per sample). */
+  wantTopLogprobs: boolean;
+}
+
+export interface ForwardLimits {
+  /** Most token rows in one step (prefill chunk + decode rows). */
+  maxRows: number;
+  /** Most concurrent requests (KV slots). */
+  maxSlots: number;
+  /** K of top-K logprobs computed when a step asks for them. */
+  maxTopLogprobs: number;
+  /** How many steps may be in flight before the oldest readback must be awaited. */
+  ringSize: number;
+}

@@ -1,0 +1,92 @@
+// The forward pass's activation scratch and the small per-step index buffers the host writes
+// before each submit: which token, slot and position each row has, and which rows are sampled.
+
+import type { Gpu } from "../gpu/device.ts";
+import { createStorage, STORAGE_UNIFORM, uploadStorage } from "../gpu/buffers.ts";
+import { TOKEN_FROM_SAMPLER } from "../gpu/kernels/embedding.ts";
+import { SAMPLER_PARAMS_BYTES } from "../gpu/kernels/sample.ts";
+import type { LlamaConfig } from "../model/config.ts";
+import { ropeInvFreq } from "../model/rope_freqs.ts";
+import type { ForwardLimits, StepPlan } from "./step.ts";
+
+export class StepBuffers {
+  readonly hidden: GPUBuffer;
+  readonly normed: GPUBuffer;
+  readonly qkv: GPUBuffer;
+  readonly attn: GPUBuffer;
+  readonly mlp: GPUBuffer;
+  readonly tokens: GPUBuffer;
+  readonly rowSlot: GPUBuffer;
+  readonly rowPos: GPUBuffer;
+  readonly invFreq: GPUBuffer;
+  readonly sampleRow: GPUBuffer;
+  readonly sampleSlot: GPUBuffer;
+  readonly samplePos: GPUBuffer;
+  readonly sampleHidden: GPUBuffer;
+  readonly sampleNormed: GPUBuffer;
+  readonly logits: GPUBuffer;
+  readonly nextIds: GPUBuffer;
+  readonly samplingParams: GPUBuffer;
+  readonly recordsPlain: GPUBuffer;
+  readonly recordsTop: GPUBuffer;
+  private readonly rowWords: Uint32Array<ArrayBuffer>;
+  private readonly sampleWords: Uint32Array<ArrayBuffer>;
+
+  constructor(private gpu: Gpu, cfg: LlamaConfig, limits: ForwardLimits) {
+    const R = limits.maxRows, S = limits.maxSlots, D = cfg.hiddenSize;
+    // Uniform-capable: the quantized matmuls read their x through a uniform binding where it fits.
+    const f32 = (n: number, label: string) => createStorage(gpu, n * 4, label, STORAGE_UNIFORM);
+    this.hidden = f32(R * D, "hidden");
+    this.normed = f32(R * D, "normed");
+    this.qkv = f32(R * (cfg.numHeads + 2 * cfg.numKvHeads) * cfg.headDim, "qkv");
+    this.attn = f32(R * cfg.numHeads * cfg.headDim, "attn");
+    this.mlp = f32(R * cfg.intermediateSize, "mlp");
+    this.tokens = f32(R, "tokens");
+    this.rowSlot = f32(R, "rowSlot");
+    this.rowPos = f32(R, "rowPos");
+    this.invFreq = uploadStorage(gpu, new Float32Array(ropeInvFreq(cfg)), "invFreq");
+    this.sampleRow = f32(S, "sampleRow");
+    this.sampleSlot = f32(S, "sampleSlot");
+    this.samplePos = f32(S, "samplePos");
+    this.sampleHidden = f32(S * D, "sampleHidden");
+    this.sampleNormed = f32(S * D, "sampleNormed");
+    this.logits = f32(S * cfg.vocabSize, "logits");
+    this.nextIds = f32(S, "nextIds");
+    this.samplingParams = createStorage(gpu, S * SAMPLER_PARAMS_BYTES, "samplingParams");
+    this.recordsPlain = f32(S * 2, "records");
+    this.recordsTop = f32(S * (2 + 2 * limits.maxTopLogprobs), "recordsTop");
+    this.rowWords = new Uint32Array(3 * R);
+    this.sampleWords = new Uint32Array(3 * S);
+  }
+
+  destroy(): void {
+    for (const value of Object.values(this)) {
+      if (value instanceof GPUBuffer) value.destroy();
+    }
+  }
+
+  writePlan(plan: StepPlan): void {
+    const n = plan.rows.length, s = plan.samples.length;
+    const w = this.rowWords;
+    plan.rows.forEach((r, i) => {
+      w[i] = r.token ?? TOKEN_FROM_SAMPLER;
+      w[n + i] = r.slot;
+      w[2 * n + i] = r.pos;
+    });
+    const q = this.gpu.device.queue;
+    q.writeBuffer(this.tokens, 0, w, 0, n);
+    q.writeBuffer(this.rowSlot, 0, w, n, n);
+    q.writeBuffer(this.rowPos, 0, w, 2 * n, n);
+    if (s === 0) return;
+    const sw = this.sampleWords;
+    plan.samples.forEach((smp, i) => {
+      const row = plan.rows[smp.row];
+      sw[i] = smp.row;
+      sw[s + i] = row.slot;
+      sw[2 * s + i] = row.pos + 1; // the position of the token being generated
+    });
+    q.writeBuffer(this.sampleRow, 0, sw, 0, s);
+    q.writeBuffer(this.sampleSlot, 0, sw, s, s);
+    q.writeBuffer(this.samplePos, 0, sw, 2 * s, s);
+  }
+}

@@ -1,0 +1,92 @@
+// The tensors of a Llama checkpoint, written once: their Hugging Face names, llama.cpp's GGUF
+// names, their [out, in] shapes from the config, and what each one is. Checking a checkpoint
+// (formats/hf_dir.ts, formats/gguf_model.ts), loading it (weights/load_weights.ts), converting it
+// to GGUF and generating a tiny one (sources/tiny_model.ts) all walk this list.
+
+import type { LlamaConfig } from "./config.ts";
+
+/** Each layer's tensors in checkpoint order: model.layers.N.<hf>.weight, blk.N.<gguf>.weight. */
+const LAYER_TENSORS = {
+  inputNorm: { hf: "input_layernorm", gguf: "attn_norm" },
+  q: { hf: "self_attn.q_proj", gguf: "attn_q" },
+  k: { hf: "self_attn.k_proj", gguf: "attn_k" },
+  v: { hf: "self_attn.v_proj", gguf: "attn_v" },
+  o: { hf: "self_attn.o_proj", gguf: "attn_output" },
+  postAttentionNorm: { hf: "post_attention_layernorm", gguf: "ffn_norm" },
+  gate: { hf: "mlp.gate_proj", gguf: "ffn_gate" },
+  up: { hf: "mlp.up_proj", gguf: "ffn_up" },
+  down: { hf: "mlp.down_proj", gguf: "ffn_down" },
+} as const;
+
+export type LayerTensor = keyof typeof LAYER_TENSORS;
+
+export const EMBED = "model.embed_tokens.weight";
+export const FINAL_NORM = "model.norm.weight";
+/** Absent from a tied checkpoint (or ignored there): the embedding serves as the LM head. */
+export const LM_HEAD = "lm_head.weight";
+
+/** The Hugging Face name of `tensor` of layer `layer`. */
+export function layerTensor(layer: number, tensor: LayerTensor): string {
+  return `model.layers.${layer}.${LAYER_TENSORS[tensor].hf}.weight`;
+}
+
+/** What the list depends on: a model's config, or the spec of a tiny model being written. */
+export type LlamaShape = Pick<
+  LlamaConfig,
+  | "hiddenSize"
+  | "intermediateSize"
+  | "numLayers"
+  | "numHeads"
+  | "numKvHeads"
+  | "headDim"
+  | "vocabSize"
+  | "tieWordEmbeddings"
+>;
+
+export interface ExpectedTensor {
+  name: string;
+  shape: number[];
+  /** What the tensor is: one of a layer's, or the embedding, the final norm, the LM head. */
+  role: LayerTensor | "embed" | "finalNorm" | "lmHead";
+}
+
+/** The tensors a Llama forward pass reads, with Hugging Face names and [out, in] shapes. */
+export function expectedTensors(cfg: LlamaShape): ExpectedTensor[] {
+  const h = cfg.hiddenSize;
+  const qDim = cfg.numHeads * cfg.headDim;
+  const kvDim = cfg.numKvHeads * cfg.headDim;
+  const inter = cfg.intermediateSize;
+  const shapes: Record<LayerTensor, number[]> = {
+    inputNorm: [h],
+    q: [qDim, h],
+    k: [kvDim, h],
+    v: [kvDim, h],
+    o: [h, qDim],
+    postAttentionNorm: [h],
+    gate: [inter, h],
+    up: [inter, h],
+    down: [h, inter],
+  };
+  const out: ExpectedTensor[] = [{ name: EMBED, shape: [cfg.vocabSize, h], role: "embed" }];
+  for (let i = 0; i < cfg.numLayers; i++) {
+    for (const role of Object.keys(LAYER_TENSORS) as LayerTensor[]) {
+      out.push({ name: layerTensor(i, role), shape: shapes[role], role });
+    }
+  }
+  out.push({ name: FINAL_NORM, shape: [h], role: "finalNorm" });
+  if (!cfg.tieWordEmbeddings) {
+    out.push({ name: LM_HEAD, shape: [cfg.vocabSize, h], role: "lmHead" });
+  }
+  return out;
+}
+
+/** llama.cpp's name for a Hugging Face Llama tensor ("model.layers.3.mlp.up_proj.weight"). */
+export function ggufTensorName(hfName: string): string {
+  if (hfName === EMBED) return "token_embd.weight";
+  if (hfName === FINAL_NORM) return "output_norm.weight";
+  if (hfName === LM_HEAD) return "output.weight";
+  const m = /^model\.layers\.(\d+)\.(.+)\.weight$/.exec(hfName);
+  const entry = m && Object.values(LAYER_TENSORS).find((t) => t.hf === m[2]);
+  if (!entry) throw new Error(`no GGUF name for tensor ${hfName}`);
+  return `blk.${m[1]}.${entry.gguf}.weight`;
+}

@@ -1,0 +1,38 @@
+// Loads a model's weights onto the GPU: the same walk over the Llama tensor list for either
+// format, each tensor streamed by that format's uploader (safetensors_upload.ts, gguf_upload.ts).
+
+import type { Gpu } from "../gpu/device.ts";
+import type { ModelFiles } from "../formats/model_files.ts";
+import { EMBED, FINAL_NORM, type LayerTensor, layerTensor, LM_HEAD } from "../model/tensors.ts";
+import { GgufUpload } from "./gguf_upload.ts";
+import type { LayerWeights, ModelWeights } from "./model_weights.ts";
+import { SafetensorsUpload } from "./safetensors_upload.ts";
+import type { LoadProgress, WeightUpload } from "./upload.ts";
+
+export async function loadWeights(
+  gpu: Gpu,
+  files: ModelFiles,
+  onProgress?: LoadProgress,
+): Promise<ModelWeights> {
+  const cfg = files.config;
+  const upload: WeightUpload = files.gguf
+    ? new GgufUpload(gpu, files, onProgress)
+    : new SafetensorsUpload(gpu, files, onProgress);
+
+  const embed = await upload.matrix([EMBED]);
+  const layers: LayerWeights[] = [];
+  for (let i = 0; i < cfg.numLayers; i++) {
+    const t = (tensor: LayerTensor) => layerTensor(i, tensor);
+    layers.push({
+      inputNorm: await upload.vector(t("inputNorm")),
+      postAttentionNorm: await upload.vector(t("postAttentionNorm")),
+      qkv: await upload.matrix([t("q"), t("k"), t("v")]),
+      o: await upload.matrix([t("o")]),
+      gateUp: await upload.glu(t("gate"), t("up")),
+      down: await upload.matrix([t("down")]),
+    });
+  }
+  const finalNorm = await upload.vector(FINAL_NORM);
+  const lmHead = cfg.tieWordEmbeddings ? embed : await upload.matrix([LM_HEAD]);
+  return { embed, layers, finalNorm, lmHead, bytes: upload.gpuBytes };
+}

@@ -1,0 +1,56 @@
+// A model's weights as the forward pass binds them: GPU buffers per layer, with QKV and gate/up
+// fused, and every matrix split into row parts where it exceeds the adapter's binding limit.
+
+import type { QuantType } from "../quant/formats.ts";
+
+/** One row range of a W-typed matrix, in its own buffer. */
+export interface MatrixPart {
+  buffer: GPUBuffer;
+  /** First output row of the full matrix held by this part. */
+  rowStart: number;
+  rows: number;
+}
+
+/**
+ * How a matrix's parts store their values: absent means the adapter's weight dtype (f16 with
+ * shader-f16, else f32); a QuantType means GGML blocks in engine/gpu/kernels/quant_layout.ts's layout.
+ */
+export type MatrixFormat = "f32" | "f16" | QuantType;
+
+/** A W-typed [rows, cols] matrix (rows = outputs, HF Linear layout). */
+export interface GpuMatrix {
+  rows: number;
+  cols: number;
+  parts: MatrixPart[];
+  format?: MatrixFormat;
+}
+
+/**
+ * Fused SwiGLU weight: each part holds gate rows [a, b) followed by up rows [a, b), so the glu
+ * matmul finds both halves of an output in one buffer even when the matrix is split.
+ */
+export interface GluMatrix {
+  intermediate: number;
+  cols: number;
+  parts: MatrixPart[];
+  format?: MatrixFormat;
+}
+
+export interface LayerWeights {
+  inputNorm: GPUBuffer;
+  postAttentionNorm: GPUBuffer;
+  /** q, k, v projections stacked by rows: [(Hq + 2 Hkv) * hd, hidden]. */
+  qkv: GpuMatrix;
+  o: GpuMatrix;
+  gateUp: GluMatrix;
+  down: GpuMatrix;
+}
+
+export interface ModelWeights {
+  embed: GpuMatrix;
+  layers: LayerWeights[];
+  finalNorm: GPUBuffer;
+  /** The same object as `embed` when embeddings are tied. */
+  lmHead: GpuMatrix;
+  bytes: number;
+}

@@ -1,0 +1,378 @@
+// KV write + paged attention against a float64 CPU reference, on both dtype paths.
+//
+// Every case writes the K/V of all positions of several slots in one kv_write dispatch (rows in
+// shuffled order, block tables shuffled, the cache poisoned with NaN first), then runs attention
+// for a prefix of those rows in one dispatch: prefill-like runs of one slot mixed with single rows
+// of other slots. Both layers draw their blocks from one shared pool, so the blocks of the layer
+// not under test sit (poisoned) between those of the layer under test; one case gives each layer
+// an arena of its own instead.
+
+import type { Gpu } from "../../../../engine/gpu/device.ts";
+import { readBack, readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../../../../engine/quant/half.ts";
+import { bindAttention } from "../../../../engine/gpu/kernels/attention.ts";
+import { bindKvWrite } from "../../../../engine/gpu/kernels/kv_write.ts";
+import { DeviceKv, type KvLayout } from "../../../../engine/kv/device_kv.ts";
+import { assert, assertEquals } from "../../../helpers/testing.ts";
+import { assertClose } from "../../../helpers/compare.ts";
+import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
+import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
+
+/**
+ * Output bounds relative to the largest |out|. The reference uses the K/V the cache holds (f16-
+ * rounded on the f16 path), so both paths differ from it only by f32 summation order and exp.
+ */
+const BOUND: Record<string, number> = { f32: 1e-5, f16: 1e-5 };
+
+interface Case {
+  name: string;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  /** Tokens held per slot. */
+  lengths: number[];
+  /** Per slot, how many of its last positions are queried (default: all). */
+  queried?: number[];
+  /** "shared": both layers in one arena (default); "split": an arena per layer. */
+  arenas?: "shared" | "split";
+}
+
+const CASES: Case[] = [
+  {
+    name: "MHA, lengths 1/17/300/40",
+    numHeads: 4,
+    numKvHeads: 4,
+    headDim: 64,
+    lengths: [1, 17, 300, 40],
+  },
+  { name: "GQA 8:2, hd 128", numHeads: 8, numKvHeads: 2, headDim: 128, lengths: [33, 1, 129] },
+  { name: "MQA, hd 256", numHeads: 4, numKvHeads: 1, headDim: 256, lengths: [5, 64, 2] },
+  { name: "GQA 6:3, hd 96", numHeads: 6, numKvHeads: 3, headDim: 96, lengths: [16, 2, 31] },
+  {
+    name: "GQA 4:2, an arena per layer",
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    lengths: [20, 3, 50],
+    arenas: "split",
+  },
+  {
+    name: "long context 9000 + decode rows",
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    lengths: [9000, 7, 1],
+    queried: [3, 1, 1],
+  },
+];
+
+const NUM_LAYERS = 2;
+const LAYER = 1;
+const BLOCK = 16;
+
+interface Rows {
+  slot: Uint32Array;
+  pos: Uint32Array;
+  /** How many leading rows attention runs on. */
+  queried: number;
+}
+
+/** All positions of all slots; the queried rows first, everything in shuffled order. */
+function buildRows(c: Case, next: () => number): Rows {
+  const head: [number, number][] = [];
+  const tail: [number, number][] = [];
+  c.lengths.forEach((len, slot) => {
+    const q = c.queried?.[slot] ?? len;
+    for (let p = 0; p < len; p++) (p >= len - q ? head : tail).push([slot, p]);
+  });
+  shuffle(head, next);
+  shuffle(tail, next);
+  const all = [...head, ...tail];
+  return {
+    slot: Uint32Array.from(all, (r) => r[0]),
+    pos: Uint32Array.from(all, (r) => r[1]),
+    queried: head.length,
+  };
+}
+
+function shuffle<T>(items: T[], next: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(next() * (i + 1));
+    [items[i], items[j]] = [items[j], items[i]];
+  }
+  return items;
+}
+
+function roundW(gpu: Gpu, x: number): number {
+  return gpu.f16 ? f16BitsToF32(f32ToF16Bits(x)) : Math.fround(x);
+}
+
+/** Float64 causal attention for rows 0..queried-1, from the (W-rounded) K/V of every row. */
+function reference(gpu: Gpu, c: Case, rows: Rows, qkv: Float32Array): Float64Array {
+  const { numHeads: H, numKvHeads: Hkv, headDim: hd } = c;
+  const width = (H + 2 * Hkv) * hd;
+  // keys[slot][pos] = row index holding that position.
+  const rowOf = c.lengths.map((len) => new Int32Array(len));
+  for (let r = 0; r < rows.slot.length; r++) rowOf[rows.slot[r]][rows.pos[r]] = r;
+  const out = new Float64Array(rows.queried * H * hd);
+  const scale = 1 / Math.sqrt(hd);
+  const cached = qkv.map((x) => roundW(gpu, x)); // what the cache holds (k and v parts are read)
+  for (let m = 0; m < rows.queried; m++) {
+    const slot = rows.slot[m];
+    const n = rows.pos[m] + 1;
+    for (let h = 0; h < H; h++) {
+      const kvh = Math.floor(h / (H / Hkv));
+      const scores = new Float64Array(n);
+      let max = -Infinity;
+      for (let j = 0; j < n; j++) {
+        const r = rowOf[slot][j];
+        let s = 0;
+        for (let d = 0; d < hd; d++) {
+          s += qkv[m * width + h * hd + d] * cached[r * width + (H + kvh) * hd + d];
+        }
+        scores[j] = s * scale;
+        max = Math.max(max, scores[j]);
+      }
+      let total = 0;
+      for (let j = 0; j < n; j++) total += scores[j] = Math.exp(scores[j] - max);
+      for (let j = 0; j < n; j++) {
+        const r = rowOf[slot][j];
+        const p = scores[j] / total;
+        for (let d = 0; d < hd; d++) {
+          out[(m * H + h) * hd + d] += p * cached[r * width + (H + Hkv + kvh) * hd + d];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+interface Setup {
+  kv: DeviceKv;
+  layout: KvLayout;
+  rows: Rows;
+  qkv: Float32Array;
+  qkvBuf: GPUBuffer;
+  slotBuf: GPUBuffer;
+  posBuf: GPUBuffer;
+  /** tables[slot] = block ids of layer LAYER (within its arena), in position order. */
+  tables: number[][];
+}
+
+function setup(gpu: Gpu, c: Case, next: () => number): Setup {
+  const blocksPerSlot = c.lengths.map((len) => Math.ceil(len / BLOCK));
+  const needed = blocksPerSlot.reduce((a, b) => a + b, 0);
+  const split = c.arenas === "split";
+  const layout: KvLayout = {
+    numLayers: NUM_LAYERS,
+    numKvHeads: c.numKvHeads,
+    headDim: c.headDim,
+    blockSize: BLOCK,
+    blocksPerArena: split ? [needed + 5, needed + 3] : [2 * needed + 3],
+    layerArena: split ? [0, 1] : [0, 0],
+    maxSlots: c.lengths.length + 1,
+    maxBlocksPerSeq: Math.max(...blocksPerSlot) + 2,
+  };
+  const kv = new DeviceKv(gpu, layout);
+  // NaN in every element of both dtypes: a read of an unwritten block poisons the output.
+  for (const buffer of [...kv.k, ...kv.v]) {
+    writeBytes(gpu, buffer, 0, new Uint8Array(buffer.size).fill(0xff));
+  }
+
+  // Shuffled block ids. In one arena, the layers' blocks are disjoint and mixed: layer 0's blocks
+  // (never written) lie between LAYER's, so reading or writing through the wrong layer's table
+  // meets NaN. With an arena per layer, each layer gets its own shuffle of its arena.
+  const tables: number[][] = [];
+  const shuffled = layout.blocksPerArena.map((n) =>
+    shuffle(Array.from({ length: n }, (_, i) => i), next)
+  );
+  let at = 0;
+  for (const layer of [LAYER, 0]) {
+    const ids = shuffled[layout.layerArena[layer]];
+    if (split) at = 0;
+    blocksPerSlot.forEach((count, slot) => {
+      const blocks = ids.slice(at, at += count);
+      kv.writeTable(slot, layer, blocks);
+      if (layer === LAYER) tables[slot] = blocks;
+    });
+  }
+
+  const rows = buildRows(c, next);
+  const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+  const qkv = new Float32Array(randomArray(next, rows.slot.length * width, 2));
+  return {
+    kv,
+    layout,
+    rows,
+    qkv,
+    qkvBuf: uploadStorage(gpu, qkv),
+    slotBuf: uploadStorage(gpu, rows.slot),
+    posBuf: uploadStorage(gpu, rows.pos),
+    tables,
+  };
+}
+
+function kernelArgs(c: Case, s: Setup) {
+  return {
+    k: s.kv.kOf(LAYER),
+    v: s.kv.vOf(LAYER),
+    blockTable: s.kv.blockTable,
+    layer: LAYER,
+    numHeads: c.numHeads,
+    numKvHeads: c.numKvHeads,
+    headDim: c.headDim,
+    blockSize: BLOCK,
+    maxSlots: s.layout.maxSlots,
+    maxBlocksPerSeq: s.layout.maxBlocksPerSeq,
+  };
+}
+
+/** Runs attention on `qkv` rows (already in the cache) and returns out. */
+async function runAttention(
+  gpu: Gpu,
+  c: Case,
+  s: Setup,
+  bufs: { qkv: GPUBuffer; slot: GPUBuffer; pos: GPUBuffer },
+  rows: number,
+): Promise<Float32Array> {
+  const count = rows * c.numHeads * c.headDim;
+  const out = poisonedF32(gpu, count);
+  const attention = bindAttention(gpu, {
+    ...kernelArgs(c, s),
+    qkv: bufs.qkv,
+    rowSlot: bufs.slot,
+    rowPos: bufs.pos,
+    out,
+  });
+  const encoder = gpu.device.createCommandEncoder();
+  const pass = encoder.beginComputePass();
+  attention.encode(pass, rows);
+  pass.end();
+  gpu.device.queue.submit([encoder.finish()]);
+  const result = await readF32(gpu, out, count);
+  out.destroy();
+  return result;
+}
+
+/** Checks every written cache entry of layer LAYER equals its qkv source rounded to W (±1 f16 ulp). */
+async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<void> {
+  const { numHeads: H, numKvHeads: Hkv, headDim: hd } = c;
+  const width = (H + 2 * Hkv) * hd;
+  const read = async (buf: GPUBuffer) => {
+    const bytes = await readBack(gpu, buf);
+    return gpu.f16 ? Array.from(new Uint16Array(bytes), f16BitsToF32) : new Float32Array(bytes);
+  };
+  const [k, v] = [await read(s.kv.kOf(LAYER)), await read(s.kv.vOf(LAYER))];
+  for (let r = 0; r < s.rows.slot.length; r++) {
+    const pos = s.rows.pos[r];
+    const block = s.tables[s.rows.slot[r]][Math.floor(pos / BLOCK)];
+    const base = (block * BLOCK + (pos % BLOCK)) * Hkv * hd;
+    for (let e = 0; e < Hkv * hd; e++) {
+      for (const [cache, src] of [[k, H * hd], [v, (H + Hkv) * hd]] as const) {
+        const want = roundW(gpu, s.qkv[r * width + src + e]);
+        const got = cache[base + e];
+        const tol = gpu.f16 ? Math.abs(want) * 2 ** -10 : 0;
+        if (!(Math.abs(got - want) <= tol)) {
+          throw new Error(
+            `cache of row ${r} (slot ${
+              s.rows.slot[r]
+            }, pos ${pos}) [${e}]: got ${got}, want ${want}`,
+          );
+        }
+      }
+    }
+  }
+}
+
+Deno.test("kv_write + attention match the float64 reference", async (t) => {
+  for (const { label, gpu } of await testGpus()) {
+    for (const c of CASES) {
+      await t.step(`${label}: ${c.name}`, async () => {
+        const seed = testSeed();
+        try {
+          const s = setup(gpu, c, rng(seed));
+          const kvWrite = bindKvWrite(gpu, {
+            ...kernelArgs(c, s),
+            qkv: s.qkvBuf,
+            rowSlot: s.slotBuf,
+            rowPos: s.posBuf,
+          });
+          const count = s.rows.queried * c.numHeads * c.headDim;
+          const out = poisonedF32(gpu, count);
+          const attention = bindAttention(gpu, {
+            ...kernelArgs(c, s),
+            qkv: s.qkvBuf,
+            rowSlot: s.slotBuf,
+            rowPos: s.posBuf,
+            out,
+          });
+          // Both in one pass, as in a step: attention reads what kv_write just wrote.
+          const encoder = gpu.device.createCommandEncoder();
+          const pass = encoder.beginComputePass();
+          kvWrite.encode(pass, s.rows.slot.length);
+          attention.encode(pass, s.rows.queried);
+          pass.end();
+          gpu.device.queue.submit([encoder.finish()]);
+          const got = await readF32(gpu, out, count);
+
+          await checkCache(gpu, c, s);
+          assertClose(got, reference(gpu, c, s.rows, s.qkv), BOUND[label], "attention out");
+          out.destroy();
+          s.kv.destroy();
+        } catch (e) {
+          throw new Error(`seed ${seed}: ${(e as Error).message}`, { cause: e });
+        }
+      });
+    }
+  }
+});
+
+Deno.test("attention of a row does not depend on the rest of the batch", async (t) => {
+  const c = CASES[0];
+  for (const { label, gpu } of await testGpus()) {
+    await t.step(label, async () => {
+      const seed = testSeed();
+      const next = rng(seed);
+      const s = setup(gpu, c, next);
+      const kvWrite = bindKvWrite(gpu, {
+        ...kernelArgs(c, s),
+        qkv: s.qkvBuf,
+        rowSlot: s.slotBuf,
+        rowPos: s.posBuf,
+      });
+      const encoder = gpu.device.createCommandEncoder();
+      const pass = encoder.beginComputePass();
+      kvWrite.encode(pass, s.rows.slot.length);
+      pass.end();
+      gpu.device.queue.submit([encoder.finish()]);
+
+      const full = await runAttention(
+        gpu,
+        c,
+        s,
+        { qkv: s.qkvBuf, slot: s.slotBuf, pos: s.posBuf },
+        s.rows.queried,
+      );
+      // A few rows alone, in another order.
+      const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+      const picked = shuffle(Array.from({ length: s.rows.queried }, (_, i) => i), next).slice(0, 5);
+      const qkv = new Float32Array(picked.length * width);
+      picked.forEach((r, i) => qkv.set(s.qkv.subarray(r * width, (r + 1) * width), i * width));
+      const alone = await runAttention(gpu, c, s, {
+        qkv: uploadStorage(gpu, qkv),
+        slot: uploadStorage(gpu, Uint32Array.from(picked, (r) => s.rows.slot[r])),
+        pos: uploadStorage(gpu, Uint32Array.from(picked, (r) => s.rows.pos[r])),
+      }, picked.length);
+      const outWidth = c.numHeads * c.headDim;
+      picked.forEach((r, i) => {
+        assertEquals(
+          Array.from(alone.subarray(i * outWidth, (i + 1) * outWidth)),
+          Array.from(full.subarray(r * outWidth, (r + 1) * outWidth)),
+          `seed ${seed}: row ${r} differs when run alone`,
+        );
+      });
+      assert(full.every(Number.isFinite), `seed ${seed}: non-finite output`);
+      s.kv.destroy();
+    });
+  }
+});

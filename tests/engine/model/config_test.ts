@@ -1,0 +1,216 @@
+// config.json parsing (transformers' defaults, every spelling of RoPE scaling, each bad field
+// named) and the RoPE inverse frequencies computed from the config.
+
+import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
+import { expectLoadError } from "../../helpers/model_files.ts";
+import { type LlamaConfig, parseLlamaConfig } from "../../../engine/model/config.ts";
+import { ropeInvFreq } from "../../../engine/model/rope_freqs.ts";
+
+const CONFIG_FILE = "/models/x/config.json";
+
+function baseConfig(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    architectures: ["LlamaForCausalLM"],
+    hidden_size: 64,
+    intermediate_size: 128,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    vocab_size: 100,
+    ...overrides,
+  };
+}
+
+function configError(json: unknown, problem: RegExp): void {
+  assertThrows(
+    () => parseLlamaConfig(json, CONFIG_FILE),
+    (e) => expectLoadError(e, "config.json", problem),
+  );
+}
+
+Deno.test("config: defaults follow transformers' LlamaConfig", () => {
+  const c = parseLlamaConfig(baseConfig(), CONFIG_FILE);
+  const want: LlamaConfig = {
+    hiddenSize: 64,
+    intermediateSize: 128,
+    numLayers: 2,
+    numHeads: 4,
+    numKvHeads: 4,
+    headDim: 16,
+    vocabSize: 100,
+    rmsNormEps: 1e-6,
+    ropeTheta: 10000,
+    ropeScaling: null,
+    maxPositionEmbeddings: 2048,
+    tieWordEmbeddings: false,
+    bosTokenId: null,
+    eosTokenIds: [],
+  };
+  assertEquals(c, want);
+  // model_type alone identifies a Llama checkpoint too.
+  const byType = parseLlamaConfig(
+    baseConfig({ architectures: undefined, model_type: "llama" }),
+    CONFIG_FILE,
+  );
+  assertEquals(byType.hiddenSize, 64);
+});
+
+Deno.test("config: GQA, MQA, explicit head_dim, token ids", () => {
+  const gqa = parseLlamaConfig(
+    baseConfig({
+      num_key_value_heads: 2,
+      bos_token_id: 1,
+      eos_token_id: 2,
+      tie_word_embeddings: true,
+    }),
+    CONFIG_FILE,
+  );
+  assertEquals([
+    gqa.numKvHeads,
+    gqa.headDim,
+    gqa.bosTokenId,
+    gqa.eosTokenIds,
+    gqa.tieWordEmbeddings,
+  ], [
+    2,
+    16,
+    1,
+    [2],
+    true,
+  ]);
+  const mqa = parseLlamaConfig(
+    baseConfig({ num_key_value_heads: 1, eos_token_id: [5, 7] }),
+    CONFIG_FILE,
+  );
+  assertEquals([mqa.numKvHeads, mqa.eosTokenIds], [1, [5, 7]]);
+  const wide = parseLlamaConfig(baseConfig({ head_dim: 32 }), CONFIG_FILE);
+  assertEquals(wide.headDim, 32); // q_proj is then 128 x 64, not square
+  const odd = parseLlamaConfig(
+    baseConfig({ hidden_size: 60, num_attention_heads: 3, head_dim: 24 }),
+    CONFIG_FILE,
+  );
+  assertEquals(odd.headDim, 24);
+});
+
+Deno.test("config: rope scaling under rope_type, type and rope_parameters", () => {
+  const llama3 = parseLlamaConfig(
+    baseConfig({
+      rope_theta: 500000,
+      rope_scaling: {
+        rope_type: "llama3",
+        factor: 32,
+        low_freq_factor: 1,
+        high_freq_factor: 4,
+        original_max_position_embeddings: 8192,
+      },
+    }),
+    CONFIG_FILE,
+  );
+  assertEquals(llama3.ropeTheta, 500000);
+  assertEquals(llama3.ropeScaling, {
+    type: "llama3",
+    factor: 32,
+    lowFreqFactor: 1,
+    highFreqFactor: 4,
+    originalMaxPositionEmbeddings: 8192,
+  });
+  const linear = parseLlamaConfig(
+    baseConfig({ rope_scaling: { type: "linear", factor: 2 } }),
+    CONFIG_FILE,
+  );
+  assertEquals(linear.ropeScaling, { type: "linear", factor: 2 });
+  const plain = parseLlamaConfig(
+    baseConfig({ rope_scaling: { rope_type: "default" } }),
+    CONFIG_FILE,
+  );
+  assertEquals(plain.ropeScaling, null);
+  const v5 = parseLlamaConfig(
+    baseConfig({ rope_parameters: { rope_type: "linear", factor: 4, rope_theta: 1234 } }),
+    CONFIG_FILE,
+  );
+  assertEquals([v5.ropeTheta, v5.ropeScaling], [1234, { type: "linear", factor: 4 }]);
+});
+
+Deno.test("config: bad fields are rejected naming config.json and the field", () => {
+  configError([1, 2], /JSON object/);
+  configError(
+    baseConfig({ architectures: ["MistralForCausalLM"] }),
+    /unsupported architecture.*Mistral/,
+  );
+  configError(baseConfig({ architectures: undefined }), /unsupported architecture/);
+  configError(baseConfig({ hidden_size: "64" }), /"hidden_size"/);
+  configError(baseConfig({ vocab_size: undefined }), /"vocab_size"/);
+  configError(baseConfig({ num_hidden_layers: 0 }), /"num_hidden_layers"/);
+  configError(baseConfig({ intermediate_size: 1.5 }), /"intermediate_size"/);
+  configError(baseConfig({ num_key_value_heads: 3 }), /"num_key_value_heads".*does not divide/);
+  configError(baseConfig({ hidden_size: 66 }), /"hidden_size".*not divisible/);
+  configError(baseConfig({ head_dim: 15 }), /"head_dim".*even/);
+  configError(baseConfig({ eos_token_id: "2" }), /"eos_token_id"/);
+  configError(baseConfig({ attention_bias: true }), /"attention_bias"/);
+  configError(baseConfig({ hidden_act: "gelu" }), /"hidden_act"/);
+  configError(
+    baseConfig({ rope_scaling: { rope_type: "yarn", factor: 4 } }),
+    /"rope_scaling.rope_type".*yarn/,
+  );
+  configError(baseConfig({ rope_scaling: { type: "linear" } }), /"rope_scaling.factor"/);
+  configError(
+    baseConfig({
+      rope_scaling: { rope_type: "llama3", factor: 8, low_freq_factor: 1, high_freq_factor: 4 },
+    }),
+    /"rope_scaling.original_max_position_embeddings"/,
+  );
+});
+
+function ropeConfig(
+  headDim: number,
+  theta: number,
+  ropeScaling: LlamaConfig["ropeScaling"],
+): LlamaConfig {
+  return { ...parseLlamaConfig(baseConfig(), CONFIG_FILE), headDim, ropeTheta: theta, ropeScaling };
+}
+
+function assertAllClose(got: ArrayLike<number>, want: number[], what: string): void {
+  assertEquals(got.length, want.length, what);
+  for (let i = 0; i < want.length; i++) {
+    const err = Math.abs(got[i] - want[i]) / Math.abs(want[i]);
+    assert(err < 1e-12, `${what}[${i}]: got ${got[i]}, want ${want[i]}`);
+  }
+}
+
+Deno.test("rope: inverse frequencies match hand-computed values", () => {
+  // theta^(-2i/d) for d = 8: 1, 10000^-1/4, 10000^-1/2, 10000^-3/4.
+  assertAllClose(ropeInvFreq(ropeConfig(8, 10000, null)), [1, 0.1, 0.01, 0.001], "default");
+  assertAllClose(
+    ropeInvFreq(ropeConfig(8, 10000, { type: "linear", factor: 4 })),
+    [0.25, 0.025, 0.0025, 0.00025],
+    "linear",
+  );
+  // llama3 with original context 1024, low 1, high 4: wavelengths 2π/f = 6.28, 62.8, 628, 6283
+  // against bands [256, 1024]: two kept, one smoothed, one divided by 8. The smoothed value is
+  // s = (1024/628.3185 - 1) / 3 = 0.2099155…, (1-s)·0.01/8 + s·0.01 = 0.0030867609670…
+  assertAllClose(
+    ropeInvFreq(ropeConfig(8, 10000, {
+      type: "llama3",
+      factor: 8,
+      lowFreqFactor: 1,
+      highFreqFactor: 4,
+      originalMaxPositionEmbeddings: 1024,
+    })),
+    [1, 0.1, 0.003086760967011274, 0.000125],
+    "llama3",
+  );
+  // Llama 3.1's own settings (head 128, theta 5e5, factor 8, original 8192), values from the
+  // transformers formula evaluated in float64: one per band.
+  const l31 = ropeInvFreq(ropeConfig(128, 500000, {
+    type: "llama3",
+    factor: 8,
+    lowFreqFactor: 1,
+    highFreqFactor: 4,
+    originalMaxPositionEmbeddings: 8192,
+  }));
+  assertEquals(l31.length, 64);
+  assertAllClose(
+    [l31[0], l31[20], l31[30], l31[40], l31[63]],
+    [1, 0.016560440080994446, 0.0013718935677611381, 3.428102195952591e-05, 3.068925988914511e-07],
+    "llama3.1",
+  );
+});
