@@ -5,6 +5,7 @@
 import OpenAI from "openai";
 import { Engine, type StepEngine } from "../../engine/engine.ts";
 import { openModelDir } from "../../engine/model/model_dir.ts";
+import { PromptEncoder, type PromptEncoderOptions } from "../../engine/model/prompt_encoder.ts";
 import { Tokenizer } from "../../engine/model/tokenizer.ts";
 import { writeTinyModel } from "../../engine/model/tiny_model.ts";
 import { openRuntime } from "../../runtime/open.ts";
@@ -44,6 +45,8 @@ export interface TestServerOptions {
   wrapEngine?: (engine: StepEngine) => StepEngine;
   /** Open the runtime with the engine in a Worker, as `serve` does. */
   worker?: boolean;
+  /** Which prompts are encoded off the HTTP thread (default: as `serve` does). */
+  prompts?: PromptEncoderOptions;
 }
 
 export interface TestServer {
@@ -72,14 +75,22 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
   };
   let runtime: Runtime;
   let tokenizer: Tokenizer;
+  let prompts: PromptEncoder;
   if (opts.worker) {
-    ({ runtime, tokenizer } = await openRuntime(
+    ({ runtime, tokenizer, prompts } = await openRuntime(
       dir,
-      { engine: { ...engineSetup, skipWarmUp: true }, runtime: runtimeOptions, inProcess: false },
+      {
+        engine: { ...engineSetup, skipWarmUp: true },
+        runtime: runtimeOptions,
+        inProcess: false,
+        prompts: opts.prompts,
+      },
       () => {},
     ));
   } else {
-    tokenizer = new Tokenizer(await openModelDir(dir));
+    const files = await openModelDir(dir);
+    tokenizer = new Tokenizer(files);
+    prompts = new PromptEncoder(tokenizer, files, opts.prompts);
     const engine = await Engine.load({
       modelDir: dir,
       gpu: await testGpu(),
@@ -91,7 +102,10 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
       eosIds: tokenizer.eosTokenIds,
     });
   }
-  const state: ServerState = { model: { status: "ready", runtime, tokenizer }, draining: false };
+  const state: ServerState = {
+    model: { status: "ready", runtime, tokenizer, prompts },
+    draining: false,
+  };
   const metrics = new ServerMetrics(MODEL_ID);
   const config = { modelId: MODEL_ID, maxBodyBytes: 64 * 1024, ...opts.config };
   const app = createApp(state, config, metrics);
