@@ -75,7 +75,7 @@ export class TokenizerThread {
     const p = this.#pending.get(msg.id);
     if (!p) return;
     this.#pending.delete(msg.id);
-    if (msg.type === "ids") p.resolve(Array.from(msg.ids));
+    if (msg.type === "ids") p.resolve(plainArray(msg.ids));
     else p.reject(msg.chatTemplate ? new ChatTemplateError(msg.message) : new Error(msg.message));
   }
 
@@ -85,4 +85,14 @@ export class TokenizerThread {
     for (const p of this.#pending.values()) p.reject(err);
     this.#pending.clear();
   }
+}
+
+/**
+ * The ids as a plain array, by a loop: Array.from walks a typed array about a hundred times slower
+ * (a megabyte's 650k ids took 150–300 ms of this thread, the one serving HTTP).
+ */
+function plainArray(ids: Uint32Array): number[] {
+  const out = new Array<number>(ids.length);
+  for (let i = 0; i < ids.length; i++) out[i] = ids[i];
+  return out;
 }
