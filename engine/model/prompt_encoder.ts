@@ -11,7 +11,7 @@
 // each a single token either way.
 
 import { encodePrompt, type Prompt, promptLength } from "./prompt.ts";
-import { maxTokenBytes, utf8Length } from "./token_bound.ts";
+import { maxTokenBytes } from "./token_bound.ts";
 import type { Tokenizer, TokenizerFiles } from "./tokenizer.ts";
 import { TokenizerThread } from "./tokenizer_thread.ts";
 
@@ -86,11 +86,16 @@ export class PromptEncoder {
     this.#thread.close();
   }
 
-  /** A lower bound on the prompt's token count (needs #maxTokenBytes). */
+  /**
+   * A lower bound on the prompt's token count (needs #maxTokenBytes). Its text's length in UTF-16
+   * code units stands in for its UTF-8 length, which is never less (each unit is 1 to 3 bytes, a
+   * surrogate pair 4): exact for ASCII, and free, where counting a megabyte's bytes took this
+   * thread some 5 ms per prompt.
+   */
   #atLeast(prompt: Prompt): number {
     const text = "text" in prompt ? prompt.text : this.#tokenizer.renderChat(prompt.messages, {
       addGenerationPrompt: prompt.addGenerationPrompt ?? true,
     });
-    return Math.ceil(utf8Length(text) / this.#maxTokenBytes!);
+    return Math.ceil(text.length / this.#maxTokenBytes!);
   }
 }

@@ -7,7 +7,6 @@ import { openModelDir } from "../../engine/model/model_dir.ts";
 import type { Prompt } from "../../engine/model/prompt.ts";
 import { OFF_THREAD_CHARS, PromptEncoder } from "../../engine/model/prompt_encoder.ts";
 import { writeTinyModel } from "../../engine/model/tiny_model.ts";
-import { utf8Length } from "../../engine/model/token_bound.ts";
 import { ChatTemplateError, Tokenizer } from "../../engine/model/tokenizer.ts";
 import { TokenizerClosed } from "../../engine/model/tokenizer_thread.ts";
 import { sentencePiece } from "../helpers/sentencepiece.ts";
@@ -134,7 +133,7 @@ Deno.test("prompt encoder: small prompts stay here; large ones are bounded, then
     // A chat is bounded by its rendering: the template's text counts too.
     const messages = [{ role: "user", content: large }];
     await prompts.encode({ messages }, { checkLength });
-    const rendered = utf8Length(tok.renderChat(messages));
+    const rendered = tok.renderChat(messages).length;
     assertEquals(bounds[1], Math.ceil(rendered / prompts.maxTokenBytes!));
     assert(bounds[1] > bounds[0]);
 
