@@ -7,8 +7,8 @@
 //   through all of them (off the HTTP thread, since the fix).
 // Reports /health latency (p50, p99, max) while each burst is in flight (polled from a Worker, so
 // the bench's own work on the bodies does not count), every answer, and the server's RSS before,
-// at its peak and after. Goal: /health p99 < 50 ms. `--root DIR` serves from
-// another checkout (the before figures: `git worktree add /tmp/base 4dfc7a8`).
+// at its peak and after. Goal: /health p99 < 50 ms. `--root DIR` serves from another checkout
+// (the before figures: `git worktree add /tmp/sluice-before 4dfc7a8`, `--root /tmp/sluice-before`).
 
 import { join, resolve } from "node:path";
 import { z } from "zod";
