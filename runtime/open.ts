@@ -1,11 +1,13 @@
 // Opens a model for serving: resolves `--model` (directory, hub id or "demo"), builds the
-// tokenizer on this thread, starts the engine (in a Worker by default, so the GPU loop never runs
-// on the thread that serves HTTP) and puts a runtime over it.
+// tokenizer on this thread (and the prompt encoder, whose own tokenizer Worker starts only when a
+// large prompt comes), starts the engine (in a Worker by default, so the GPU loop never runs on
+// the thread that serves HTTP) and puts a runtime over it.
 
 import { Engine, type EngineOptions, type StepEngine } from "../engine/engine.ts";
 import { WorkerEngine } from "../engine/worker_engine.ts";
 import { resolveModel } from "../engine/sources/resolve.ts";
 import { openModelDir } from "../engine/formats/open_model.ts";
+import { PromptEncoder, type PromptEncoderOptions } from "../engine/text/prompt_encoder.ts";
 import { Tokenizer } from "../engine/text/tokenizer.ts";
 import { progressBar } from "../engine/util/progress.ts";
 import { Runtime, type RuntimeOptions } from "./service.ts";
@@ -15,11 +17,15 @@ export interface OpenOptions {
   runtime: Omit<RuntimeOptions, "eosIds">;
   /** Run the engine on this thread instead of a Worker (the `generate` command, tests). */
   inProcess?: boolean;
+  /** Which prompts are encoded off this thread (tests). */
+  prompts?: PromptEncoderOptions;
 }
 
 export interface OpenModel {
   runtime: Runtime;
   tokenizer: Tokenizer;
+  /** Encodes prompts (large ones off this thread); close it when done with the model. */
+  prompts: PromptEncoder;
   modelDir: string;
 }
 
@@ -31,6 +37,7 @@ export async function openRuntime(
   const modelDir = await resolveModel(model, log);
   const files = await openModelDir(modelDir);
   const tokenizer = new Tokenizer(files);
+  const prompts = new PromptEncoder(tokenizer, files, options.prompts);
   const { policy, prefixCache, preempt, recompute, offload } = options.runtime;
   const progress = progressBar("loading weights");
   const engine: StepEngine = options.inProcess
@@ -55,5 +62,5 @@ export async function openRuntime(
         : ""),
   );
   const runtime = new Runtime(engine, { ...options.runtime, eosIds: tokenizer.eosTokenIds });
-  return { runtime, tokenizer, modelDir };
+  return { runtime, tokenizer, prompts, modelDir };
 }

@@ -33,8 +33,12 @@ import {
 
 export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
 export { MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
-// The server renders chat templates and decodes text with the model's tokenizer.
+// The server renders chat templates and decodes text with the model's tokenizer, and encodes
+// prompts through the prompt encoder (large ones off its thread).
 export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/text/tokenizer.ts";
+export { PromptEncoder } from "../engine/text/prompt_encoder.ts";
+export type { Prompt } from "../engine/text/prompt.ts";
+export { TokenizerClosed } from "../engine/text/tokenizer_thread.ts";
 
 export interface RuntimeOptions {
   /** Scheduling policy (`--sched`). */
@@ -402,6 +406,16 @@ export class Runtime {
     };
   }
 
+  /**
+   * Refuses, as submit would (InvalidRequest), a prompt known to be at least `atLeast` tokens that
+   * cannot fit the context: the server asks before tokenizing a large prompt, from a lower bound
+   * on its count, so that one that cannot fit is refused without the work.
+   */
+  checkPromptLength(atLeast: number): void {
+    const context = this.limits.maxContext;
+    if (atLeast >= context) throw promptTooLong(`at least ${atLeast}`, context);
+  }
+
   stats(): RuntimeStats {
     // Requests still generating, then finished ones whose buffers are still playing out.
     const live = new Set([...this.scheduler.running, ...this.scheduler.waiting]);
@@ -521,13 +535,7 @@ export class Runtime {
         "invalid_value",
       );
     }
-    if (p.ids.length >= context) {
-      throw new InvalidRequest(
-        `The prompt is ${p.ids.length} tokens; this model's context is ${context} tokens`,
-        "messages",
-        "context_length_exceeded",
-      );
-    }
+    if (p.ids.length >= context) throw promptTooLong(String(p.ids.length), context);
     const limit = this.options.maxTokensLimit;
     const room = context - p.ids.length;
     if (p.maxTokens !== undefined) {
@@ -584,6 +592,15 @@ export class Runtime {
       priority: p.priority,
     };
   }
+}
+
+/** The refusal of a prompt of `tokens` tokens (a count, or "at least N") the context cannot take. */
+function promptTooLong(tokens: string, context: number): InvalidRequest {
+  return new InvalidRequest(
+    `The prompt is ${tokens} tokens; this model's context is ${context} tokens`,
+    "messages",
+    "context_length_exceeded",
+  );
 }
 
 function checkPriority(priority: number): void {

@@ -90,8 +90,8 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
   }
 
   try {
-    const { runtime, tokenizer } = await load();
-    state.model = { status: "ready", runtime, tokenizer };
+    const { runtime, tokenizer, prompts } = await load();
+    state.model = { status: "ready", runtime, tokenizer, prompts };
     console.error(
       `sluice: ready at http://${flags.host}:${server.addr.port} (model '${flags.model}')`,
     );

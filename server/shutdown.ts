@@ -1,7 +1,8 @@
 // Graceful shutdown, in order: refuse new work (health says "draining"; the runtime refuses new
 // requests, which get 503), let running requests and their paced streams play out until the grace
-// period ends, then close the runtime, which ends whatever is still generating or buffered (those
-// clients get an error, never a normal finish), and stop the HTTP server once they have it. A
+// period ends, then close the prompt encoder's tokenizer Worker (a prompt still being tokenized
+// gets 503) and the runtime, which ends whatever is still generating or buffered (those clients
+// get an error, never a normal finish), and stop the HTTP server once they have it. A
 // client that stopped reading cannot hold the exit: the server gets at most `lingerMs` more.
 // `serve` runs this on SIGINT/SIGTERM; tests call it directly.
 
@@ -21,13 +22,15 @@ export async function shutdown(
   lingerMs = 2000,
 ): Promise<void> {
   state.draining = true;
-  const runtime = state.model.status === "ready" ? state.model.runtime : null;
+  const model = state.model.status === "ready" ? state.model : null;
+  const runtime = model?.runtime;
   runtime?.drain();
   const deadline = performance.now() + graceMs;
   const busy = () => (runtime?.openRequests ?? 0) > 0 || metrics.openRequests > 0;
   while (busy() && performance.now() < deadline) {
     await new Promise((r) => setTimeout(r, Math.min(50, deadline - performance.now())));
   }
+  model?.prompts.close();
   await runtime?.close();
   let timer: ReturnType<typeof setTimeout> | undefined;
   await Promise.race([

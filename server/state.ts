@@ -2,15 +2,14 @@
 // whether a graceful shutdown has begun. `serve` starts HTTP before the model is loaded, so every
 // route that needs the model asks readyModel() and answers 503 until then.
 
-import type { Tokenizer } from "../runtime/service.ts";
-import type { Runtime } from "../runtime/service.ts";
+import type { PromptEncoder, Runtime, Tokenizer } from "../runtime/service.ts";
 import { ApiError } from "./openai/errors.ts";
 import { redactPaths } from "./redact_paths.ts";
 
 export type ModelState =
   | { status: "loading" }
   | { status: "failed"; error: string }
-  | { status: "ready"; runtime: Runtime; tokenizer: Tokenizer };
+  | { status: "ready"; runtime: Runtime; tokenizer: Tokenizer; prompts: PromptEncoder };
 
 export interface ServerState {
   model: ModelState;
@@ -18,8 +17,10 @@ export interface ServerState {
   draining: boolean;
 }
 
+export type ReadyModel = Omit<Extract<ModelState, { status: "ready" }>, "status">;
+
 /** The loaded model, or a 503 saying why there is none. */
-export function readyModel(state: ServerState): { runtime: Runtime; tokenizer: Tokenizer } {
+export function readyModel(state: ServerState): ReadyModel {
   const s = state.model;
   if (s.status === "ready") return s;
   if (s.status === "loading") {

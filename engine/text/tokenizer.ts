@@ -10,6 +10,7 @@ import { PreTrainedTokenizer } from "@huggingface/transformers";
 import { join } from "node:path";
 import { ModelLoadError } from "../model/errors.ts";
 import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
+import type { LlamaConfig } from "../model/config.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
 import { TokenBytes } from "./token_bytes.ts";
 
@@ -19,6 +20,11 @@ export interface ChatMessage {
   role: string;
   content: string;
 }
+
+/** What a tokenizer is built from: the tokenizer files, and config.json's ids. */
+export type TokenizerFiles =
+  & Pick<ModelFiles, "dir" | "tokenizerJson" | "tokenizerConfig" | "generationConfig">
+  & { config: Pick<LlamaConfig, "vocabSize" | "eosTokenIds" | "bosTokenId"> };
 
 /** The model cannot render this conversation (no template, or the template rejected it). */
 export class ChatTemplateError extends Error {
@@ -57,7 +63,7 @@ export class Tokenizer {
   readonly #configPath: string;
   readonly #specialIds: Set<number>;
 
-  constructor(files: ModelFiles) {
+  constructor(files: TokenizerFiles) {
     const tokenizerPath = join(files.dir, "tokenizer.json");
     this.#configPath = join(files.dir, "tokenizer_config.json");
     const json = files.tokenizerJson;

@@ -1,13 +1,14 @@
 // The one request builder for both endpoints: turns a parsed chat or completion body into what the
 // runtime runs (SubmitParams) and what writes its answer (a text stream for detokenizing and stop
 // strings, a response writer for the wire format). The endpoint's differences come from its kind.
-// No limit is checked here: the runtime checks every one, once.
+// No limit is checked here: the runtime checks every one, once (a large prompt's length through
+// `checkLength`, before it is tokenized).
 
-import type { Tokenizer } from "../../runtime/service.ts";
+import type { PromptEncoder, Tokenizer } from "../../runtime/service.ts";
 import type { RequestSlo, SubmitParams } from "../../runtime/service.ts";
 import { tokenNames } from "../openai/logprobs.ts";
 import type { SharedFields } from "../openai/schemas.ts";
-import type { Kind } from "./kinds.ts";
+import type { CheckLength, Kind } from "./kinds.ts";
 import { TextStream } from "./text_stream.ts";
 import { ResponseWriter } from "./writer.ts";
 
@@ -23,13 +24,15 @@ export interface BuiltRequest {
   includeTiming: boolean;
 }
 
-export function buildRequest<B extends SharedFields>(
+export async function buildRequest<B extends SharedFields>(
   kind: Kind<B>,
   body: B,
-  tok: Tokenizer,
+  text: { tokenizer: Tokenizer; prompts: PromptEncoder },
   model: string,
-): BuiltRequest {
-  const ids = kind.promptIds(body, tok);
+  checkLength?: CheckLength,
+): Promise<BuiltRequest> {
+  const tok = text.tokenizer;
+  const ids = await kind.promptIds(body, text.prompts, checkLength);
   const topLogprobs = kind.logprobs(body);
   const stops = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
   const slo: RequestSlo = {};

@@ -3,8 +3,14 @@
 // Everything else (sampling, pacing, SLOs, stop strings, streaming, errors) is shared.
 
 import type { z } from "zod";
-import { ChatTemplateError, type TokenEvent, type Tokenizer } from "../../runtime/service.ts";
-import { ApiError } from "../openai/errors.ts";
+import {
+  ChatTemplateError,
+  type Prompt,
+  type PromptEncoder,
+  type TokenEvent,
+  TokenizerClosed,
+} from "../../runtime/service.ts";
+import { ApiError, shuttingDown } from "../openai/errors.ts";
 import { chatLogprobs, completionLogprobs, type TokenNames } from "../openai/logprobs.ts";
 import {
   ChatRequest,
@@ -41,7 +47,8 @@ export interface Kind<B extends SharedFields> extends WireFormat {
   schema: z.ZodType<B>;
   /** The body field the runtime's prompt errors point at. */
   promptParam: string;
-  promptIds(body: B, tok: Tokenizer): number[];
+  /** The ids the body runs; `checkLength` as in promptIds. */
+  promptIds(body: B, prompts: PromptEncoder, checkLength?: CheckLength): Promise<number[]>;
   maxTokens(body: B): number | undefined;
   /** max_tokens when the body gives none; undefined: as many as the context allows. */
   defaultMaxTokens?: number;
@@ -49,27 +56,34 @@ export interface Kind<B extends SharedFields> extends WireFormat {
   logprobs(body: B): number | null;
 }
 
-/** The ids a chat runs: the model's template over the messages (/tokenize counts the same). */
-export function chatPromptIds(
-  tok: Tokenizer,
-  messages: ChatRequest["messages"],
-  addGenerationPrompt = true,
-): number[] {
+/** Given a lower bound on a prompt's token count; throws to refuse it. */
+export type CheckLength = (atLeast: number) => void;
+
+/** A chat's prompt: its messages' text for the model's template (/tokenize counts the same). */
+export function chatPrompt(messages: ChatRequest["messages"], addGenerationPrompt = true): Prompt {
   const plain = messages.map((m) => ({ role: m.role, content: messageText(m.content) }));
+  return { messages: plain, addGenerationPrompt };
+}
+
+/**
+ * The ids a prompt runs (/tokenize counts the same), large ones encoded off this thread.
+ * `checkLength` is given a lower bound on a large prompt's count before it is tokenized.
+ */
+export async function promptIds(
+  prompts: PromptEncoder,
+  prompt: Prompt,
+  checkLength?: CheckLength,
+): Promise<number[]> {
   try {
-    return tok.encodeChat(plain, { addGenerationPrompt });
+    return await prompts.encode(prompt, { checkLength });
   } catch (err) {
     // No chat template, or one that rejects these messages: the request's fault, not the server's.
     if (err instanceof ChatTemplateError) {
       throw new ApiError(400, err.message, "messages", "chat_template_error");
     }
+    if (err instanceof TokenizerClosed) throw shuttingDown();
     throw err;
   }
-}
-
-/** The ids a text prompt runs (/tokenize counts the same). */
-export function textPromptIds(tok: Tokenizer, text: string, addSpecialTokens = true): number[] {
-  return tok.encode(text, { addSpecialTokens });
 }
 
 export const chat: Kind<ChatRequest> = {
@@ -78,7 +92,8 @@ export const chat: Kind<ChatRequest> = {
   idPrefix: "chatcmpl-",
   object: "chat.completion",
   chunkObject: "chat.completion.chunk",
-  promptIds: (body, tok) => chatPromptIds(tok, body.messages),
+  promptIds: (body, prompts, checkLength) =>
+    promptIds(prompts, chatPrompt(body.messages), checkLength),
   maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens ?? undefined,
   logprobs: (body) => body.logprobs ? body.top_logprobs ?? 0 : null,
   chunkChoice: (piece, names) => ({
@@ -99,9 +114,9 @@ export const completion: Kind<CompletionRequest> = {
   idPrefix: "cmpl-",
   object: "text_completion",
   chunkObject: "text_completion",
-  promptIds: (body, tok) => {
+  promptIds: async (body, prompts, checkLength) => {
     const one = Array.isArray(body.prompt) ? body.prompt[0] : body.prompt;
-    if (typeof one === "string") return textPromptIds(tok, one);
+    if (typeof one === "string") return await promptIds(prompts, { text: one }, checkLength);
     return (Array.isArray(one) ? one : body.prompt) as number[];
   },
   maxTokens: (body) => body.max_tokens ?? undefined,

@@ -1,6 +1,7 @@
 // Hands a built request to the runtime and turns its refusals into HTTP: a request it will never
 // run is a 400 naming the body's field, a full queue a 429 with Retry-After, a closing server a
-// 503. The runtime decides all of these; this only translates.
+// 503. The runtime decides all of these; this only translates. The runtime also refuses a large
+// prompt that cannot fit before it is tokenized, from a lower bound on its count: the same 400.
 
 import {
   InvalidRequest,
@@ -17,8 +18,17 @@ export function submit(
   /** The body field that holds the prompt ("messages" or "prompt"). */
   promptParam: string,
 ): RequestHandle {
+  return asHttp(() => runtime.submit(params), promptParam);
+}
+
+/** Refuses, as submit would, a prompt of at least `atLeast` tokens that cannot fit. */
+export function checkPromptLength(runtime: Runtime, atLeast: number, promptParam: string): void {
+  asHttp(() => runtime.checkPromptLength(atLeast), promptParam);
+}
+
+function asHttp<T>(call: () => T, promptParam: string): T {
   try {
-    return runtime.submit(params);
+    return call();
   } catch (err) {
     if (err instanceof InvalidRequest) {
       const param = err.param === "prompt" || err.param === "messages" ? promptParam : err.param;

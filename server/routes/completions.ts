@@ -8,7 +8,7 @@ import { chat, completion, type Kind } from "../completions/kinds.ts";
 import type { LiveRequests } from "../completions/live_requests.ts";
 import { respondJson } from "../completions/respond_json.ts";
 import { respondSse } from "../completions/respond_sse.ts";
-import { submit } from "../completions/submit.ts";
+import { checkPromptLength, submit } from "../completions/submit.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { checkModel } from "../openai/errors.ts";
@@ -22,10 +22,12 @@ export function completionsRoutes(
   live: LiveRequests,
 ): Hono<ObservedEnv> {
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
-    const { runtime, tokenizer } = readyModel(state);
+    const { runtime, tokenizer, prompts } = readyModel(state);
     const body = await parseBody(c, kind.schema);
     checkModel(body.model, modelId);
-    const req = buildRequest(kind, body, tokenizer, modelId);
+    // A large prompt that cannot fit is refused before it is tokenized.
+    const checkLength = (atLeast: number) => checkPromptLength(runtime, atLeast, kind.promptParam);
+    const req = await buildRequest(kind, body, { tokenizer, prompts }, modelId, checkLength);
     const abort = new AbortController();
     c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
     const handle = submit(runtime, { ...req.params, signal: abort.signal }, kind.promptParam);

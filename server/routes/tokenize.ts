@@ -1,10 +1,11 @@
 // POST /tokenize and POST /detokenize, in vLLM's shapes: a client counts a prompt's tokens against
 // the context (or builds a token-id prompt) with the server's own tokenizer and chat template, and
 // turns the ids of `return_tokens_as_token_ids` logprobs back into text. Mounted at the root, as
-// vLLM has them, behind the same API key, body limits and error envelope as /v1.
+// vLLM has them, behind the same API key, body limits and error envelope as /v1. A prompt is
+// counted whatever its length (large ones off this thread), also one longer than the context.
 
 import { Hono } from "hono";
-import { chatPromptIds, textPromptIds } from "../completions/kinds.ts";
+import { chatPrompt, promptIds } from "../completions/kinds.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { ApiError, checkModel } from "../openai/errors.ts";
@@ -14,13 +15,16 @@ import { readyModel, type ServerState } from "../state.ts";
 export function tokenizeRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
   return new Hono<ObservedEnv>()
     .post("/tokenize", async (c) => {
-      const { runtime, tokenizer } = readyModel(state);
+      const { runtime, prompts } = readyModel(state);
       const body = await parseBody(c, TokenizeRequest);
       checkModel(body.model, modelId);
       // The same ids the chat and completions endpoints would run.
-      const tokens = body.messages
-        ? chatPromptIds(tokenizer, body.messages, body.add_generation_prompt ?? true)
-        : textPromptIds(tokenizer, body.prompt!, body.add_special_tokens ?? true);
+      const tokens = await promptIds(
+        prompts,
+        body.messages
+          ? chatPrompt(body.messages, body.add_generation_prompt ?? true)
+          : { text: body.prompt!, addSpecialTokens: body.add_special_tokens ?? true },
+      );
       return c.json({ count: tokens.length, max_model_len: runtime.info.maxContext, tokens });
     })
     .post("/detokenize", async (c) => {

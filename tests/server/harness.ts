@@ -6,6 +6,7 @@
 import OpenAI from "openai";
 import { Engine, type StepEngine } from "../../engine/engine.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
+import { PromptEncoder, type PromptEncoderOptions } from "../../engine/text/prompt_encoder.ts";
 import { Tokenizer } from "../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { openRuntime } from "../../runtime/open.ts";
@@ -49,6 +50,8 @@ export interface TestServerOptions {
   worker?: boolean;
   /** Connection limits and timeouts (defaults: serve's). */
   connections?: Partial<FrontDoorOptions>;
+  /** Which prompts are encoded off the HTTP thread (default: as `serve` does). */
+  prompts?: PromptEncoderOptions;
 }
 
 export interface TestServer {
@@ -77,14 +80,22 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
   };
   let runtime: Runtime;
   let tokenizer: Tokenizer;
+  let prompts: PromptEncoder;
   if (opts.worker) {
-    ({ runtime, tokenizer } = await openRuntime(
+    ({ runtime, tokenizer, prompts } = await openRuntime(
       dir,
-      { engine: { ...engineSetup, skipWarmUp: true }, runtime: runtimeOptions, inProcess: false },
+      {
+        engine: { ...engineSetup, skipWarmUp: true },
+        runtime: runtimeOptions,
+        inProcess: false,
+        prompts: opts.prompts,
+      },
       () => {},
     ));
   } else {
-    tokenizer = new Tokenizer(await openModelDir(dir));
+    const files = await openModelDir(dir);
+    tokenizer = new Tokenizer(files);
+    prompts = new PromptEncoder(tokenizer, files, opts.prompts);
     const engine = await Engine.load({
       modelDir: dir,
       gpu: await testGpu(),
@@ -96,7 +107,10 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
       eosIds: tokenizer.eosTokenIds,
     });
   }
-  const state: ServerState = { model: { status: "ready", runtime, tokenizer }, draining: false };
+  const state: ServerState = {
+    model: { status: "ready", runtime, tokenizer, prompts },
+    draining: false,
+  };
   const metrics = new ServerMetrics(MODEL_ID);
   const config = { modelId: MODEL_ID, maxBodyBytes: 64 * 1024, ...opts.config };
   const app = createApp(state, config, metrics);

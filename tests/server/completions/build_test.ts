@@ -2,6 +2,7 @@
 // and the builder only), and how the response writer shapes each endpoint's chunks.
 
 import { openModelDir } from "../../../engine/formats/open_model.ts";
+import { PromptEncoder } from "../../../engine/text/prompt_encoder.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { buildRequest } from "../../../server/completions/build.ts";
@@ -10,18 +11,28 @@ import { ChatRequest, CompletionRequest } from "../../../server/openai/schemas.t
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { TINY_SPEC } from "../harness.ts";
 
-async function withTokenizer(fn: (tok: Tokenizer) => void) {
+type Text = { tokenizer: Tokenizer; prompts: PromptEncoder };
+
+async function withTokenizer(fn: (text: Text) => Promise<void>) {
   const dir = await Deno.makeTempDir({ prefix: "sluice-build-" });
   try {
     await writeTinyModel(dir, TINY_SPEC);
-    fn(new Tokenizer(await openModelDir(dir)));
+    const files = await openModelDir(dir);
+    const tokenizer = new Tokenizer(files);
+    const prompts = new PromptEncoder(tokenizer, files);
+    try {
+      await fn({ tokenizer, prompts });
+    } finally {
+      prompts.close();
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
 }
 
 Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", async () => {
-  await withTokenizer((tok) => {
+  await withTokenizer(async (text) => {
+    const tok = text.tokenizer;
     const shared = {
       model: "m",
       temperature: 0.5,
@@ -33,7 +44,7 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
       ignore_eos: true,
       stop: "\n",
     };
-    const c = buildRequest(
+    const c = await buildRequest(
       chat,
       ChatRequest.parse({
         ...shared,
@@ -45,7 +56,7 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
         stream: true,
         stream_options: { include_usage: true },
       }),
-      tok,
+      text,
       "m",
     );
     assertEquals(c.params.ids, tok.encodeChat([{ role: "user", content: "hi" }]));
@@ -58,10 +69,10 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
     assertEquals(c.params.slo, { ttftMs: 300 }, "an SLO not given stays absent");
     assertEquals([c.stream, c.includeUsage], [true, true]);
 
-    const p = buildRequest(
+    const p = await buildRequest(
       completion,
       CompletionRequest.parse({ ...shared, prompt: [[5, 6, 7]] }),
-      tok,
+      text,
       "m",
     );
     assertEquals(p.params.ids, [5, 6, 7]);
@@ -69,33 +80,33 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
     assertEquals(p.params.maxTokensDefault, 16);
     assertEquals(p.params.topLogprobs, 0);
     assertEquals([p.stream, p.includeUsage], [false, false]);
-    const text = buildRequest(
+    const plain = await buildRequest(
       completion,
       CompletionRequest.parse({ model: "m", prompt: "ab" }),
-      tok,
+      text,
       "m",
     );
-    assertEquals(text.params.ids, tok.encode("ab"));
-    assertEquals(text.params.stopIds, undefined, "the model's EOS ids");
-    assertEquals(text.params.sampling.temperature, 1);
-    assert(Number.isInteger(text.params.sampling.seed) && text.params.sampling.seed >= 0);
+    assertEquals(plain.params.ids, tok.encode("ab"));
+    assertEquals(plain.params.stopIds, undefined, "the model's EOS ids");
+    assertEquals(plain.params.sampling.temperature, 1);
+    assert(Number.isInteger(plain.params.sampling.seed) && plain.params.sampling.seed >= 0);
   });
 });
 
 Deno.test("build: the writer shapes each endpoint's chunks and whole responses", async () => {
-  await withTokenizer((tok) => {
+  await withTokenizer(async (text) => {
     const ev = (id: number) => ({
       id,
       logprob: -0.5,
       top: [[id, -0.5]] as [number, number][],
       generatedAt: 0,
     });
-    const c = buildRequest(
+    const c = (await buildRequest(
       chat,
       ChatRequest.parse({ model: "m", messages: [{ role: "user", content: "x" }] }),
-      tok,
+      text,
       "m",
-    ).writer;
+    )).writer;
     const [opening] = c.opening() as { object: string; choices: unknown[] }[];
     assertEquals(opening.object, "chat.completion.chunk");
     assertEquals(opening.choices, [{
@@ -111,12 +122,12 @@ Deno.test("build: the writer shapes each endpoint's chunks and whole responses",
       { index: 0, delta: {}, logprobs: null, finish_reason: "length" },
     ]);
 
-    const p = buildRequest(
+    const p = (await buildRequest(
       completion,
       CompletionRequest.parse({ model: "m", prompt: [1, 2], logprobs: 1 }),
-      tok,
+      text,
       "m",
-    ).writer;
+    )).writer;
     assertEquals(p.opening(), []);
     p.piece({ text: "ab", tokens: [ev(97), ev(98)] });
     const second = p.piece({ text: "c", tokens: [ev(99)] }) as {
@@ -139,7 +150,7 @@ Deno.test("build: the writer shapes each endpoint's chunks and whole responses",
 Deno.test("build: a reply that is not streamed is unpaced, whatever reading_rate says", async () => {
   // Nobody reads a whole reply token by token: pacing it only delays it (issue 17: a
   // non-streaming request at reading_rate 0.1 with 2 tokens took 41 s).
-  await withTokenizer((tok) => {
+  await withTokenizer(async (text) => {
     const body = (stream: boolean) => ({
       model: "m",
       prompt: [5, 6],
@@ -147,18 +158,23 @@ Deno.test("build: a reply that is not streamed is unpaced, whatever reading_rate
       reading_rate: 0.1,
       stream,
     });
-    const whole = buildRequest(completion, CompletionRequest.parse(body(false)), tok, "m");
+    const whole = await buildRequest(completion, CompletionRequest.parse(body(false)), text, "m");
     assertEquals(whole.params.readingRate, 0, "0: unpaced, over the server's default rate too");
-    const streamed = buildRequest(completion, CompletionRequest.parse(body(true)), tok, "m");
+    const streamed = await buildRequest(
+      completion,
+      CompletionRequest.parse(body(true)),
+      text,
+      "m",
+    );
     assertEquals(streamed.params.readingRate, 0.1);
-    const chatWhole = buildRequest(
+    const chatWhole = await buildRequest(
       chat,
       ChatRequest.parse({
         model: "m",
         messages: [{ role: "user", content: "hi" }],
         reading_rate: 3,
       }),
-      tok,
+      text,
       "m",
     );
     assertEquals(chatWhole.params.readingRate, 0);

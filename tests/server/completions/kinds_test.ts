@@ -1,33 +1,49 @@
 // A chat the model's template cannot render (no template, or one that rejects the messages) is
-// the request's fault: 400 naming `messages`, not a 500.
+// the request's fault: 400 naming `messages`, not a 500, whichever thread encoded it. A prompt
+// whose tokenizer closed under it (a shutdown) is a 503.
 
-import { ChatTemplateError, type Tokenizer } from "../../../runtime/service.ts";
-import { chatPromptIds } from "../../../server/completions/kinds.ts";
+import {
+  ChatTemplateError,
+  type PromptEncoder,
+  TokenizerClosed,
+} from "../../../runtime/service.ts";
+import { chatPrompt, promptIds } from "../../../server/completions/kinds.ts";
 import { ApiError } from "../../../server/openai/errors.ts";
-import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
+import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 
-Deno.test("chat: a template error is a 400 on messages", () => {
-  const tok = {
-    encodeChat: () => {
-      throw new ChatTemplateError("this model has no chat template");
-    },
-  } as unknown as Tokenizer;
-  assertThrows(
-    () => chatPromptIds(tok, [{ role: "user", content: "hi" }]),
-    (err: unknown) => {
-      assert(err instanceof ApiError);
-      assertEquals([err.status, err.param], [400, "messages"]);
-      assert(err.message.includes("no chat template"));
-      return true;
-    },
-  );
+/** A prompt encoder that fails as `fail` does. */
+function failing(fail: () => never): PromptEncoder {
+  return { encode: () => Promise.resolve().then(fail) } as unknown as PromptEncoder;
+}
+
+const hi = chatPrompt([{ role: "user", content: "hi" }]);
+
+Deno.test("chat: a template error is a 400 on messages", async () => {
+  const prompts = failing(() => {
+    throw new ChatTemplateError("this model has no chat template");
+  });
+  await assertRejects(promptIds(prompts, hi), (err: unknown) => {
+    assert(err instanceof ApiError);
+    assertEquals([err.status, err.param, err.code], [400, "messages", "chat_template_error"]);
+    assert(err.message.includes("no chat template"));
+    return true;
+  });
 });
 
-Deno.test("chat: other tokenizer failures are not dressed up as the client's fault", () => {
-  const tok = {
-    encodeChat: () => {
-      throw new TypeError("broken tokenizer");
-    },
-  } as unknown as Tokenizer;
-  assertThrows(() => chatPromptIds(tok, [{ role: "user", content: "hi" }]), TypeError);
+Deno.test("chat: other tokenizer failures are not dressed up as the client's fault", async () => {
+  const prompts = failing(() => {
+    throw new TypeError("broken tokenizer");
+  });
+  await assertRejects(promptIds(prompts, hi), TypeError);
+});
+
+Deno.test("prompt: a tokenizer closed by a shutdown is a 503", async () => {
+  const prompts = failing(() => {
+    throw new TokenizerClosed();
+  });
+  await assertRejects(promptIds(prompts, { text: "hi" }), (err: unknown) => {
+    assert(err instanceof ApiError);
+    assertEquals([err.status, err.code], [503, "shutting_down"]);
+    return true;
+  });
 });

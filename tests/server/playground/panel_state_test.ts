@@ -2,7 +2,7 @@
 // ServerMetrics over a window of recent samples, and what it says before the model is ready.
 
 import type { Tokenizer } from "../../../engine/text/tokenizer.ts";
-import type { Runtime } from "../../../runtime/service.ts";
+import type { PromptEncoder, Runtime } from "../../../runtime/service.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../../../server/playground/panel_state.ts";
 import type { ServerState } from "../../../server/state.ts";
@@ -16,7 +16,7 @@ function fixture(windowMs = 5000) {
   const stats = { current: IDLE };
   const runtime = { stats: () => stats.current } as Runtime;
   const state: ServerState = {
-    model: { status: "ready", runtime, tokenizer: {} as Tokenizer },
+    model: { status: "ready", runtime, tokenizer: {} as Tokenizer, prompts: {} as PromptEncoder },
     draining: false,
   };
   const metrics = new ServerMetrics();
@@ -140,6 +140,7 @@ Deno.test("panel state: loading, failed and draining servers", () => {
     status: "ready",
     runtime: { stats: () => IDLE } as Runtime,
     tokenizer: {} as Tokenizer,
+    prompts: {} as PromptEncoder,
   };
   state.draining = true;
   assertEquals(panel.snapshot(state).status, "draining");

@@ -1,7 +1,7 @@
 // GET /health through the model's life: loading, failed (without the absolute paths of the error),
 // ready, draining (no model needed: health reads only the server's state).
 
-import type { Runtime } from "../../../runtime/service.ts";
+import type { PromptEncoder, Runtime } from "../../../runtime/service.ts";
 import type { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { createApp } from "../../../server/app.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
@@ -42,7 +42,12 @@ Deno.test("health: loading, failed, ready and draining", async () => {
   assertEquals(failed.code, "model_failed");
   assert(!failed.message.includes("/home/alice"), failed.message);
 
-  state.model = { status: "ready", runtime: {} as Runtime, tokenizer: {} as Tokenizer };
+  state.model = {
+    status: "ready",
+    runtime: {} as Runtime,
+    tokenizer: {} as Tokenizer,
+    prompts: {} as PromptEncoder,
+  };
   assertEquals(await health(), [200, { status: "ready" }]);
   state.draining = true;
   assertEquals(await health(), [503, { status: "draining" }]);
