@@ -1,5 +1,5 @@
 // `deno task bench NAME [flags]` (kernels, decode, kv, plan, serve, responsiveness, greedy-rate,
-// connection-flood, startup): runs one benchmark, prints its Markdown report and saves it under
+// huge-prompts, connection-flood, startup): runs one benchmark, prints its Markdown report and saves it under
 // bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
 // the usage (exit 2) before any work starts.
 
@@ -75,14 +75,21 @@ const BENCHES: Record<string, Bench> = {
   "connection-flood": {
     summary: "idle-connection floods at given descriptor limits: admitted, refused, recovery",
     load: async () => {
-      const m = await import("./connection_flood.ts");
+      const m = await import("./reliability/connection_flood.ts");
       return { usage: m.USAGE, run: m.benchConnectionFlood };
+    },
+  },
+  "huge-prompts": {
+    summary: "/health latency and RSS while eight near-limit prompts arrive at once",
+    load: async () => {
+      const m = await import("./reliability/huge_prompts.ts");
+      return { usage: m.USAGE, run: m.benchHugePrompts };
     },
   },
   "greedy-rate": {
     summary: "short requests beside a stream at a huge reading_rate, against an unpaced one",
     load: async () => {
-      const m = await import("./greedy_rate.ts");
+      const m = await import("./reliability/greedy_rate.ts");
       return { usage: m.USAGE, run: m.benchGreedyRate };
     },
   },

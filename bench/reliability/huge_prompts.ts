@@ -1,4 +1,4 @@
-// `deno run -A bench/reliability/huge_prompts.ts [flags]`: issue 17's huge prompts, measured on the
+// `deno task bench huge-prompts [flags]`: issue 17's huge prompts, measured on the
 // real server. Starts `main.ts serve` (the demo model by default) on a loopback port and, while
 // /health is polled every ~20 ms, sends N prompts just under the body limit at once, twice:
 // - "refused": completions and chats the context cannot take (the issue's case: they used to be
@@ -12,7 +12,7 @@
 
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { parseBenchFlags, UsageError } from "../cli.ts";
+import { parseBenchFlags } from "../cli.ts";
 import { splitFlags } from "../serve/flags.ts";
 import { loopbackRequest, readText } from "../serve/http.ts";
 import type { LoopbackTarget } from "../serve/loopback.ts";
@@ -38,7 +38,7 @@ const Flags = z.object({
 });
 type Options = z.infer<typeof Flags>;
 
-export const USAGE = `usage: deno run -A bench/reliability/huge_prompts.ts [flags]
+export const USAGE = `usage: deno task bench huge-prompts [flags]
 
 /health latency and server RSS while N prompts just under the body limit arrive at once: refused
 (too long for the context) and counted (/tokenize). Starts main.ts serve on a loopback port.
@@ -347,20 +347,4 @@ function git(root: string): string | null {
 
 function log(msg: string): void {
   console.error(`huge-prompts: ${msg}`);
-}
-
-if (import.meta.main) {
-  if (Deno.args.includes("--help")) {
-    console.log(USAGE);
-    Deno.exit(0);
-  }
-  try {
-    console.log(await benchHugePrompts(Deno.args));
-  } catch (e) {
-    if (e instanceof UsageError) {
-      console.error(`${e.message}\n\n${USAGE}`);
-      Deno.exit(2);
-    }
-    throw e;
-  }
 }

@@ -6,14 +6,14 @@
 // be about the same both ways: the goal is a ratio within 2×.
 
 import { z } from "zod";
-import { parseBenchFlags } from "./cli.ts";
-import { splitFlags } from "./serve/flags.ts";
-import type { LoopbackTarget } from "./serve/loopback.ts";
-import { seededRandom } from "./serve/random.ts";
-import { type ModelInfo, modelInfo } from "./serve/run.ts";
-import { startServer } from "./serve/server_process.ts";
-import { summarize, type Summary } from "./responsiveness/stats.ts";
-import { openStream, sleepUntil, type Stream } from "./responsiveness/stream.ts";
+import { parseBenchFlags } from "../cli.ts";
+import { splitFlags } from "../serve/flags.ts";
+import type { LoopbackTarget } from "../serve/loopback.ts";
+import { seededRandom } from "../serve/random.ts";
+import { type ModelInfo, modelInfo } from "../serve/run.ts";
+import { startServer } from "../serve/server_process.ts";
+import { summarize, type Summary } from "../responsiveness/stats.ts";
+import { openStream, sleepUntil, type Stream } from "../responsiveness/stream.ts";
 
 const Flags = z.object({
   model: z.string().min(1).default("demo"),

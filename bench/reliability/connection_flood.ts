@@ -7,10 +7,10 @@
 // is served afterwards, and whether the process is still alive.
 
 import { z } from "zod";
-import { parseBenchFlags } from "./cli.ts";
-import { splitFlags } from "./serve/flags.ts";
-import { startServer } from "./serve/server_process.ts";
-import { summarize } from "./responsiveness/stats.ts";
+import { parseBenchFlags } from "../cli.ts";
+import { splitFlags } from "../serve/flags.ts";
+import { startServer } from "../serve/server_process.ts";
+import { summarize } from "../responsiveness/stats.ts";
 
 const Flags = z.object({
   model: z.string().min(1).default("demo"),
