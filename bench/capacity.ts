@@ -44,7 +44,7 @@ are drawn as in a matrix cell (--cell: its readers, prompt lengths, budget, SLOs
   --cell ID              the matrix cell whose requests are drawn (default ${DEFAULT_CELL})
   --rate-lo R, --rate-hi R       bounds of the search, requests/s (default 0.1, 3.2)
   --steps N              bisection steps after the two bounds (default 5)
-  --duration-s S         arrivals per run (default 60)
+  --duration-s S         arrivals per run (default 120)
   --max-requests N       cap per run (default 400)
   --target F             SLO goodput a rate must keep (default 0.9)
   --request-timeout-s S, --drain-s S   bounds of each run (default 120, 60)
@@ -58,7 +58,8 @@ const CapacityFlags = CommonFlags.extend({
   "rate-lo": z.coerce.number().positive().max(1000).default(0.1),
   "rate-hi": z.coerce.number().positive().max(1000).default(3.2),
   steps: z.coerce.number().int().min(0).max(12).default(5),
-  "duration-s": z.coerce.number().positive().max(3600).default(60),
+  // 12 requests at the lowest rate: 90% SLO goodput then allows one miss.
+  "duration-s": z.coerce.number().positive().max(3600).default(120),
   "max-requests": z.coerce.number().int().min(1).max(MAX_REQUESTS_CAP).default(400),
   target: z.coerce.number().gt(0).max(1).default(0.9),
 }).superRefine((f, ctx) => {
@@ -124,6 +125,20 @@ export async function benchCapacity(
       await Deno.writeTextFile(`${dir}/workload.jsonl`, workloadToJsonl(workload));
       const deadline = deadlineMs(workload, cell.durationS, f["drain-s"]);
       const tag = `[${config.name} @ ${rate} req/s, ${workload.length} requests]`;
+      if (workload.length === 0) {
+        const error = `no arrival within ${cell.durationS} s: raise --duration-s`;
+        details.push({
+          rate,
+          requests: 0,
+          good: 0,
+          goodput: null,
+          timedOut: 0,
+          folder: name,
+          error,
+        });
+        log(`${tag} ${error}`);
+        return null;
+      }
       const [r] = await runWorkload(workload, [config], env, dir, deadline, tag);
       const serve = buildReport({
         title: `Capacity sweep: ${config.name} at ${rate} req/s`,

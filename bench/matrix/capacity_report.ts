@@ -71,7 +71,7 @@ export function capacityReport(input: CapacityInput): string {
           : d.goodput !== null && d.goodput >= input.target
           ? "yes"
           : "no"
-      } | [\`${d.folder}/\`](${d.folder}/report.md) |`
+      } | ${d.requests ? `[\`${d.folder}/\`](${d.folder}/report.md)` : "—"} |`
     ),
     "",
   ]);
