@@ -1,7 +1,7 @@
-// `deno task bench NAME [flags]` (kernels, decode, kv, plan, serve, responsiveness, greedy-rate,
-// huge-prompts, connection-flood, startup): runs one benchmark, prints its Markdown report and saves it under
-// bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
-// the usage (exit 2) before any work starts.
+// `deno task bench NAME [flags]` (kernels, decode, kv, serve, matrix, capacity, plan,
+// responsiveness, greedy-rate, huge-prompts, connection-flood, startup): runs one benchmark, prints
+// its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and runs
+// nothing; a bad flag prints one line and the usage (exit 2) before any work starts.
 
 import { UsageError } from "./cli.ts";
 import { ensureRuntimeDir } from "../engine/util/runtime_dir.ts";
@@ -56,6 +56,20 @@ const BENCHES: Record<string, Bench> = {
             ? (await import("./serve/concurrency.ts")).benchConcurrency(args)
             : m.benchServe(args),
       };
+    },
+  },
+  matrix: {
+    summary: "issue 19's workload matrix: each cell against fcfs as vLLM V1 runs it, with goals",
+    load: async () => {
+      const m = await import("./matrix.ts");
+      return { usage: m.USAGE, run: m.benchMatrix };
+    },
+  },
+  capacity: {
+    summary: "the highest arrival rate with >= 90% SLO goodput, per configuration",
+    load: async () => {
+      const m = await import("./capacity.ts");
+      return { usage: m.USAGE, run: m.benchCapacity };
     },
   },
   plan: {

@@ -39,7 +39,8 @@ unpaced streams, throughput and latency percentiles per N.
   --rate R               background requests/s (default 0.25)
   --burst-size N, --burst-at-s S   the burst (default 8 at 1 s)
   --duration-s S         workload length (default 20)
-  --lengths short|long|mixed       prompt and output lengths (default short)
+  --lengths short|long|mixed|doc   prompt and output lengths (default short; doc: 1–2k-token
+                         documents)
   --seed N               workload seed (default 1)
   --reading-rate-dist D  readers' tokens/s, e.g. normal:15:4 (default)
   --slo-ttft-ms T, --slo-tbt-ms T  SLOs (default 1300, 250)

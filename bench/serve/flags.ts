@@ -76,7 +76,7 @@ export const ServeBenchFlags = z.object({
   "burst-size": z.coerce.number().int().min(0).max(MAX_REQUESTS_CAP).default(8),
   "burst-at-s": z.coerce.number().min(0).max(3600).default(1),
   "duration-s": z.coerce.number().positive().max(3600).default(20),
-  lengths: z.enum(["short", "long", "mixed"]).default("short"),
+  lengths: z.enum(["short", "long", "mixed", "doc"]).default("short"),
   trace: z.string().optional(),
   seed: z.coerce.number().int().min(0).default(1),
   "reading-rate-dist": dist("normal:15:4"),

@@ -10,6 +10,10 @@
 // - TTFT attainment: share of submitted requests whose first token came within slo_ttft_ms;
 //   refused, failed and timed-out requests that got no token count as misses; requests that asked
 //   for zero tokens are left out (nothing to be late for).
+// - SLO goodput: share of the requests judged for TTFT that met both SLOs: the stream ended as
+//   asked (ok, or the reader hung up as the workload said), the first token came within
+//   slo_ttft_ms, and the request-level TBT judgement above (TPOT <= slo_tbt_ms) held; a request
+//   with fewer than two tokens has no TPOT and is judged by its TTFT alone.
 // - Stall: playout.ts's rebuffer time, per request and summed. A request "stalled" when its stalls
 //   add up to at least one token's reading time: delivery jitter from a server pacing at the reading
 //   rate costs a few ms once (the reader's clock only moves later), a stream slower than its reader
@@ -64,6 +68,8 @@ export interface RequestMetrics {
   tpotMet: boolean | null;
   /** null when the request asked for no tokens and got none. */
   ttftMet: boolean | null;
+  /** Met both SLOs (SLO goodput); null when TTFT is not judged. */
+  sloMet: boolean | null;
 }
 
 /**
@@ -85,6 +91,15 @@ export function bufferEntryTimes(
   return { times, source: "server" };
 }
 
+/** SLO goodput's rule for one request (see the header): ended as asked, TTFT and TPOT met. */
+export function sloMet(
+  outcome: RequestRecord["outcome"],
+  ttftMet: boolean,
+  tpotMet: boolean | null,
+): boolean {
+  return (outcome === "ok" || outcome === "cancelled") && ttftMet && tpotMet !== false;
+}
+
 export function requestMetrics(r: RequestRecord): RequestMetrics {
   const a = r.arrivalsMs;
   const n = a.length;
@@ -98,6 +113,8 @@ export function requestMetrics(r: RequestRecord): RequestMetrics {
   const ttft = n > 0 ? a[0] : null;
   const askedNothing = r.maxTokens === 0 && n === 0;
   const stall = n > 0 ? stallMs(a, r.displayMs, r.readingRate) : 0;
+  const tpotMet = tpot === null ? null : tpot <= r.sloTbtMs;
+  const ttftMet = askedNothing ? null : ttft !== null && ttft <= r.sloTtftMs;
   return {
     id: r.id,
     outcome: r.outcome,
@@ -110,8 +127,9 @@ export function requestMetrics(r: RequestRecord): RequestMetrics {
     stalled: stall >= 1000 / r.readingRate,
     effectiveTokens: buffers.reduce((s, b) => s + tokenWeight(b, n), 0),
     tbtMet: gaps.filter((g) => g <= r.sloTbtMs).length,
-    tpotMet: tpot === null ? null : tpot <= r.sloTbtMs,
-    ttftMet: askedNothing ? null : ttft !== null && ttft <= r.sloTtftMs,
+    tpotMet,
+    ttftMet,
+    sloMet: ttftMet === null ? null : sloMet(r.outcome, ttftMet, tpotMet),
   };
 }
 
@@ -157,6 +175,9 @@ export interface RunSummary {
   tbtAttainment: number | null;
   tpotAttainment: number | null;
   ttftAttainment: number | null;
+  /** Requests that met both SLOs, and their share of those judged for TTFT (SLO goodput). */
+  sloGoodRequests: number;
+  sloGoodput: number | null;
 }
 
 function quantiles(v: number[]): Quantiles {
@@ -220,6 +241,8 @@ export function summarize(records: readonly RequestRecord[]): RunSummary {
     tbtAttainment: share(per.reduce((s, m) => s + m.tbtMet, 0), gaps.length),
     tpotAttainment: share(tpotJudged.filter((m) => m.tpotMet).length, tpotJudged.length),
     ttftAttainment: share(ttftJudged.filter((m) => m.ttftMet).length, ttftJudged.length),
+    sloGoodRequests: per.filter((m) => m.sloMet).length,
+    sloGoodput: share(per.filter((m) => m.sloMet).length, ttftJudged.length),
   };
 }
 

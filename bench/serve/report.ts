@@ -177,6 +177,15 @@ function rows(results: ConfigResult[]): Row[] {
       format: pct,
     },
     {
+      label: "SLO goodput (requests meeting both SLOs)",
+      better: "higher",
+      values: get(s, (x) => x.sloGoodput),
+      format: pct,
+      text: s.map((x) =>
+        x?.sloGoodput == null ? null : `${pct(x.sloGoodput)} (${x.sloGoodRequests})`
+      ),
+    },
+    {
       label: "KV blocks, device: peak used / total",
       better: "none",
       values: tier("device"),
@@ -595,7 +604,9 @@ export function buildReport(input: ReportInput): Report {
     "- **TBT attainment**: share of gaps between consecutive tokens within the request's TBT SLO (token level). " +
     "**TPOT attainment**: share of requests (with ≥ 2 tokens) whose mean time per output token is within it. " +
     "**TTFT attainment**: share of requests (that asked for tokens) whose first token came within the TTFT " +
-    "SLO; refused and failed requests count as misses.",
+    "SLO; refused and failed requests count as misses. **SLO goodput**: share of those requests that " +
+    "met both: ended as asked (ok, or hung up as the workload said), TTFT within its SLO, and TPOT within " +
+    "the TBT SLO (a request with one token: its TTFT alone).",
     "- **Goals**: each configuration ÷ the baseline for TTFT p99, effective and raw tokens/s and total " +
     "stall time; TBT attainment as measured; and the requests the baseline served (ok) that this " +
     "configuration refused, failed or timed out. A zero baseline is met only by zero (stalls).",

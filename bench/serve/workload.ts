@@ -1,6 +1,6 @@
 // The workload: when each request arrives, how long its prompt and output are, how fast its reader
-// reads, and its SLOs. Generated from a seed (Poisson, or a burst over a light Poisson background)
-// or read from a trace; saved as JSON lines in the same format a trace is read from, so any run can
+// reads, and its SLOs. Generated from a seed (steady Poisson, or a burst over a light Poisson
+// background), bounded by the model's context when it is known, or read from a trace; saved as JSON lines in the same format a trace is read from, so any run can
 // be replayed exactly with `--workload trace --trace <report>/workload.jsonl`.
 
 import { z } from "zod";
@@ -33,7 +33,7 @@ export interface WorkloadRequest {
   cancelAfterTokens?: number;
 }
 
-export type LengthProfile = "short" | "long" | "mixed";
+export type LengthProfile = "short" | "long" | "mixed" | "doc";
 
 export interface GenerateOptions {
   kind: "poisson" | "burst";
@@ -52,6 +52,8 @@ export interface GenerateOptions {
   maxRequests: number;
   /** Fraction of requests whose reader hangs up part-way. */
   cancelFraction: number;
+  /** The model's context: when given, every request's prompt + output fits (see boundByContext). */
+  maxContext?: number;
 }
 
 /** Hard cap on requests in one run, whatever the flags or trace say. */
@@ -83,7 +85,7 @@ export function arrivals(o: GenerateOptions): number[] {
  * Prompt/output lengths. "short" is ShareGPT-like chat: log-normal with a long tail, prompts
  * median 96 tokens, outputs median 96 (kept modest so a run on a slow device ends in minutes).
  * "long" prompts are several thousand tokens (clamped to the model's context when sent).
- * "mixed" is 75% short, 25% long prompts.
+ * "mixed" is 75% short, 25% long prompts. "doc" prompts are long documents, uniform in 1–2k tokens.
  */
 export function drawLengths(
   next: () => number,
@@ -93,15 +95,29 @@ export function drawLengths(
   const output = clamp(logNormal(next, 96, 0.6), 4, 512);
   const shortPrompt = () => clamp(logNormal(next, 96, 0.9), 4, 1024);
   const longPrompt = () => clamp(normal(next, 3000, 1000), 1024, 8192);
+  if (profile === "doc") return { prompt: clamp(1024 + 1024 * next(), 1024, 2048), output };
   const long = profile === "long" || (profile === "mixed" && next() < 0.25);
   return { prompt: long ? longPrompt() : shortPrompt(), output };
+}
+
+/**
+ * Lengths that fit a context of `maxContext` tokens, as materialize() would send them: the output
+ * is capped first (leaving one prompt token), then the prompt shortened so prompt + output fits.
+ */
+export function boundByContext(
+  lengths: { prompt: number; output: number },
+  maxContext: number | undefined,
+): { prompt: number; output: number } {
+  if (maxContext === undefined) return lengths;
+  const output = Math.max(0, Math.min(lengths.output, maxContext - 1));
+  return { prompt: Math.max(1, Math.min(lengths.prompt, maxContext - output)), output };
 }
 
 export function generateWorkload(o: GenerateOptions): WorkloadRequest[] {
   const times = arrivals(o);
   const next = seededRandom(subSeed(o.seed, "requests"));
   return times.map((arrivalS, id) => {
-    const { prompt, output } = drawLengths(next, o.lengths);
+    const { prompt, output } = boundByContext(drawLengths(next, o.lengths), o.maxContext);
     const rate = Math.min(MAX_RATE, Math.max(MIN_RATE, sampleDist(next, o.readingRate)));
     const cancel = next() < o.cancelFraction;
     const cancelAt = Math.max(1, Math.floor(output * (0.2 + 0.6 * next())));

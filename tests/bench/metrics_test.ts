@@ -215,6 +215,21 @@ Deno.test("SLO attainment: TBT per token, TPOT per request (OrbitFlow)", () => {
   assertEquals([single.tpotMs, single.tpotMet, single.gapsMs], [null, null, []]);
 });
 
+Deno.test("SLO goodput: ended as asked, TTFT and TPOT both met; one token is judged by TTFT", () => {
+  const m = (p: Partial<RequestRecord>) =>
+    requestMetrics(rec({ id: 0, arrivalsMs: [100, 200, 300], sloTtftMs: 500, ...p })).sloMet;
+  assertEquals(m({}), true);
+  assertEquals(m({ sloTtftMs: 50 }), false, "first token late");
+  assertEquals(m({ sloTbtMs: 80 }), false, "TPOT 100 ms over an 80 ms TBT SLO");
+  assertEquals(m({ arrivalsMs: [100, 200, 900], sloTbtMs: 500 }), true, "one slow gap, TPOT 400");
+  assertEquals(m({ outcome: "cancelled" }), true, "the reader hung up as the workload said");
+  assertEquals(m({ outcome: "timeout" }), false, "on time until it timed out: not served");
+  assertEquals(m({ outcome: "failed" }), false);
+  assertEquals(m({ arrivalsMs: [100] }), true, "one token: no TPOT, TTFT decides");
+  assertEquals(m({ arrivalsMs: [], maxTokens: 0 }), null, "asked for nothing: not judged");
+  assertEquals(m({ outcome: "refused", arrivalsMs: [], maxTokens: 8 }), false);
+});
+
 Deno.test("edge cases: zero-output, refused, failed, cancelled and timed-out requests", () => {
   const zero = requestMetrics(
     rec({ id: 0, arrivalsMs: [], maxTokens: 0, sentAtMs: 5, endAtMs: 40 }),
@@ -233,6 +248,7 @@ Deno.test("edge cases: zero-output, refused, failed, cancelled and timed-out req
     tbtMet: 0,
     tpotMet: null,
     ttftMet: null,
+    sloMet: null,
   });
   const refused = requestMetrics(
     rec({ id: 1, outcome: "refused", httpStatus: 429, arrivalsMs: [], maxTokens: 64 }),
@@ -328,6 +344,8 @@ Deno.test("summarize: a mixed run with every outcome, exact numbers", () => {
   assertEquals(s.tpotAttainment, 1 / 2);
   // TTFT within 1 s: requests 0 and 2 yes; 1 (refused), 4 (failed), 5 (3 s) no; 3 asked for nothing.
   assertEquals(s.ttftAttainment, 2 / 5);
+  // Both SLOs: request 0 (TTFT 100 ms, TPOT 127.5 ms) only; 2 misses its TPOT, 5 timed out.
+  assertEquals([s.sloGoodRequests, s.sloGoodput], [1, 1 / 5]);
   assertEquals(ttftCdf(records), [[0.05, 1 / 6], [0.1, 2 / 6], [3, 3 / 6]]);
   assertEquals(s.tokenCountMismatches, 0);
   // A stream whose chunks the client counted differently from the server's usage is flagged.

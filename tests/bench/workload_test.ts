@@ -11,6 +11,7 @@ import {
 import { parseDist, sampleDist, seededRandom } from "../../bench/serve/random.ts";
 import {
   arrivals,
+  boundByContext,
   drawLengths,
   type GenerateOptions,
   generateWorkload,
@@ -360,4 +361,36 @@ Deno.test("flags: defaults, configurations, and refusals", () => {
   ) {
     assertThrows(() => parseServeBenchFlags(bad), UsageError, bad.join(" "));
   }
+});
+
+Deno.test("workload: documents are 1–2k tokens; a context bounds prompt + output as sent", () => {
+  const seed = testSeed();
+  const next = seededRandom(seed);
+  for (let i = 0; i < 500; i++) {
+    const { prompt } = drawLengths(next, "doc");
+    assert(prompt >= 1024 && prompt <= 2048, `seed ${seed}: ${prompt}`);
+  }
+  assertEquals(boundByContext({ prompt: 1500, output: 100 }, undefined), {
+    prompt: 1500,
+    output: 100,
+  });
+  assertEquals(boundByContext({ prompt: 1500, output: 100 }, 2048), { prompt: 1500, output: 100 });
+  assertEquals(boundByContext({ prompt: 1500, output: 100 }, 1000), { prompt: 900, output: 100 });
+  assertEquals(boundByContext({ prompt: 1500, output: 600 }, 500), { prompt: 1, output: 499 });
+  // The same lengths materialize() sends, so the workload file says what was sent.
+  const w = generateWorkload({ ...BASE, seed, lengths: "doc", maxContext: 1200 });
+  for (const r of w) {
+    const m = materialize(r, { vocabSize: 100, maxContext: 1200 });
+    assertEquals([(m.prompt as number[]).length, m.maxTokens], [r.promptLen, r.outputLen]);
+  }
+  // Bounding draws nothing: arrivals, readers and seeds are those of the unbounded workload.
+  const free = generateWorkload({ ...BASE, seed, lengths: "doc" });
+  assertEquals(
+    w.map((r) => [r.arrivalS, r.readingRate, r.promptSeed]),
+    free.map((r) => [
+      r.arrivalS,
+      r.readingRate,
+      r.promptSeed,
+    ]),
+  );
 });
