@@ -12,7 +12,7 @@
 // into its token buffer, which the server drains at the reader's pace.
 
 import type { SampleRecord, SamplingParams } from "../engine/engine.ts";
-import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
+import type { PrefixEntry } from "./kv/prefix_index.ts";
 import { TokenPacer } from "./token_buffer.ts";
 
 export type RequestState = "waiting" | "prefilling" | "decoding" | "paused" | "finished";
@@ -75,7 +75,7 @@ export class Request {
   issued = 0;
   /** Times its KV was freed to make room for another request. */
   preemptions = 0;
-  /** Leading positions whose KV has landed in the host tier (see runtime/swapper.ts). */
+  /** Leading positions whose KV has landed in the host tier (see runtime/kv/host_tier.ts). */
   hostTokens = 0;
   /** Leading positions whose KV is on the host once the copies in flight land. */
   hostIssued = 0;
@@ -200,6 +200,38 @@ export class Request {
     this.prefix = [];
     this.preemptions++;
     this.state = "paused";
+  }
+
+  /** Its blocks are no longer its own to offer the prefix cache (this residency). */
+  stopCaching(): void {
+    this.prefixDiverged = true;
+  }
+
+  /** Copies out of its first `tokens` positions are on their way to the host tier. */
+  hostCopyIssued(tokens: number): void {
+    this.hostIssued = tokens;
+  }
+
+  /** Copies out issued at host epoch `epoch` have landed (void if its host copy was released since). */
+  hostCopyLanded(tokens: number, epoch: number): void {
+    if (epoch === this.hostEpoch) this.hostTokens = Math.max(this.hostTokens, tokens);
+  }
+
+  /** Its host copy is no longer valid (reuse off): a swap-out copies everything again. */
+  restartHostCopy(): void {
+    this.hostIssued = 0;
+  }
+
+  /** Its host blocks were freed: copies still in flight land in blocks no longer its own. */
+  releaseHostCopy(): void {
+    this.hostTokens = 0;
+    this.hostIssued = 0;
+    this.hostEpoch++;
+  }
+
+  /** Counts a swap-out of its KV; returns how many there have been, this one included. */
+  countSwapOut(): number {
+    return ++this.swapsOut;
   }
 
   /** Takes one sampled token back from the GPU; ends the request on a stop id or max tokens. */

@@ -9,17 +9,18 @@
 //
 // The scheduler is pure host logic: it returns a plan, and the engine runs it.
 
-import type { BlockPool } from "../engine/kv/block_pool.ts";
-import type { PrefixIndex } from "../engine/kv/prefix_index.ts";
-import { NOT_RESIDENT } from "../engine/kv/block_pool.ts";
+import type { BlockPool } from "./kv/block_pool.ts";
+import type { PrefixIndex } from "./kv/prefix_index.ts";
+import { NOT_RESIDENT } from "../engine/kv/pool_shape.ts";
 import type { SampleRecord, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
 import type { Request } from "./request.ts";
-import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
+import type { PrefixEntry } from "./kv/prefix_index.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
 import type { CostModel } from "../engine/engine.ts";
 import { copyMs as copyCost, predictStepMs } from "../engine/kv/cost_model.ts";
-import type { Landing, Swapper } from "./swapper.ts";
-import type { Offloader, OffloadLanding } from "./offload.ts";
+import type { HostTier, Landing } from "./kv/host_tier.ts";
+import type { Swapper } from "./kv/swap.ts";
+import type { Offloader } from "./kv/offload.ts";
 import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
 import { candidateDistances, isOffloaded, offloadedCount } from "./plan/offload_pattern.ts";
 
@@ -94,8 +95,12 @@ export interface BuiltStep {
   owners: Request[];
   /** Host copies that are complete once this step is delivered. */
   landings: Landing[];
-  /** Offloaded layers' copies out that are complete once this step is delivered. */
-  offloadLandings?: OffloadLanding[];
+}
+
+/** The host tier and the swaps over it. */
+export interface HostSide {
+  tier: HostTier;
+  swaps: Swapper;
 }
 
 export class Scheduler {
@@ -133,7 +138,7 @@ export class Scheduler {
     private readonly limits: SchedulerLimits,
     private readonly policy: SchedulingPolicy,
     private readonly prefixIndex: PrefixIndex | null = null,
-    private readonly swapper: Swapper | null = null,
+    private readonly host: HostSide | null = null,
     private readonly options: SchedulerOptions = { preempt: "recompute", writeThroughBlocks: 0 },
     private readonly offloader: Offloader | null = null,
   ) {
@@ -146,9 +151,6 @@ export class Scheduler {
     const self = this;
     const { pool, limits, options } = this;
     const now = options.now ?? (() => performance.now());
-    const layersPerArena = pool.shape.blocksPerArena.map((_, a) =>
-      pool.layerArena.filter((x) => x === a).length
-    );
     return {
       now,
       maxSlots: limits.maxSlots,
@@ -157,15 +159,11 @@ export class Scheduler {
       },
       maxRows: limits.maxRows,
       blockSize: pool.blockSize,
-      blocksPerLayer: Math.min(
-        ...layersPerArena.map((n, a) => Math.floor(pool.shape.blocksPerArena[a] / Math.max(1, n))),
-      ),
+      blocksPerLayer: pool.blocksPerLayer,
       get freeBlocksPerLayer() {
-        return Math.min(
-          ...layersPerArena.map((n, a) => Math.floor(pool.availableIn(a) / Math.max(1, n))),
-        );
+        return pool.availablePerLayer;
       },
-      hostTier: this.swapper !== null,
+      hostTier: this.host !== null,
       stepMs(rows: number, samples: number) {
         const m = options.costModel?.();
         return m ? predictStepMs(m, { rows, samples }) : null;
@@ -216,7 +214,7 @@ export class Scheduler {
   reap(): void {
     for (const req of this.waiting.filter((r) => r.cancelled || r.finish)) {
       req.end("cancelled");
-      this.swapper?.release(req);
+      this.host?.tier.release(req);
       this.pool.release(req.id); // a request paused holding its newest blocks
       this.waiting.splice(this.waiting.indexOf(req), 1);
     }
@@ -292,7 +290,7 @@ export class Scheduler {
     let cached = Math.min(prefix.length * this.pool.blockSize, req.prefillTarget - 1);
     if (req.swapped) {
       cached = Math.min(req.hostTokens, req.prefillTarget - 1);
-      this.swapper!.swapIn(req, cached);
+      this.host!.swaps.swapIn(req, cached);
       req.swapped = false;
     }
     req.admit(this.freeSlots.pop()!, this.admissions++, prefix, cached);
@@ -358,12 +356,8 @@ export class Scheduler {
   }
 
   /** Delivers a step's sampled tokens to their requests (none after a finish), and its landings. */
-  deliver(
-    step: Pick<BuiltStep, "owners" | "landings" | "offloadLandings">,
-    records: SampleRecord[],
-  ): void {
-    this.swapper?.land(step.landings);
-    this.offloader?.land(step.offloadLandings ?? []);
+  deliver(step: Pick<BuiltStep, "owners" | "landings">, records: SampleRecord[]): void {
+    this.host?.tier.land(step.landings);
     records.forEach((rec, i) => step.owners[i].accept(rec));
   }
 
@@ -374,11 +368,11 @@ export class Scheduler {
 
   private build(): BuiltStep | null {
     if (this.offloader) this.placeLayers();
-    if (this.swapper && this.options.writeThroughBlocks > 0) {
+    if (this.host && this.options.writeThroughBlocks > 0) {
       // Before this step's rows: only blocks written by earlier steps are complete.
       for (const req of this.running) {
         // A request still recomputing its oldest blocks has none of them to copy yet.
-        if (!req.refill) this.swapper.writeThrough(req, this.options.writeThroughBlocks);
+        if (!req.refill) this.host.swaps.writeThrough(req, this.options.writeThroughBlocks);
       }
     }
     const rows: StepPlan["rows"] = [];
@@ -442,11 +436,9 @@ export class Scheduler {
       if (req.spec.maxTokens === 0) req.end("length"); // nothing to sample: done once prefilled
       else sample(req);
     }
-    const moves = this.swapper?.take() ?? { copies: [], landings: [] };
-    const offload = this.offloader?.take() ??
-      { copies: [], prefetch: [], tables: [], landings: [] };
-    const copies = [...moves.copies, ...offload.copies];
-    if (rows.length === 0 && copies.length === 0 && moves.landings.length === 0) return null;
+    const { copies, landings } = this.host?.tier.take() ?? { copies: [], landings: [] };
+    const offload = this.offloader?.take() ?? { prefetch: [], tables: [] };
+    if (rows.length === 0 && copies.length === 0 && landings.length === 0) return null;
     const plan: StepPlan = {
       copies,
       prefetch: offload.prefetch,
@@ -459,7 +451,7 @@ export class Scheduler {
     };
     this.tables = [];
     this.sampling = [];
-    return { plan, owners, landings: moves.landings, offloadLandings: offload.landings };
+    return { plan, owners, landings };
   }
 
   /**
@@ -564,8 +556,8 @@ export class Scheduler {
       return { kind: fixed === "swap" ? "swap" : "dropAll", blocks: 0 };
     }
     // A request still computing its dropped oldest positions has no whole KV to copy out.
-    const canSwap = this.swapper !== null && !victim.refill && victim.computed > 0 &&
-      ctx.copyMs("out", 1) !== null && this.swapper.host.canGrowAll(victim.id, victim.computed);
+    const canSwap = this.host !== null && !victim.refill && victim.computed > 0 &&
+      ctx.copyMs("out", 1) !== null && this.host.tier.pool.canGrowAll(victim.id, victim.computed);
     return choosePreemption({
       computed: victim.computed,
       target: victim.prefillTarget,
@@ -588,13 +580,7 @@ export class Scheduler {
    */
   private oldestToDrop(victim: Request, needy: Request, tokens: number): number {
     if (victim.refill || victim.computed === 0 || this.offloader?.offloads(victim)) return 0;
-    const short = this.pool.shortfall(needy.id, tokens);
-    const layersIn = this.pool.shape.blocksPerArena.map((_, a) =>
-      this.pool.layerArena.filter((x) => x === a).length
-    );
-    const k = Math.max(
-      ...short.map((n, a) => Math.ceil(Math.max(0, n - this.pool.availableIn(a)) / layersIn[a])),
-    );
+    const k = this.pool.missingPerLayer(needy.id, tokens);
     // Keep at least its newest block, else this is a plain preemption.
     return k < 1 || (k + 1) * this.pool.blockSize > victim.computed ? 0 : k;
   }
@@ -604,7 +590,7 @@ export class Scheduler {
    * positions are computed again.
    */
   private dropOldest(victim: Request, k: number): void {
-    this.swapper?.release(victim); // its host copy no longer matches what it will hold
+    this.host?.tier.release(victim); // its host copy no longer matches what it will hold
     this.pool.dropLeading(victim.id, k);
     this.freeSlots.push(victim.slot);
     this.running.splice(this.running.indexOf(victim), 1);
@@ -619,8 +605,8 @@ export class Scheduler {
    * `swap`: its KV goes to the host tier, if that has room.
    */
   private preempt(req: Request, swap = this.howToPreempt(req, 0).kind === "swap"): void {
-    const swapped = swap && (this.swapper?.swapOut(req) ?? false);
-    if (!swapped) this.swapper?.release(req); // recomputed from its ids: drop any partial host copy
+    const swapped = swap && (this.host?.swaps.swapOut(req) ?? false);
+    if (!swapped) this.host?.tier.release(req); // recomputed from its ids: drop any partial host copy
     this.offloader?.forget(req, swapped);
     this.layerwise.delete(req);
     this.leaveBatch(req);
@@ -635,7 +621,7 @@ export class Scheduler {
     this.layerwise.delete(req);
     if (req.finish) {
       this.offloader?.forget(req, false);
-      this.swapper?.release(req);
+      this.host?.tier.release(req);
     }
     this.pool.release(req.id);
     this.freeSlots.push(req.slot);

@@ -4,8 +4,9 @@
 // decided here too, after the scheduler has had a chance to admit the request.
 
 import type { EngineInfo, SamplingParams, StepEngine } from "../engine/engine.ts";
-import { BlockPool } from "../engine/kv/block_pool.ts";
-import { PrefixIndex, type PrefixStats } from "../engine/kv/prefix_index.ts";
+import { BlockPool } from "./kv/block_pool.ts";
+import { blocksPerLayer } from "../engine/kv/pool_shape.ts";
+import { PrefixIndex, type PrefixStats } from "./kv/prefix_index.ts";
 import { StepLoop } from "./loop.ts";
 import { CostTracker } from "./cost_tracker.ts";
 import { effectiveTokens } from "./effective_tokens.ts";
@@ -20,9 +21,10 @@ import {
   type TokenEvent,
 } from "./request.ts";
 import { Scheduler } from "./scheduler.ts";
-import { Swapper, type SwapStats } from "./swapper.ts";
-import { PrefixTier } from "./prefix_tier.ts";
-import { Offloader, type OffloadStats } from "./offload.ts";
+import { HostTier } from "./kv/host_tier.ts";
+import { Swapper, type SwapStats } from "./kv/swap.ts";
+import { PrefixTier } from "./kv/prefix_tier.ts";
+import { Offloader, type OffloadStats } from "./kv/offload.ts";
 import { OrbitOffload, type PlannerStats } from "./plan/orbit_offload.ts";
 import {
   MAX_READING_RATE,
@@ -230,6 +232,7 @@ export class Runtime {
   private readonly scheduler: Scheduler;
   private readonly pool: BlockPool;
   private readonly prefixIndex: PrefixIndex | null;
+  private readonly hostTier: HostTier | null;
   private readonly swapper: Swapper | null;
   private readonly prefixTier: PrefixTier | null;
   private readonly offloader: Offloader | null;
@@ -269,17 +272,12 @@ export class Runtime {
     if (layerwise && info.hostBlocks === 0) {
       throw new RangeError("layer-wise prefill needs a host KV tier (--host-kv-mb)");
     }
-    const host = new BlockPool({
-      blocksPerArena: [Math.max(1, info.hostBlocks)],
-      layerArena: info.layerArena.map(() => 0),
-      blockSize: info.blockSize,
-    });
+    this.hostTier = info.hostBlocks > 0 ? new HostTier(this.pool, info.hostBlocks) : null;
     this.offloader = offloading || layerwise
       ? new Offloader(
         this.pool,
-        host,
+        this.hostTier!,
         options.prefetchBlocks ?? Math.ceil(this.pool.total / info.numLayers),
-        (req) => this.swapper?.filling(req) ?? false,
       )
       : null;
     this.planner = mode === "orbit"
@@ -291,16 +289,9 @@ export class Runtime {
         costs: () => this.costs.current,
       })
       : null;
-    this.swapper = info.hostBlocks > 0
-      ? new Swapper(
-        this.pool,
-        host,
-        options.swapReuse ?? true,
-        (req, layer) => this.offloader?.blocksOut(req, layer) ?? 0,
-      )
-      : null;
-    this.prefixTier = this.prefixIndex && this.swapper
-      ? new PrefixTier(this.prefixIndex, this.swapper)
+    this.swapper = this.hostTier ? new Swapper(this.hostTier, options.swapReuse ?? true) : null;
+    this.prefixTier = this.prefixIndex && this.hostTier
+      ? new PrefixTier(this.prefixIndex, this.hostTier)
       : null;
     const policy = POLICIES[options.policy];
     this.scheduler = new Scheduler(
@@ -310,7 +301,7 @@ export class Runtime {
         ? policy
         : withPriority(policy, { agingMs: options.priorityAgingMs }),
       this.prefixIndex,
-      this.swapper,
+      this.hostTier && this.swapper ? { tier: this.hostTier, swaps: this.swapper } : null,
       {
         preempt: options.preempt ?? "recompute",
         recompute: options.recompute ?? "off",
@@ -414,9 +405,9 @@ export class Runtime {
       kvBlocksUsed: this.pool.used - this.pool.idle - (this.offloader?.regionTotal ?? 0),
       kvBlocksCached: this.pool.idle,
       kvBlocksTotal: this.pool.total,
-      hostBlocksUsed: this.swapper ? this.swapper.host.used - this.swapper.host.idle : 0,
-      hostBlocksTotal: this.swapper?.host.total ?? 0,
-      hostBlocksCached: this.swapper?.host.idle ?? 0,
+      hostBlocksUsed: this.hostTier ? this.hostTier.pool.used - this.hostTier.pool.idle : 0,
+      hostBlocksTotal: this.hostTier?.pool.total ?? 0,
+      hostBlocksCached: this.hostTier?.pool.idle ?? 0,
       swaps: this.swapper ? { ...this.swapper.stats } : null,
       offload: this.offloader ? { ...this.offloader.stats } : null,
       ...(this.planner ? { planner: this.planner.stats() } : {}),
@@ -451,11 +442,7 @@ export class Runtime {
   private contextLimit(info: EngineInfo): number {
     const region = this.offloader?.regionBlocks ?? 0;
     if (region === 0) return info.maxContext;
-    const perLayer = Math.min(
-      ...info.blocksPerArena.map((n, a) =>
-        Math.floor((n - region) / info.layerArena.filter((x) => x === a).length)
-      ),
-    );
+    const perLayer = blocksPerLayer(info, info.blocksPerArena.map((n) => n - region));
     return Math.max(0, Math.min(info.maxContext, perLayer * info.blockSize));
   }
 

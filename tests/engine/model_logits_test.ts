@@ -4,7 +4,7 @@
 
 import { Engine, type StepRow as EngineRow, type TableWrite } from "../../engine/engine.ts";
 import { DeviceKv } from "../../engine/kv/device_kv.ts";
-import { BlockPool, type SeqId } from "../../engine/kv/block_pool.ts";
+import { BlockPool, type SeqId } from "../../runtime/kv/block_pool.ts";
 import { LlamaForward, type StepRow } from "../../engine/model/forward.ts";
 import { openModelDir } from "../../engine/model/model_dir.ts";
 import { type TinyModelSpec, writeTinyModel } from "../../engine/model/tiny_model.ts";

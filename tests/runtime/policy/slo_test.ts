@@ -8,7 +8,7 @@ import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { rng } from "../../helpers/random.ts";
 import { greedy, testRequest } from "../../helpers/requests.ts";
 import type { CostModel, StepPlan } from "../../../engine/engine.ts";
-import { BlockPool } from "../../../engine/kv/block_pool.ts";
+import { BlockPool } from "../../../runtime/kv/block_pool.ts";
 import { predictStepMs, sumsOf } from "../../../engine/kv/cost_model.ts";
 import { Request, type RequestSlo } from "../../../runtime/request.ts";
 import { Scheduler } from "../../../runtime/scheduler.ts";
