@@ -19,8 +19,10 @@ import {
   type RequestSlo,
   type RequestState,
   type TokenEvent,
-} from "./request.ts";
+} from "./request/request.ts";
 import { Scheduler } from "./scheduler.ts";
+import { Placement } from "./placement.ts";
+import { PrefixCache } from "./prefix_cache.ts";
 import { HostTier } from "./kv/host_tier.ts";
 import { Swapper, type SwapStats } from "./kv/swap.ts";
 import { PrefixTier } from "./kv/prefix_tier.ts";
@@ -31,7 +33,7 @@ import {
   MIN_READING_RATE,
   type PacerOccupancy,
   type PacerStats,
-} from "./token_buffer.ts";
+} from "./request/token_buffer.ts";
 
 export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
 export { MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
@@ -294,32 +296,38 @@ export class Runtime {
       ? new PrefixTier(this.prefixIndex, this.hostTier)
       : null;
     const policy = POLICIES[options.policy];
-    this.scheduler = new Scheduler(
-      this.pool,
-      info,
-      options.priority === false
+    const prefixCache = this.prefixIndex ? new PrefixCache(this.prefixIndex, this.pool) : null;
+    this.scheduler = new Scheduler({
+      pool: this.pool,
+      limits: info,
+      policy: options.priority === false
         ? policy
         : withPriority(policy, { agingMs: options.priorityAgingMs }),
-      this.prefixIndex,
-      this.hostTier && this.swapper ? { tier: this.hostTier, swaps: this.swapper } : null,
-      {
-        preempt: options.preempt ?? "recompute",
-        recompute: options.recompute ?? "off",
-        // Four blocks per request per step: small copies beside each step, not one big stall.
-        writeThroughBlocks: options.writeThrough ? 4 : 0,
-        offloadDistance: typeof distance === "function"
-          ? (req) => distance({ id: req.id, generated: req.generated.length })
-          : distance > 0
-          ? () => distance
-          : undefined,
-        offloadPlanner: this.planner ?? undefined,
-        // Read lazily: `costs` is set below, and re-fitted every step.
-        costModel: () => this.costs.current,
-        kvBlockBytes: info.kvBlockBytes,
-        layerwisePrefill: layerwise,
-      },
-      this.offloader,
-    );
+      preempt: { fixed: options.preempt ?? "recompute", auto: options.recompute === "auto" },
+      prefixCache,
+      host: this.hostTier && this.swapper
+        ? {
+          tier: this.hostTier,
+          swaps: this.swapper,
+          // Four blocks per request per step: small copies beside each step, not one big stall.
+          writeThroughBlocks: options.writeThrough ? 4 : 0,
+        }
+        : null,
+      placement: this.offloader
+        ? new Placement(this.pool, this.offloader, info.maxRows, {
+          distance: typeof distance === "function"
+            ? (req) => distance({ id: req.id, generated: req.generated.length })
+            : distance > 0
+            ? () => distance
+            : undefined,
+          planner: this.planner ?? undefined,
+          layerwisePrefill: layerwise,
+        }, prefixCache)
+        : null,
+      // Read lazily: `costs` is set below, and re-fitted every step.
+      costModel: () => this.costs.current,
+      kvBlockBytes: info.kvBlockBytes,
+    });
     this.limits = { ...info, maxContext: this.contextLimit(info) };
     this.costs = new CostTracker(info.costModel, info.kvBlockBytes);
     this.loop = new StepLoop(
@@ -348,17 +356,14 @@ export class Runtime {
     if (this.closing) throw new Refused("Server is shutting down", "shutting_down", 0);
     const spec = this.validate(params);
     const req = new Request(this.nextId++, spec, performance.now());
-    this.scheduler.enqueue(req);
     // Admission first: the queue bound counts only what must really wait.
-    this.scheduler.admit();
-    if (req.state === "waiting" && this.scheduler.queued > this.options.maxQueue) {
-      this.scheduler.waiting.splice(this.scheduler.waiting.indexOf(req), 1);
+    const admitted = this.scheduler.submit(req);
+    if (admitted === "queued" && this.scheduler.queued > this.options.maxQueue) {
+      this.scheduler.withdraw(req);
       throw new Refused("Server is at capacity; retry shortly", "queue_full", 1);
     }
     const cancel = () => {
-      req.cancelled = true;
-      req.end("cancelled");
-      req.buffer.abort(); // also when generation had finished and the buffer was still playing
+      req.cancel();
       this.loop.kick();
     };
     if (params.signal?.aborted) cancel();
@@ -385,7 +390,7 @@ export class Runtime {
       setPriority: (priority) => {
         checkPriority(priority);
         if (req.finish) return false;
-        req.priority = priority;
+        req.setPriority(priority);
         this.loop.kick(); // a pause or an admission it makes possible need not wait for a step
         return true;
       },

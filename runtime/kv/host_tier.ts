@@ -20,7 +20,7 @@
 
 import type { KvCopy } from "../../engine/engine.ts";
 import { BlockPool } from "./block_pool.ts";
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 
 /** Copies out that land when the step carrying them is delivered. */
 export type Landing = RequestLanding | LayerLanding | { landed: () => void };

@@ -14,7 +14,7 @@
 import type { KvPrefetch, TableWrite } from "../../engine/engine.ts";
 import { type BlockPool, OFFLOADED } from "./block_pool.ts";
 import type { HostTier } from "./host_tier.ts";
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import { offloadedLayers } from "../plan/offload_pattern.ts";
 
 export interface OffloadStats {
@@ -122,9 +122,6 @@ export class Offloader {
       return true;
     }
     this.distances.set(req, distance);
-    // Its offloaded layers' blocks leave the device: they cannot stay shared with the prefix cache
-    // as this request's own.
-    req.stopCaching();
     return true;
   }
 

@@ -6,7 +6,7 @@
 // again copies only the blocks from its last partial one on (reuse); write-through copies full
 // blocks ahead of time, so a later swap-out moves almost nothing.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import type { HostTier } from "./host_tier.ts";
 
 export interface SwapStats {

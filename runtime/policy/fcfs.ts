@@ -3,7 +3,7 @@
 // when a running request needs a block that is not there, preempt the most recently admitted
 // running request (its KV is freed; it is recomputed from its ids when readmitted).
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import type { SchedulingPolicy } from "./policy.ts";
 
 export const fcfsPolicy: SchedulingPolicy = {

@@ -29,7 +29,7 @@
 // Waiting time is measured at step boundaries (each pauseBeforeStep sees who waits and who runs),
 // so it is off by at most a step.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
 
 export const MIN_PRIORITY = -100;

@@ -3,7 +3,7 @@
 // running request never runs short and nothing is ever preempted; the price is fewer requests
 // running at once, since most requests stop well before max_tokens.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import type { SchedulingPolicy } from "./policy.ts";
 
 export const reservePolicy: SchedulingPolicy = {

@@ -22,7 +22,7 @@
 //     TTFT SLO, a preempted one once its own buffer and TBT SLO could not cover another step.
 //     Then it runs even if a decode's gap goes over: one miss for another, not a miss for ever.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import { fcfsPolicy } from "./fcfs.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
 

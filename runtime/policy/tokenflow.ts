@@ -31,7 +31,7 @@
 // 10,000 tokens/s is accepted) would make every batch "too slow" and keep everyone else out.
 // Without a cost model every cost is 0 and both guards are off.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import { fcfsPolicy } from "./fcfs.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
 

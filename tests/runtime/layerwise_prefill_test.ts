@@ -12,7 +12,8 @@ import { Scheduler } from "../../runtime/scheduler.ts";
 import { HostTier } from "../../runtime/kv/host_tier.ts";
 import { Swapper } from "../../runtime/kv/swap.ts";
 import { Offloader } from "../../runtime/kv/offload.ts";
-import { Request } from "../../runtime/request.ts";
+import { Placement } from "../../runtime/placement.ts";
+import { Request } from "../../runtime/request/request.ts";
 import { sloPolicy } from "../../runtime/policy/slo.ts";
 import { isOffloaded } from "../../runtime/plan/offload_pattern.ts";
 import { Runtime } from "../../runtime/service.ts";
@@ -39,12 +40,15 @@ class Bench {
     const tier = new HostTier(this.pool, info.hostBlocks);
     this.host = tier.pool;
     this.offloader = layerwise ? new Offloader(this.pool, tier, regionBlocks) : null;
-    const host = { tier, swaps: new Swapper(tier) };
-    this.scheduler = new Scheduler(this.pool, info, sloPolicy, null, host, {
-      preempt: "recompute",
-      writeThroughBlocks: 0,
-      layerwisePrefill: layerwise,
-    }, this.offloader);
+    this.scheduler = new Scheduler({
+      pool: this.pool,
+      limits: info,
+      policy: sloPolicy,
+      host: { tier, swaps: new Swapper(tier) },
+      placement: this.offloader
+        ? new Placement(this.pool, this.offloader, info.maxRows, { layerwisePrefill: layerwise })
+        : null,
+    });
   }
 
   submit(prompt: number[], maxTokens: number): Request {

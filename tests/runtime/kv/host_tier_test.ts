@@ -19,7 +19,7 @@ function tiers() {
 function holding(device: BlockPool, id: number, tokens: number) {
   const req = testRequest(id, { ids: Array.from({ length: tokens }, (_, i) => i) });
   device.growAll(req.id, tokens);
-  req.admit(0, 0, [], tokens);
+  req.admit(0, 0, tokens);
   return req;
 }
 

@@ -20,7 +20,7 @@ function setup(hostBlocks = 32, reuse = true) {
 function computed(device: BlockPool, id: number, tokens: number) {
   const req = testRequest(id, { ids: Array.from({ length: tokens }, (_, i) => i) });
   device.growAll(req.id, tokens);
-  req.admit(0, 0, [], tokens);
+  req.admit(0, 0, tokens);
   return req;
 }
 
@@ -63,7 +63,7 @@ Deno.test("swap: with reuse a second swap-out moves only from the last partial b
     swapper.swapOut(req);
     deliver(tier);
     device.growAll(req.id, 16);
-    req.admit(0, 1, [], 16);
+    req.admit(0, 1, 16);
     assert(swapper.swapOut(req));
     const moved = deliver(tier).reduce((n, c) => n + c.deviceBlocks.length, 0);
     assertEquals(moved, reuse ? 2 * 2 : 2 * 4, `reuse ${reuse}`);
