@@ -10,8 +10,9 @@ import { PrefixIndex, type PrefixStats } from "./kv/prefix_index.ts";
 import { StepLoop } from "./loop.ts";
 import { CostTracker } from "./cost_tracker.ts";
 import { effectiveTokens } from "./effective_tokens.ts";
-import { POLICIES, type PolicyName } from "./policy/index.ts";
-import { MAX_PRIORITY, MIN_PRIORITY, withPriority } from "./policy/priority.ts";
+import { choosePreset, type PolicyName } from "./policy/index.ts";
+import type { OffloadDistanceOf, OffloadMode, PresetOptions } from "./policy/preset.ts";
+import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import {
   type FinishInfo,
   type FinishReason,
@@ -40,61 +41,19 @@ export { MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
 // The server renders chat templates and decodes text with the model's tokenizer.
 export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/model/tokenizer.ts";
 
-export interface RuntimeOptions {
-  /** Scheduling policy (`--sched`). */
+/** The runtime's options: its preset's (policy/preset.ts), and its own. */
+export interface RuntimeOptions extends PresetOptions {
+  /** Scheduling preset (`--sched`). */
   policy: PolicyName;
-  /**
-   * Order and preempt by each request's priority, aged so that none starves (`--priority`;
-   * runtime/policy/priority.ts). Default true; false ignores requests' priorities.
-   */
-  priority?: boolean;
-  /** Ms of waiting that improve a request's priority by one level (default AGING_MS, 1 s). */
-  priorityAgingMs?: number;
   /**
    * Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). With
    * a host tier, blocks the device evicts move there and come back on a hit.
    */
   prefixCache?: boolean;
-  /**
-   * A preempted request's KV (`--preempt`): recomputed from its ids, swapped to the host tier, or
-   * only its oldest blocks freed and recomputed (eLLM).
-   */
-  preempt?: "recompute" | "swap" | "partial";
-  /**
-   * `--recompute`: "auto" chooses, per preempted request, between swapping its KV to the host
-   * tier, dropping only its oldest blocks and dropping it all, by the cost model's predicted cost
-   * (runtime/preempt_choice.ts); `preempt` is then not consulted. Needs the engine's cost model.
-   * Default "off": `preempt` decides.
-   */
-  recompute?: "off" | "auto";
   /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
   writeThrough?: boolean;
   /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
   swapReuse?: boolean;
-  /**
-   * Keeping some layers' KV on the host tier (`--offload`; needs one): "none"; "uniform", every
-   * running request at `offloadDistance`; "orbit", OrbitFlow's planner picks each request's
-   * distance (runtime/plan/orbit_offload.ts). Default: "uniform" when `offloadDistance` is given,
-   * else "none".
-   */
-  offload?: OffloadMode;
-  /**
-   * Offload distance for every running request (`--offload-distance`; 0: every layer on the
-   * device; default 2 with `offload: "uniform"`): every d-th layer's KV lives on the host tier and
-   * is brought into the prefetch region just before its layer runs. Needs a host tier.
-   */
-  offloadDistance?: number | OffloadDistanceOf;
-  /** Prefetch region blocks per arena (default: one layer's share of the device pool). */
-  prefetchBlocks?: number;
-  /**
-   * LayerKV's layer-wise prefill (`--layerwise-prefill`; `policy: "slo"` with a host tier only): a
-   * request whose full KV does not fit on the device is admitted with some layers offloaded,
-   * grown chunk by chunk as its prefill writes them (runtime/scheduler.ts). It needs the
-   * offloader and its prefetch region, so with `offload: "none"` they are made for it, every other
-   * request at distance 0. Default false (exactly the baseline; the region costs device blocks,
-   * and on the Policies workload it measured worse: README, "Policies").
-   */
-  layerwisePrefill?: boolean;
   /** Most requests waiting for admission; a request that would be one more is refused. */
   maxQueue: number;
   /** Largest max_tokens a request may ask for. */
@@ -107,10 +66,7 @@ export interface RuntimeOptions {
   eosIds: readonly number[];
 }
 
-export type OffloadMode = "none" | "uniform" | "orbit";
-
-/** A distance per request, asked again every step (a planner; tests change it mid-stream). */
-export type OffloadDistanceOf = (req: { id: number; generated: number }) => number;
+export type { OffloadDistanceOf, OffloadMode };
 
 export interface SubmitParams {
   ids: number[];
@@ -254,32 +210,17 @@ export class Runtime {
     const info = engine.info;
     this.pool = new BlockPool(info);
     this.prefixIndex = options.prefixCache ? new PrefixIndex(this.pool) : null;
-    const given = options.offloadDistance ?? 0;
-    const mode = options.offload ?? (typeof given === "function" || given > 0 ? "uniform" : "none");
-    const distance = mode === "uniform" ? options.offloadDistance ?? 2 : 0;
-    const offloading = mode === "orbit" || typeof distance === "function" || distance > 0;
-    if (offloading && info.hostBlocks === 0) {
-      throw new RangeError(`offload ${mode} needs a host KV tier (--host-kv-mb)`);
-    }
-    if (mode === "orbit" && !info.costModel) {
-      throw new RangeError("offload orbit needs the engine's cost model (profiled at load)");
-    }
-    if (options.recompute === "auto" && !info.costModel) {
-      throw new RangeError("recompute auto needs the engine's cost model (profiled at load)");
-    }
-    const layerwise = options.layerwisePrefill ?? false;
-    if (layerwise && options.policy !== "slo") {
-      throw new RangeError(`layer-wise prefill is part of --sched slo, not ${options.policy}`);
-    }
-    if (layerwise && info.hostBlocks === 0) {
-      throw new RangeError("layer-wise prefill needs a host KV tier (--host-kv-mb)");
-    }
+    const preset = choosePreset(options.policy, options, {
+      hostTier: info.hostBlocks > 0,
+      costModel: info.costModel !== undefined,
+    });
+    const { offload: mode, distance, layerwisePrefill } = preset.placing;
     this.hostTier = info.hostBlocks > 0 ? new HostTier(this.pool, info.hostBlocks) : null;
-    this.offloader = offloading || layerwise
+    this.offloader = preset.placing.offloads || layerwisePrefill
       ? new Offloader(
         this.pool,
         this.hostTier!,
-        options.prefetchBlocks ?? Math.ceil(this.pool.total / info.numLayers),
+        preset.placing.prefetchBlocks ?? Math.ceil(this.pool.total / info.numLayers),
       )
       : null;
     this.planner = mode === "orbit"
@@ -295,15 +236,12 @@ export class Runtime {
     this.prefixTier = this.prefixIndex && this.hostTier
       ? new PrefixTier(this.prefixIndex, this.hostTier)
       : null;
-    const policy = POLICIES[options.policy];
     const prefixCache = this.prefixIndex ? new PrefixCache(this.prefixIndex, this.pool) : null;
     this.scheduler = new Scheduler({
       pool: this.pool,
       limits: info,
-      policy: options.priority === false
-        ? policy
-        : withPriority(policy, { agingMs: options.priorityAgingMs }),
-      preempt: { fixed: options.preempt ?? "recompute", auto: options.recompute === "auto" },
+      policy: preset.policy,
+      preempt: preset.preempt,
       prefixCache,
       host: this.hostTier && this.swapper
         ? {
@@ -321,7 +259,7 @@ export class Runtime {
             ? () => distance
             : undefined,
           planner: this.planner ?? undefined,
-          layerwisePrefill: layerwise,
+          layerwisePrefill,
         }, prefixCache)
         : null,
       // Read lazily: `costs` is set below, and re-fitted every step.

@@ -5,6 +5,7 @@
 
 import type { Request } from "../request/request.ts";
 import type { SchedulingPolicy } from "./policy.ts";
+import { makePreset, type PresetEntry } from "./preset.ts";
 
 export const fcfsPolicy: SchedulingPolicy = {
   name: "fcfs",
@@ -13,3 +14,6 @@ export const fcfsPolicy: SchedulingPolicy = {
   pickVictim: (running: readonly Request[]) =>
     running.reduce((newest, r) => r.admittedAt > newest.admittedAt ? r : newest),
 };
+
+/** `--sched fcfs`. */
+export const fcfs: PresetEntry = { make: (o) => makePreset("fcfs", fcfsPolicy, o) };

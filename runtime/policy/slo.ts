@@ -25,6 +25,7 @@
 import type { Request } from "../request/request.ts";
 import { fcfsPolicy } from "./fcfs.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
+import { makePreset, type PresetEntry } from "./preset.ts";
 
 /** A run of `count` steps that each take `ms`. */
 export interface StepRun {
@@ -127,4 +128,10 @@ export const sloPolicy: SchedulingPolicy = {
     const prefillMs = steps.reduce((ms, s) => ms + s.count * s.ms, 0);
     return ownSloDue(req, prefillMs, holdMs, ctx);
   },
+};
+
+/** `--sched slo`, and LayerKV's layer-wise prefill (`--layerwise-prefill`), which only it takes. */
+export const slo: PresetEntry = {
+  make: (o) => makePreset("slo", sloPolicy, o),
+  takes: ["layerwisePrefill"],
 };
