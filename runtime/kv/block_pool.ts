@@ -1,4 +1,6 @@
-// Host-side bookkeeping of the device KV pool: which blocks each (request, layer) holds. No GPU here.
+// Bookkeeping of a KV pool: which blocks each (request, layer) holds. No GPU here: the device
+// pool's blocks live in engine/kv/device_kv.ts, and the host tier (kv/host_tier.ts) keeps its own
+// books with this class too.
 //
 // The pool is shared by every layer, so KV freed by one layer (a finished request, a layer moved
 // to the host) is room any other layer can use. The device's binding limit can force the pool
