@@ -7,7 +7,7 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { DEFAULT_MODEL } from "./engine/sources/default_model.ts";
 import { ensureRuntimeDir } from "./engine/util/runtime_dir.ts";
-import { POLICIES, type PolicyName } from "./runtime/policy/index.ts";
+import { type PolicyName, presetProblems, PRESETS } from "./runtime/policy/index.ts";
 import { MAX_READING_RATE, MIN_READING_RATE } from "./runtime/service.ts";
 
 const idList = z.string().regex(/^\d+(,\d+)*$/, "expected comma-separated token ids")
@@ -23,7 +23,10 @@ const EngineFlags = z.object({
   "kv-dtype": z.enum(["f16", "f32"]).optional(),
   // The defaults below (tokenflow, a host tier, recompute auto, write-through) are the combination
   // that measured best in the serving report (README, "Policies"); fcfs is the vLLM baseline.
-  sched: z.enum(Object.keys(POLICIES) as [PolicyName, ...PolicyName[]]).default("tokenflow"),
+  sched: z.enum(Object.keys(PRESETS) as [PolicyName, ...PolicyName[]]).default("tokenflow"),
+  // TokenFlow's μ and Δt (runtime/policy/tokenflow.ts); absent: its defaults, 2 and 0.5 s.
+  "tokenflow-safety": z.coerce.number().min(1).optional(),
+  "tokenflow-interval-s": z.coerce.number().positive().optional(),
   priority: z.enum(["on", "off"]).default("on"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
   // Host memory is taken only as KV lands there.
@@ -41,53 +44,13 @@ const EngineFlags = z.object({
 });
 
 /**
- * Offload flags that only make sense together: checked on each command's final schema (zod
- * cannot extend an object that has refinements), before anything loads.
+ * Flags that only make sense together (runtime/policy/index.ts says which), checked on each
+ * command's final schema (zod cannot extend an object that has refinements), before anything loads.
  */
-function checkOffload(
-  f: {
-    sched: string;
-    offload: string;
-    "host-kv-mb": number;
-    "offload-distance"?: number;
-    "prefetch-blocks"?: number;
-    "layerwise-prefill"?: "on" | "off";
-  },
-  ctx: z.RefinementCtx,
-): void {
-  const problem = (path: string, message: string) =>
-    ctx.addIssue({ code: "custom", path: [path], message });
-  if (f.offload !== "none" && f["host-kv-mb"] === 0) {
-    problem("offload", `${f.offload} needs a host KV tier: pass --host-kv-mb MB`);
-  }
-  if (f["offload-distance"] !== undefined && f.offload !== "uniform") {
-    problem("offload-distance", "is the distance of --offload uniform");
-  }
-  if (f["layerwise-prefill"] === "on" && f.sched !== "slo") {
-    problem("layerwise-prefill", "is part of --sched slo");
-  }
-  if (f["layerwise-prefill"] === "on" && f["host-kv-mb"] === 0) {
-    problem("layerwise-prefill", "needs a host KV tier: pass --host-kv-mb MB");
-  }
-  // Layer-wise prefill brings its offloaded layers in through the prefetch region too.
-  if (
-    f["prefetch-blocks"] !== undefined && f.offload === "none" && f["layerwise-prefill"] !== "on"
-  ) {
-    problem("prefetch-blocks", "needs --offload uniform or orbit, or --layerwise-prefill");
-  }
-}
-
-/** --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake. */
-function checkRecompute(
-  f: { preempt?: string; recompute?: string },
-  ctx: z.RefinementCtx,
-): void {
-  if (f.recompute === "auto" && f.preempt !== undefined && f.preempt !== "recompute") {
-    ctx.addIssue({
-      code: "custom",
-      path: ["preempt"],
-      message: "is chosen per request by --recompute auto; pass one or the other",
-    });
+function checkPreset(f: EngineFlagValues, ctx: z.RefinementCtx): void {
+  const options = runtimeOptions(f).runtime;
+  for (const p of presetProblems(f.sched, options, { hostTier: f["host-kv-mb"] > 0 })) {
+    ctx.addIssue({ code: "custom", path: [p.flag], message: p.message });
   }
 }
 
@@ -104,7 +67,7 @@ const GenerateFlags = EngineFlags.extend({
   json: z.boolean().default(false),
 }).refine((f) => (f.prompt === undefined) !== (f["prompt-ids"] === undefined), {
   message: "pass exactly one of --prompt or --prompt-ids",
-}).superRefine(checkOffload).superRefine(checkRecompute);
+}).superRefine(checkPreset);
 
 const env = (name: string) => Deno.env.get(name) || undefined;
 const commaList = z.string().transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
@@ -127,12 +90,14 @@ const ServeFlags = EngineFlags.extend({
   "header-timeout-s": z.coerce.number().positive().default(10),
   "keepalive-timeout-s": z.coerce.number().positive().default(5),
   "metrics-auth": z.enum(["on", "off"]).default("off"),
-}).superRefine(checkOffload).superRefine(checkRecompute);
+}).superRefine(checkPreset);
 export type ServeFlags = z.infer<typeof ServeFlags>;
 
 const STRING_FLAGS = [
   "model",
   "sched",
+  "tokenflow-safety",
+  "tokenflow-interval-s",
   "priority",
   "prefix-cache",
   "host-kv-mb",
@@ -225,7 +190,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       policy: flags.sched,
       priority: flags.priority === "on",
       prefixCache: flags["prefix-cache"] === "on",
-      preempt: flags.preempt ?? "recompute",
+      preempt: flags.preempt,
       recompute: recomputeOf(flags),
       writeThrough: flags["write-through"] === "on",
       swapReuse: flags["swap-reuse"] === "on",
@@ -233,6 +198,8 @@ function runtimeOptions(flags: EngineFlagValues) {
       offloadDistance: flags["offload-distance"],
       prefetchBlocks: flags["prefetch-blocks"],
       layerwisePrefill: flags["layerwise-prefill"] === "on", // with slo and a host tier (checked)
+      tokenflowSafety: flags["tokenflow-safety"],
+      tokenflowIntervalS: flags["tokenflow-interval-s"],
     },
   };
 }
@@ -336,6 +303,10 @@ const ENGINE_FLAGS = `engine and scheduling:
   --sched reserve|fcfs|slo|tokenflow   scheduling policy (default tokenflow: pause and resume
                          requests by their readers' buffers); slo (LayerKV): admit a prefill only
                          while every decoding request keeps its TBT SLO through it
+  --tokenflow-safety MU  tokenflow: how many times the predicted cost of pausing and resuming a
+                         request its buffer must cover before it is paused (μ ≥ 1; default 2)
+  --tokenflow-interval-s S   tokenflow: how often its decisions take effect, seconds (Δt;
+                         default 0.5)
   --priority on|off      order and preempt by each request's \`priority\` (lower first, as vLLM),
                          aged one level per second of waiting so none starves (default on; off
                          ignores it)

@@ -6,7 +6,7 @@
 
 import { z } from "zod";
 import { type CostModel, Engine, type KvCopy } from "../engine/engine.ts";
-import { BlockPool } from "../engine/kv/block_pool.ts";
+import { BlockPool } from "../runtime/kv/block_pool.ts";
 import { copyMs, gbPerS } from "../engine/kv/cost_model.ts";
 import type { OverlapMeasurement } from "../engine/kv/cost_profile.ts";
 import { type Gpu, openGpu } from "../engine/gpu/device.ts";

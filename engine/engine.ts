@@ -7,7 +7,7 @@
 
 import { type Gpu, openGpu, withKvDtype } from "./gpu/device.ts";
 import { DeviceKv, type TableWrite } from "./kv/device_kv.ts";
-import { NOT_RESIDENT } from "./kv/block_pool.ts";
+import { blocksPerLayer, NOT_RESIDENT } from "./kv/pool_shape.ts";
 import { HostKv } from "./kv/host_kv.ts";
 import type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
 import { type KvCopyStats, KvTransfers } from "./kv/kv_transfers.ts";
@@ -190,12 +190,7 @@ export class Engine implements StepEngine {
     });
     // A running request's KV must fit in the pool on every layer at once (the host tier holds
     // requests or layers that are not running).
-    const layersPerArena = layout.blocksPerArena.map((_, a) =>
-      layout.layerArena.filter((x) => x === a).length
-    );
-    const poolTokens = Math.min(
-      ...layout.blocksPerArena.map((n, a) => Math.floor(n / layersPerArena[a])),
-    ) * layout.blockSize;
+    const poolTokens = blocksPerLayer(layout) * layout.blockSize;
     const info: EngineInfo = {
       adapter: gpu.adapterName,
       dtype: gpu.f16 ? "f16" : "f32",

@@ -4,7 +4,7 @@
 
 import type { CostModel, KvPrefetch } from "../engine/engine.ts";
 import { observeStep, predictStepMs, type StepLoad } from "../engine/kv/cost_model.ts";
-import type { BuiltStep } from "./scheduler.ts";
+import type { BuiltStep } from "./step_builder.ts";
 
 export class CostTracker {
   /** Steps observed since load. */

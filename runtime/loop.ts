@@ -4,7 +4,21 @@
 // awaits promises, so the thread it runs on stays free for HTTP and timers.
 
 import type { SampleRecord, StepEngine } from "../engine/engine.ts";
-import type { BuiltStep, Scheduler } from "./scheduler.ts";
+import type { BuiltStep } from "./step_builder.ts";
+
+/** What the loop asks of the scheduler (runtime/scheduler.ts). */
+export interface StepSource {
+  /** The next step, or null when nothing can run now. */
+  schedule(): BuiltStep | null;
+  /** A step's records are back. */
+  deliver(step: BuiltStep, records: SampleRecord[]): void;
+  /** A step failed: every request ends with `message`. */
+  failAll(message: string): void;
+  /** Some request still waits or runs. */
+  readonly hasWork: boolean;
+  /** Requests the last step held back: the loop looks again soon even if nobody asks. */
+  readonly holding: number;
+}
 
 /** How soon an idle loop looks again while the policy holds requests back (ms). */
 const HOLD_RETRY_MS = 20;
@@ -28,7 +42,7 @@ export class StepLoop {
 
   constructor(
     private readonly engine: StepEngine,
-    private readonly scheduler: Scheduler,
+    private readonly scheduler: StepSource,
     private readonly depth: number,
     private readonly now: () => number = () => performance.now(),
     /** Told each delivered step and the time it took (ms), e.g. to re-fit the cost model. */

@@ -1,16 +1,17 @@
 // The runtime's facade, the one thing the server talks to: submit a request and get a handle whose
-// tokens arrive through the request's token buffer at the reader's pace; read stats; close.
-// Every limit on a request is checked here, once; refusals (a full queue, a closing server) are
-// decided here too, after the scheduler has had a chance to admit the request.
+// tokens arrive through the request's token buffer at the reader's pace; read stats; drain; close.
+// A request is validated first (validation.ts); refusals (a full queue, a closing server) are
+// decided here, after the scheduler has had a chance to admit it. The parts are put together by
+// assembly.ts and read for stats by stats.ts.
 
-import type { EngineInfo, SamplingParams, StepEngine } from "../engine/engine.ts";
-import { BlockPool } from "../engine/kv/block_pool.ts";
-import { PrefixIndex, type PrefixStats } from "../engine/kv/prefix_index.ts";
-import { StepLoop } from "./loop.ts";
-import { CostTracker } from "./cost_tracker.ts";
+import type { EngineInfo, StepEngine } from "../engine/engine.ts";
+import { assemble, type Assembly } from "./assembly.ts";
+import type { CostTracker } from "./cost_tracker.ts";
 import { effectiveTokens } from "./effective_tokens.ts";
-import { POLICIES, type PolicyName } from "./policy/index.ts";
-import { MAX_PRIORITY, MIN_PRIORITY, withPriority } from "./policy/priority.ts";
+import type { RuntimeOptions } from "./options.ts";
+import type { PolicyName } from "./policy/index.ts";
+import type { OffloadDistanceOf, OffloadMode } from "./policy/preset.ts";
+import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import {
   type FinishInfo,
   type FinishReason,
@@ -18,123 +19,38 @@ import {
   type RequestSlo,
   type RequestState,
   type TokenEvent,
-} from "./request.ts";
-import { Scheduler } from "./scheduler.ts";
-import { Swapper, type SwapStats } from "./swapper.ts";
-import { PrefixTier } from "./prefix_tier.ts";
-import { Offloader, type OffloadStats } from "./offload.ts";
-import { OrbitOffload, type PlannerStats } from "./plan/orbit_offload.ts";
+} from "./request/request.ts";
+import { MAX_READING_RATE, MIN_READING_RATE, type PacerStats } from "./request/token_buffer.ts";
+import { type RequestStats, type RuntimeStats, runtimeStats } from "./stats.ts";
 import {
-  MAX_READING_RATE,
-  MIN_READING_RATE,
-  type PacerOccupancy,
-  type PacerStats,
-} from "./token_buffer.ts";
+  checkPriority,
+  checkPromptLength,
+  InvalidRequest,
+  type SubmitParams,
+  validate,
+} from "./validation.ts";
 
-export type { FinishInfo, FinishReason, PolicyName, RequestSlo, RequestState, TokenEvent };
-export { MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
+export type {
+  FinishInfo,
+  FinishReason,
+  OffloadDistanceOf,
+  OffloadMode,
+  PolicyName,
+  RequestSlo,
+  RequestState,
+  RequestStats,
+  RuntimeOptions,
+  RuntimeStats,
+  SubmitParams,
+  TokenEvent,
+};
+export { InvalidRequest, MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
 // The server renders chat templates and decodes text with the model's tokenizer, and encodes
 // prompts through the prompt encoder (large ones off its thread).
 export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/text/tokenizer.ts";
 export { PromptEncoder } from "../engine/text/prompt_encoder.ts";
 export type { Prompt } from "../engine/text/prompt.ts";
 export { TokenizerClosed } from "../engine/text/tokenizer_thread.ts";
-
-export interface RuntimeOptions {
-  /** Scheduling policy (`--sched`). */
-  policy: PolicyName;
-  /**
-   * Order and preempt by each request's priority, aged so that none starves (`--priority`;
-   * runtime/policy/priority.ts). Default true; false ignores requests' priorities.
-   */
-  priority?: boolean;
-  /** Ms of waiting that improve a request's priority by one level (default AGING_MS, 1 s). */
-  priorityAgingMs?: number;
-  /**
-   * Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). With
-   * a host tier, blocks the device evicts move there and come back on a hit.
-   */
-  prefixCache?: boolean;
-  /**
-   * A preempted request's KV (`--preempt`): recomputed from its ids, swapped to the host tier, or
-   * only its oldest blocks freed and recomputed (eLLM).
-   */
-  preempt?: "recompute" | "swap" | "partial";
-  /**
-   * `--recompute`: "auto" chooses, per preempted request, between swapping its KV to the host
-   * tier, dropping only its oldest blocks and dropping it all, by the cost model's predicted cost
-   * (runtime/preempt_choice.ts); `preempt` is then not consulted. Needs the engine's cost model.
-   * Default "off": `preempt` decides.
-   */
-  recompute?: "off" | "auto";
-  /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
-  writeThrough?: boolean;
-  /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
-  swapReuse?: boolean;
-  /**
-   * Keeping some layers' KV on the host tier (`--offload`; needs one): "none"; "uniform", every
-   * running request at `offloadDistance`; "orbit", OrbitFlow's planner picks each request's
-   * distance (runtime/plan/orbit_offload.ts). Default: "uniform" when `offloadDistance` is given,
-   * else "none".
-   */
-  offload?: OffloadMode;
-  /**
-   * Offload distance for every running request (`--offload-distance`; 0: every layer on the
-   * device; default 2 with `offload: "uniform"`): every d-th layer's KV lives on the host tier and
-   * is brought into the prefetch region just before its layer runs. Needs a host tier.
-   */
-  offloadDistance?: number | OffloadDistanceOf;
-  /** Prefetch region blocks per arena (default: one layer's share of the device pool). */
-  prefetchBlocks?: number;
-  /**
-   * LayerKV's layer-wise prefill (`--layerwise-prefill`; `policy: "slo"` with a host tier only): a
-   * request whose full KV does not fit on the device is admitted with some layers offloaded,
-   * grown chunk by chunk as its prefill writes them (runtime/scheduler.ts). It needs the
-   * offloader and its prefetch region, so with `offload: "none"` they are made for it, every other
-   * request at distance 0. Default false (exactly the baseline; the region costs device blocks,
-   * and on the Policies workload it measured worse: README, "Policies").
-   */
-  layerwisePrefill?: boolean;
-  /** Most requests waiting for admission; a request that would be one more is refused. */
-  maxQueue: number;
-  /** Largest max_tokens a request may ask for. */
-  maxTokensLimit: number;
-  /** Reading rate for requests that give none (tokens/s); 0 or undefined = unpaced. */
-  defaultReadingRate?: number;
-  /** SLO targets for requests that give none. */
-  defaultSlo?: RequestSlo;
-  /** Token ids that end generation unless a request gives its own. */
-  eosIds: readonly number[];
-}
-
-export type OffloadMode = "none" | "uniform" | "orbit";
-
-/** A distance per request, asked again every step (a planner; tests change it mid-stream). */
-export type OffloadDistanceOf = (req: { id: number; generated: number }) => number;
-
-export interface SubmitParams {
-  ids: number[];
-  /** Omitted: as many as the context allows, capped by `maxTokensDefault` and the limit. */
-  maxTokens?: number;
-  maxTokensDefault?: number;
-  sampling: SamplingParams;
-  topLogprobs?: number;
-  /** Token ids that end generation; default the model's EOS ids; [] never stops early. */
-  stopIds?: number[];
-  readingRate?: number;
-  slo?: RequestSlo;
-  /** An integer in MIN_PRIORITY..MAX_PRIORITY; lower runs first (default 0). */
-  priority?: number;
-  /** Aborting it cancels the request; its blocks are freed at the next step boundary. */
-  signal?: AbortSignal;
-}
-
-/** A request the runtime will never run as given (the server answers 400). */
-export class InvalidRequest extends Error {
-  constructor(message: string, readonly param: string | null, readonly code: string) {
-    super(message);
-  }
-}
 
 /** A valid request the runtime will not take now (the server answers 429 or 503). */
 export class Refused extends Error {
@@ -169,214 +85,52 @@ export interface RequestHandle {
   bufferStats(): PacerStats;
 }
 
-export interface RequestStats {
-  id: number;
-  state: RequestState;
-  generated: number;
-  preemptions: number;
-  priority: number;
-  /** Tokens deposited in its buffer and not yet taken by the reader, and their playout seconds. */
-  buffered: PacerOccupancy;
-}
-
-export interface RuntimeStats {
-  waiting: number;
-  /** Requests preempted (their KV freed or moved) that wait to resume; their streams play on. */
-  paused: number;
-  running: number;
-  /** Device blocks held by requests. */
-  kvBlocksUsed: number;
-  /** Device blocks the prefix cache keeps that no request holds (evicted before anyone waits). */
-  kvBlocksCached: number;
-  kvBlocksTotal: number;
-  /** Host tier blocks holding some request's KV, and the tier's size (0 without one). */
-  hostBlocksUsed: number;
-  hostBlocksTotal: number;
-  /** Host tier blocks the prefix cache keeps that no request holds (evicted before anyone waits). */
-  hostBlocksCached: number;
-  swaps: SwapStats | null;
-  /** Offload distance work (null without offloading). */
-  offload: OffloadStats | null;
-  /** The offload planner's solves (only with `offload: "orbit"`). */
-  planner?: PlannerStats;
-  /** KV bytes copied to the host (swap-outs, write-through) and back. */
-  kvBytesMoved: { out: number; in: number };
-  prefix: PrefixStats | null;
-  steps: number;
-  tokensGenerated: number;
-  preemptions: number;
-  /** Preempted requests resumed by computing only their dropped oldest KV again (eLLM). */
-  partialResumes: number;
-  /** Running requests paused by the policy or the offload planner, not for want of a block. */
-  policyPauses: number;
-  /**
-   * Requests admitted by layer-wise prefill (some layers offloaded) as their full KV did not fit;
-   * only with `layerwisePrefill`.
-   */
-  layerwiseAdmissions?: number;
-  /**
-   * Preemptions by what became of the victim's KV (with `recompute: "auto"`, the cost model's
-   * choice): swapped to the host, its oldest blocks dropped, or all dropped. They add up to
-   * `preemptions`.
-   */
-  preemptChoices: { swap: number; dropOldest: number; dropAll: number };
-  /** Prefill rows of positions their request had computed before (KV lost to a preemption). */
-  recomputedTokens: number;
-  /**
-   * TokenFlow's effective tokens of the requests that have ended (runtime/effective_tokens.ts):
-   * each token weighed by its buffer's occupancy when it was deposited.
-   */
-  effectiveTokens: number;
-  requests: RequestStats[];
-}
-
 export class Runtime {
-  private readonly scheduler: Scheduler;
-  private readonly pool: BlockPool;
-  private readonly prefixIndex: PrefixIndex | null;
-  private readonly swapper: Swapper | null;
-  private readonly prefixTier: PrefixTier | null;
-  private readonly offloader: Offloader | null;
-  private readonly planner: OrbitOffload | null;
-  /** The engine's cost model, re-fitted from observed step times (for planners and reports). */
-  readonly costs: CostTracker;
-  private readonly loop: StepLoop;
+  private readonly parts: Assembly;
   private nextId = 1;
   private closing = false;
   /** Effective tokens of the requests that have ended, added as each ends. */
   private effectiveTokens = 0;
   /** Requests whose token buffer may still be playing out (pruned as they finish). */
   private readonly streams = new Set<Request>();
-  private readonly limits: EngineInfo;
 
   constructor(private readonly engine: StepEngine, private readonly options: RuntimeOptions) {
-    const info = engine.info;
-    this.pool = new BlockPool(info);
-    this.prefixIndex = options.prefixCache ? new PrefixIndex(this.pool) : null;
-    const given = options.offloadDistance ?? 0;
-    const mode = options.offload ?? (typeof given === "function" || given > 0 ? "uniform" : "none");
-    const distance = mode === "uniform" ? options.offloadDistance ?? 2 : 0;
-    const offloading = mode === "orbit" || typeof distance === "function" || distance > 0;
-    if (offloading && info.hostBlocks === 0) {
-      throw new RangeError(`offload ${mode} needs a host KV tier (--host-kv-mb)`);
-    }
-    if (mode === "orbit" && !info.costModel) {
-      throw new RangeError("offload orbit needs the engine's cost model (profiled at load)");
-    }
-    if (options.recompute === "auto" && !info.costModel) {
-      throw new RangeError("recompute auto needs the engine's cost model (profiled at load)");
-    }
-    const layerwise = options.layerwisePrefill ?? false;
-    if (layerwise && options.policy !== "slo") {
-      throw new RangeError(`layer-wise prefill is part of --sched slo, not ${options.policy}`);
-    }
-    if (layerwise && info.hostBlocks === 0) {
-      throw new RangeError("layer-wise prefill needs a host KV tier (--host-kv-mb)");
-    }
-    const host = new BlockPool({
-      blocksPerArena: [Math.max(1, info.hostBlocks)],
-      layerArena: info.layerArena.map(() => 0),
-      blockSize: info.blockSize,
-    });
-    this.offloader = offloading || layerwise
-      ? new Offloader(
-        this.pool,
-        host,
-        options.prefetchBlocks ?? Math.ceil(this.pool.total / info.numLayers),
-        (req) => this.swapper?.filling(req) ?? false,
-      )
-      : null;
-    this.planner = mode === "orbit"
-      ? new OrbitOffload({
-        info,
-        pool: this.pool,
-        region: this.offloader!,
-        // Read at each re-plan: `costs` is set below, and re-fitted every step.
-        costs: () => this.costs.current,
-      })
-      : null;
-    this.swapper = info.hostBlocks > 0
-      ? new Swapper(
-        this.pool,
-        host,
-        options.swapReuse ?? true,
-        (req, layer) => this.offloader?.blocksOut(req, layer) ?? 0,
-      )
-      : null;
-    this.prefixTier = this.prefixIndex && this.swapper
-      ? new PrefixTier(this.prefixIndex, this.swapper)
-      : null;
-    const policy = POLICIES[options.policy];
-    this.scheduler = new Scheduler(
-      this.pool,
-      info,
-      options.priority === false
-        ? policy
-        : withPriority(policy, { agingMs: options.priorityAgingMs }),
-      this.prefixIndex,
-      this.swapper,
-      {
-        preempt: options.preempt ?? "recompute",
-        recompute: options.recompute ?? "off",
-        // Four blocks per request per step: small copies beside each step, not one big stall.
-        writeThroughBlocks: options.writeThrough ? 4 : 0,
-        offloadDistance: typeof distance === "function"
-          ? (req) => distance({ id: req.id, generated: req.generated.length })
-          : distance > 0
-          ? () => distance
-          : undefined,
-        offloadPlanner: this.planner ?? undefined,
-        // Read lazily: `costs` is set below, and re-fitted every step.
-        costModel: () => this.costs.current,
-        kvBlockBytes: info.kvBlockBytes,
-        layerwisePrefill: layerwise,
-      },
-      this.offloader,
-    );
-    this.limits = { ...info, maxContext: this.contextLimit(info) };
-    this.costs = new CostTracker(info.costModel, info.kvBlockBytes);
-    this.loop = new StepLoop(
-      engine,
-      this.scheduler,
-      info.ringSize,
-      undefined,
-      (step, ms) => {
-        this.costs.observe(step, ms);
-        this.planner?.observeStep(step, ms); // drift of measured steps from the plan's prediction
-      },
-    );
+    this.parts = assemble(engine, options);
   }
 
   /** The engine's limits, with the context a request may have once the prefetch region is set aside. */
   get info(): EngineInfo {
-    return this.limits;
+    return this.parts.info;
   }
 
   get policy(): PolicyName {
     return this.options.policy;
   }
 
+  /** The engine's cost model, re-fitted from observed step times (for planners and reports). */
+  get costs(): CostTracker {
+    return this.parts.costs;
+  }
+
   /** Validates and queues a request. Throws InvalidRequest or Refused, synchronously. */
   submit(params: SubmitParams): RequestHandle {
     if (this.closing) throw new Refused("Server is shutting down", "shutting_down", 0);
-    const spec = this.validate(params);
+    const { info, options } = this;
+    const spec = validate(params, info, info.maxContext, options);
     const req = new Request(this.nextId++, spec, performance.now());
-    this.scheduler.enqueue(req);
     // Admission first: the queue bound counts only what must really wait.
-    this.scheduler.admit();
-    if (req.state === "waiting" && this.scheduler.queued > this.options.maxQueue) {
-      this.scheduler.waiting.splice(this.scheduler.waiting.indexOf(req), 1);
+    const admitted = this.parts.scheduler.submit(req);
+    if (admitted === "queued" && this.parts.scheduler.queued > options.maxQueue) {
+      this.parts.scheduler.withdraw(req);
       throw new Refused("Server is at capacity; retry shortly", "queue_full", 1);
     }
     const cancel = () => {
-      req.cancelled = true;
-      req.end("cancelled");
-      req.buffer.abort(); // also when generation had finished and the buffer was still playing
-      this.loop.kick();
+      req.cancel();
+      this.parts.loop.kick();
     };
     if (params.signal?.aborted) cancel();
     params.signal?.addEventListener("abort", cancel, { once: true });
-    this.loop.kick();
+    this.parts.loop.kick();
     for (const r of this.streams) if (r.buffer.finished) this.streams.delete(r);
     this.streams.add(req);
     // The request's end: generation over and its buffer drained (or cut). Its tokens' weights
@@ -398,8 +152,9 @@ export class Runtime {
       setPriority: (priority) => {
         checkPriority(priority);
         if (req.finish) return false;
-        req.priority = priority;
-        this.loop.kick(); // a pause or an admission it makes possible need not wait for a step
+        req.setPriority(priority);
+        // A pause or an admission it makes possible need not wait for a step.
+        this.parts.loop.kick();
         return true;
       },
       bufferStats: () => req.buffer.stats(),
@@ -408,97 +163,30 @@ export class Runtime {
 
   /**
    * Refuses, as submit would (InvalidRequest), a prompt known to be at least `atLeast` tokens that
-   * cannot fit the context: the server asks before tokenizing a large prompt, from a lower bound
-   * on its count, so that one that cannot fit is refused without the work.
+   * cannot fit the context (validation.ts, checkPromptLength).
    */
   checkPromptLength(atLeast: number): void {
-    const context = this.limits.maxContext;
-    if (atLeast >= context) throw promptTooLong(`at least ${atLeast}`, context);
+    checkPromptLength(atLeast, this.info.maxContext);
   }
 
   stats(): RuntimeStats {
-    // Requests still generating, then finished ones whose buffers are still playing out.
-    const live = new Set([...this.scheduler.running, ...this.scheduler.waiting]);
-    const playing = [...this.streams].filter((r) => !live.has(r) && !r.buffer.finished);
-    const all = [...live, ...playing];
-    return {
-      waiting: this.scheduler.waiting.filter((r) => r.state === "waiting").length,
-      paused: this.scheduler.waiting.filter((r) => r.state === "paused").length,
-      running: this.scheduler.running.length,
-      kvBlocksUsed: this.pool.used - this.pool.idle - (this.offloader?.regionTotal ?? 0),
-      kvBlocksCached: this.pool.idle,
-      kvBlocksTotal: this.pool.total,
-      hostBlocksUsed: this.swapper ? this.swapper.host.used - this.swapper.host.idle : 0,
-      hostBlocksTotal: this.swapper?.host.total ?? 0,
-      hostBlocksCached: this.swapper?.host.idle ?? 0,
-      swaps: this.swapper ? { ...this.swapper.stats } : null,
-      offload: this.offloader ? { ...this.offloader.stats } : null,
-      ...(this.planner ? { planner: this.planner.stats() } : {}),
-      kvBytesMoved: this.kvBytesMoved(),
-      prefix: this.prefixIndex?.stats() ?? null,
-      steps: this.loop.steps,
-      tokensGenerated: this.loop.tokens,
-      preemptions: this.scheduler.preemptions,
-      partialResumes: this.scheduler.partialResumes,
-      policyPauses: this.scheduler.policyPauses,
-      ...(this.options.layerwisePrefill
-        ? { layerwiseAdmissions: this.scheduler.layerwiseAdmissions }
-        : {}),
-      preemptChoices: { ...this.scheduler.preemptChoices },
-      recomputedTokens: this.scheduler.recomputedTokens,
-      effectiveTokens: this.effectiveTokens,
-      requests: all.map((r) => ({
-        id: r.id,
-        state: r.state,
-        generated: r.generated.length,
-        preemptions: r.preemptions,
-        priority: r.priority,
-        buffered: r.buffer.occupancy(),
-      })),
-    };
-  }
-
-  /**
-   * The engine's context limit, less what the prefetch region takes from the pool: a request
-   * alone must fit with every layer on the device, or it could wait forever.
-   */
-  private contextLimit(info: EngineInfo): number {
-    const region = this.offloader?.regionBlocks ?? 0;
-    if (region === 0) return info.maxContext;
-    const perLayer = Math.min(
-      ...info.blocksPerArena.map((n, a) =>
-        Math.floor((n - region) / info.layerArena.filter((x) => x === a).length)
-      ),
-    );
-    return Math.max(0, Math.min(info.maxContext, perLayer * info.blockSize));
-  }
-
-  private kvBytesMoved(): { out: number; in: number } {
-    const sw = this.swapper?.stats;
-    const bytes = this.engine.info.kvBlockBytes;
-    if (!sw) return { out: 0, in: 0 };
-    const off = this.offloader?.stats;
-    const cache = this.prefixTier?.stats;
-    const out = sw.blocksOut + sw.blocksWrittenThrough + (off?.blocksOut ?? 0) +
-      (cache?.blocksOut ?? 0);
-    const into = sw.blocksIn + (off ? off.blocksPrefetched + off.blocksRestored : 0) +
-      (cache?.blocksIn ?? 0);
-    return { out: out * bytes, in: into * bytes };
+    const layerwise = this.options.layerwisePrefill ?? false;
+    return runtimeStats(this.parts, this.streams, this.effectiveTokens, layerwise);
   }
 
   /** Step durations (ms) since the last call, for the metrics histogram. */
   takeStepTimes(): number[] {
-    return this.loop.takeStepTimes();
+    return this.parts.loop.takeStepTimes();
   }
 
   /** The offload planner's solve times (ms) since the last call, for the metrics histogram. */
   takeSolveTimes(): number[] {
-    return this.planner?.takeSolveTimes() ?? [];
+    return this.parts.planner?.takeSolveTimes() ?? [];
   }
 
   /** Requests not yet finished (running or waiting). */
   get openRequests(): number {
-    return this.scheduler.running.length + this.scheduler.waiting.length;
+    return this.parts.scheduler.running.length + this.parts.scheduler.waiting.length;
   }
 
   /** Refuses new work from now on; running requests go on. */
@@ -513,109 +201,13 @@ export class Runtime {
   async close(): Promise<void> {
     this.closing = true;
     // Its Worker first, whatever happens below; the last steps keep the last plan's distances.
-    this.planner?.close();
-    for (const req of [...this.scheduler.waiting, ...this.scheduler.running]) req.end("shutdown");
+    this.parts.planner?.close();
+    for (const req of [...this.parts.scheduler.waiting, ...this.parts.scheduler.running]) {
+      req.end("shutdown");
+    }
     for (const req of this.streams) req.cutStream();
     this.streams.clear();
-    await this.loop.stop();
+    await this.parts.loop.stop();
     await this.engine.close();
   }
-
-  private validate(p: SubmitParams) {
-    const info = this.engine.info;
-    const context = this.limits.maxContext;
-    if (p.ids.length === 0) {
-      throw new InvalidRequest("The prompt is empty", "prompt", "invalid_value");
-    }
-    const bad = p.ids.find((id) => !Number.isInteger(id) || id < 0 || id >= info.vocabSize);
-    if (bad !== undefined) {
-      throw new InvalidRequest(
-        `Token id ${bad} is outside the vocabulary (0..${info.vocabSize - 1})`,
-        "prompt",
-        "invalid_value",
-      );
-    }
-    if (p.ids.length >= context) throw promptTooLong(String(p.ids.length), context);
-    const limit = this.options.maxTokensLimit;
-    const room = context - p.ids.length;
-    if (p.maxTokens !== undefined) {
-      if (!Number.isInteger(p.maxTokens) || p.maxTokens < 0) {
-        throw new InvalidRequest(
-          "max_tokens must be a non-negative integer",
-          "max_tokens",
-          "invalid_value",
-        );
-      }
-      if (p.maxTokens > limit) {
-        throw new InvalidRequest(
-          `max_tokens is ${p.maxTokens}; the limit is ${limit}`,
-          "max_tokens",
-          "invalid_value",
-        );
-      }
-      if (p.maxTokens > room) {
-        throw new InvalidRequest(
-          `The prompt (${p.ids.length} tokens) plus max_tokens (${p.maxTokens}) exceeds the context of ${context} tokens`,
-          "max_tokens",
-          "context_length_exceeded",
-        );
-      }
-    }
-    const maxTokens = p.maxTokens ?? Math.min(room, limit, p.maxTokensDefault ?? Infinity);
-    const topLogprobs = p.topLogprobs ?? 0;
-    if (!Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > info.maxTopLogprobs) {
-      throw new InvalidRequest(
-        `top_logprobs is at most ${info.maxTopLogprobs}`,
-        "top_logprobs",
-        "invalid_value",
-      );
-    }
-    const readingRate = p.readingRate ?? this.options.defaultReadingRate ?? 0;
-    if (
-      readingRate !== 0 && !(readingRate >= MIN_READING_RATE && readingRate <= MAX_READING_RATE)
-    ) {
-      throw new InvalidRequest(
-        `reading_rate must be between ${MIN_READING_RATE} and ${MAX_READING_RATE} tokens/s`,
-        "reading_rate",
-        "invalid_value",
-      );
-    }
-    if (p.priority !== undefined) checkPriority(p.priority);
-    return {
-      ids: p.ids,
-      maxTokens,
-      sampling: p.sampling,
-      topLogprobs,
-      stopIds: new Set(p.stopIds ?? this.options.eosIds),
-      readingRate,
-      slo: { ...definedOnly(this.options.defaultSlo), ...definedOnly(p.slo) },
-      priority: p.priority,
-    };
-  }
-}
-
-/** The refusal of a prompt of `tokens` tokens (a count, or "at least N") the context cannot take. */
-function promptTooLong(tokens: string, context: number): InvalidRequest {
-  return new InvalidRequest(
-    `The prompt is ${tokens} tokens; this model's context is ${context} tokens`,
-    "messages",
-    "context_length_exceeded",
-  );
-}
-
-function checkPriority(priority: number): void {
-  if (!Number.isInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY) {
-    throw new InvalidRequest(
-      `priority must be an integer between ${MIN_PRIORITY} and ${MAX_PRIORITY}`,
-      "priority",
-      "invalid_value",
-    );
-  }
-}
-
-/** The fields of `o` that are not undefined (so they do not hide defaults when spread). */
-function definedOnly<T extends object>(o: T | undefined): Partial<T> {
-  return Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined)) as Partial<
-    T
-  >;
 }

@@ -10,7 +10,7 @@
 
 import { type Gpu, kvIsF16 } from "../gpu/device.ts";
 import { createStorage, writeBytes } from "../gpu/buffers.ts";
-import { NOT_RESIDENT, type PoolShape } from "./block_pool.ts";
+import { blocksPerLayer, layersPerArena, NOT_RESIDENT, type PoolShape } from "./pool_shape.ts";
 
 export interface KvModelDims {
   numLayers: number;
@@ -109,14 +109,10 @@ export class DeviceKv {
     let numArenas = 1;
     while (numArenas < L && Math.ceil(L / numArenas) * total > perArena * L) numArenas++;
     const layerArena = Array.from({ length: L }, (_, l) => Math.floor((l * numArenas) / L));
-    const blocksPerArena = Array.from({ length: numArenas }, (_, a) => {
-      const layers = layerArena.filter((x) => x === a).length;
-      return Math.min(perArena, Math.floor((total * layers) / L));
-    });
-    const fewest = Math.min(
-      ...blocksPerArena.map((n, a) => n / layerArena.filter((x) => x === a).length),
+    const blocksPerArena = layersPerArena(layerArena, numArenas).map((n) =>
+      Math.min(perArena, Math.floor((total * n) / L))
     );
-    if (fewest < 1) {
+    if (blocksPerLayer({ blocksPerArena, layerArena }) < 1) {
       throw new RangeError(
         `KV budget of ${budgetBytes} bytes holds less than one block per layer: a block ` +
           `(K and V) needs ${2 * perBlock} bytes, and the block table ${tableBytes}`,

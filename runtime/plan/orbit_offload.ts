@@ -12,9 +12,9 @@
 // the reserved region and less what requests outside the plan hold: a plan that fits it always
 // fits the pool (it may offload a little more than strictly needed).
 
-import type { CostModel, EngineInfo } from "../../engine/engine.ts";
-import type { Request } from "../request.ts";
-import type { BuiltStep, OffloadPlanner } from "../scheduler.ts";
+import type { CostModel, EngineInfo, StepPlan } from "../../engine/engine.ts";
+import type { Request } from "../request/request.ts";
+import type { OffloadPlanner } from "./offload_planner.ts";
 import { PlannerClient } from "./planner_client.ts";
 import type { PlanInput, PlanRequest } from "./plan_types.ts";
 import { type PlanInForce, type ReplanReason, shouldReplan } from "./replan.ts";
@@ -160,7 +160,7 @@ export class OrbitOffload implements OffloadPlanner {
   }
 
   /** Feeds one delivered step's measured time (ms): pure decode steps are what plans predict. */
-  observeStep(step: BuiltStep, ms: number): void {
+  observeStep(step: { plan: StepPlan }, ms: number): void {
     const rows = step.plan.rows.length;
     if (rows === 0 || rows !== step.plan.samples.length || !(ms >= 0)) return;
     const m = this.measured;

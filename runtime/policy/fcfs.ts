@@ -3,8 +3,9 @@
 // when a running request needs a block that is not there, preempt the most recently admitted
 // running request (its KV is freed; it is recomputed from its ids when readmitted).
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import type { SchedulingPolicy } from "./policy.ts";
+import { makePreset, type PresetEntry } from "./preset.ts";
 
 export const fcfsPolicy: SchedulingPolicy = {
   name: "fcfs",
@@ -13,3 +14,6 @@ export const fcfsPolicy: SchedulingPolicy = {
   pickVictim: (running: readonly Request[]) =>
     running.reduce((newest, r) => r.admittedAt > newest.admittedAt ? r : newest),
 };
+
+/** `--sched fcfs`. */
+export const fcfs: PresetEntry = { make: (o) => makePreset("fcfs", fcfsPolicy, o) };

@@ -1,17 +1,105 @@
-// The scheduling policies by flag name (`--sched`).
+// The scheduling presets by flag name (`--sched`), and the one place that says which options go
+// together: main.ts checks the flags with presetProblems() before anything loads (a host tier is
+// then `--host-kv-mb` > 0, the cost model not known yet), the runtime checks its options with it
+// against the engine it got, and makes its preset with choosePreset(). A new policy is a file
+// exporting its PresetEntry, and a line here.
 
-import { fcfsPolicy } from "./fcfs.ts";
-import { reservePolicy } from "./reserve.ts";
-import { sloPolicy } from "./slo.ts";
+import { fcfs } from "./fcfs.ts";
+import { reserve } from "./reserve.ts";
+import { slo } from "./slo.ts";
 import { tokenflow } from "./tokenflow.ts";
-import type { SchedulingPolicy } from "./policy.ts";
+import {
+  type OwnOption,
+  placingOf,
+  type Preset,
+  type PresetEntry,
+  type PresetOptions,
+} from "./preset.ts";
 
-export type { SchedulingPolicy };
+export type { Preset, PresetOptions };
+export type { SchedulingPolicy } from "./policy.ts";
 
-export const POLICIES = {
-  fcfs: fcfsPolicy,
-  reserve: reservePolicy,
-  slo: sloPolicy,
-  tokenflow,
-} as const;
-export type PolicyName = keyof typeof POLICIES;
+export const PRESETS = { fcfs, reserve, slo, tokenflow } satisfies Record<string, PresetEntry>;
+export type PolicyName = keyof typeof PRESETS;
+
+/** What the memory tiers offer a preset. */
+export interface Tiers {
+  /** A host KV tier exists (before load: `--host-kv-mb` > 0). */
+  hostTier: boolean;
+  /** The engine has a cost model; undefined: not known yet (before load). */
+  costModel?: boolean;
+}
+
+/** An option that does not go with the others, named by its flag (without the dashes). */
+export interface Problem {
+  flag: string;
+  message: string;
+  /**
+   * The option would only be ignored: the command line refuses it (a flag that does nothing is a
+   * mistake), the runtime goes on without it.
+   */
+  ignored?: true;
+}
+
+const FLAG: Record<OwnOption, string> = {
+  layerwisePrefill: "layerwise-prefill",
+  tokenflowSafety: "tokenflow-safety",
+  tokenflowIntervalS: "tokenflow-interval-s",
+};
+
+/** Everything wrong with `options` for preset `name` over `tiers`, in flag order. */
+export function presetProblems(name: PolicyName, options: PresetOptions, tiers: Tiers): Problem[] {
+  const problems: Problem[] = [];
+  const problem = (flag: string, message: string, ignored?: true) =>
+    problems.push({ flag, message, ...(ignored ? { ignored } : {}) });
+  const p = placingOf(options);
+  if (p.offloads && !tiers.hostTier) {
+    problem("offload", `${p.offload} needs a host KV tier: pass --host-kv-mb MB`);
+  }
+  if (options.offloadDistance !== undefined && p.offload !== "uniform") {
+    problem("offload-distance", "is the distance of --offload uniform", true);
+  }
+  // Options only some presets take.
+  const entry: PresetEntry = PRESETS[name];
+  for (const own of Object.keys(FLAG) as OwnOption[]) {
+    const value = options[own];
+    if (value === undefined || value === false || entry.takes?.includes(own)) continue;
+    const takers = Object.entries(PRESETS).filter(([, e]) =>
+      (e as PresetEntry).takes?.includes(own)
+    )
+      .map(([n]) => n);
+    problem(FLAG[own], `is part of --sched ${takers.join(" or ")}`);
+  }
+  if (p.layerwisePrefill && !tiers.hostTier) {
+    problem("layerwise-prefill", "needs a host KV tier: pass --host-kv-mb MB");
+  }
+  // Layer-wise prefill brings its offloaded layers in through the prefetch region too.
+  if (options.prefetchBlocks !== undefined && p.offload === "none" && !p.layerwisePrefill) {
+    problem("prefetch-blocks", "needs --offload uniform or orbit, or --layerwise-prefill", true);
+  }
+  // --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake.
+  if (options.recompute === "auto" && (options.preempt ?? "recompute") !== "recompute") {
+    problem("preempt", "is chosen per request by --recompute auto; pass one or the other", true);
+  }
+  if (tiers.costModel === false) {
+    if (p.offload === "orbit") {
+      problem("offload", "orbit needs the engine's cost model (profiled at load)");
+    }
+    if (options.recompute === "auto") {
+      problem("recompute", "auto needs the engine's cost model (profiled at load)");
+    }
+  }
+  return problems;
+}
+
+/**
+ * Preset `name` made with `options`; throws a RangeError naming the first option that cannot work
+ * over `tiers` (options that would only be ignored are).
+ */
+export function choosePreset(name: PolicyName, options: PresetOptions, tiers: Tiers): Preset {
+  const entry: PresetEntry | undefined = PRESETS[name];
+  if (!entry) throw new RangeError(`--sched: no policy named ${name}`);
+  const fatal = presetProblems(name, options, tiers).find((p) => !p.ignored);
+  if (fatal) throw new RangeError(`--${fatal.flag}: ${fatal.message}`);
+  return entry.make(options);
+}

@@ -4,7 +4,7 @@
 // policy reorder the queue (who is admitted next), hold admissions (SLO-aware admission), and
 // pause running requests of its own accord (buffer-aware preemption) before each step.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 
 /** What a policy may read besides the requests: time, room, and predicted costs. */
 export interface PolicyContext {

@@ -29,7 +29,8 @@
 // Waiting time is measured at step boundaries (each pauseBeforeStep sees who waits and who runs),
 // so it is off by at most a step.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
+import { fits } from "./fits.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
 
 export const MIN_PRIORITY = -100;
@@ -127,16 +128,11 @@ export function withPriority(
     const worst = Math.max(...pausable.map(effective));
     if (!waiting.some((r) => effective(r) < worst)) return [];
     const head = order(waiting, ctx).find((r) => r.resumable);
-    if (!head || effective(head) >= worst || fits(head, ctx)) return [];
+    // Admitted without anyone leaving: a free slot and its blocks.
+    if (!head || effective(head) >= worst || fits(policy.admissionTokens(head), ctx)) return [];
     const victim = pausable.filter((r) => effective(r) === worst)
       .reduce((newest, r) => r.admittedAt > newest.admittedAt ? r : newest);
     return [victim];
-  }
-
-  /** Whether `req` would be admitted without anyone leaving: a free slot and its blocks. */
-  function fits(req: Request, ctx: PolicyContext): boolean {
-    const blocks = Math.ceil(policy.admissionTokens(req) / ctx.blockSize);
-    return ctx.freeSlots > 0 && blocks <= ctx.freeBlocksPerLayer;
   }
 
   return {

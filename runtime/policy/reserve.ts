@@ -3,8 +3,9 @@
 // running request never runs short and nothing is ever preempted; the price is fewer requests
 // running at once, since most requests stop well before max_tokens.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import type { SchedulingPolicy } from "./policy.ts";
+import { makePreset, type PresetEntry } from "./preset.ts";
 
 export const reservePolicy: SchedulingPolicy = {
   name: "reserve",
@@ -13,3 +14,6 @@ export const reservePolicy: SchedulingPolicy = {
     throw new Error(`request ${needy.id} ran out of reserved KV blocks`);
   },
 };
+
+/** `--sched reserve`. */
+export const reserve: PresetEntry = { make: (o) => makePreset("reserve", reservePolicy, o) };

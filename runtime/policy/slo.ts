@@ -22,9 +22,10 @@
 //     TTFT SLO, a preempted one once its own buffer and TBT SLO could not cover another step.
 //     Then it runs even if a decode's gap goes over: one miss for another, not a miss for ever.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import { fcfsPolicy } from "./fcfs.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
+import { makePreset, type PresetEntry } from "./preset.ts";
 
 /** A run of `count` steps that each take `ms`. */
 export interface StepRun {
@@ -127,4 +128,10 @@ export const sloPolicy: SchedulingPolicy = {
     const prefillMs = steps.reduce((ms, s) => ms + s.count * s.ms, 0);
     return ownSloDue(req, prefillMs, holdMs, ctx);
   },
+};
+
+/** `--sched slo`, and LayerKV's layer-wise prefill (`--layerwise-prefill`), which only it takes. */
+export const slo: PresetEntry = {
+  make: (o) => makePreset("slo", sloPolicy, o),
+  takes: ["layerwisePrefill"],
 };

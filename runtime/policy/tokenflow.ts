@@ -7,7 +7,7 @@
 // under it: tokens made just in time, not far ahead, free the adapter for everyone else.
 //
 // All thresholds are seconds of playout in a request's token buffer, against these costs:
-//   interval Δt        how often decisions can take effect (a step or a few; a fixed 0.5 s here);
+//   interval Δt        how often decisions can take effect (a step or a few; 0.5 s by default);
 //   τ_out(r), τ_in(r)  moving r's KV out and back: predicted copies with a host tier (out is free
 //                      without one), and for τ_in the cheaper of the copy and recomputing it;
 //   lowWater(r)        = μ·(τ_in(r) + Δt): a paused request whose buffer is down to this is due;
@@ -17,8 +17,8 @@
 // A pause is made only for a request that the admission gate will let in that very step, and for
 // one such request per step: each pause adds a move out to the step every reader waits for, and a
 // request paused for nobody only spends its playout.
-// μ is the safety factor (TokenFlow's buffer conservativeness). Unpaced readers bank nothing, so
-// they are never paused for others. Two guards keep this from making things worse:
+// μ is the safety factor (TokenFlow's buffer conservativeness; 2 by default). Unpaced readers
+// bank nothing, so they are never paused for others. Two guards keep this from making things worse:
 //   - a full batch must not be slower per request than its fastest reader (else all of them
 //     stall): admission stops at the largest batch whose predicted step keeps up;
 //   - when the working set's reading rates add up to more than the adapter can make at the
@@ -31,9 +31,11 @@
 // 10,000 tokens/s is accepted) would make every batch "too slow" and keep everyone else out.
 // Without a cost model every cost is 0 and both guards are off.
 
-import type { Request } from "../request.ts";
+import type { Request } from "../request/request.ts";
 import { fcfsPolicy } from "./fcfs.ts";
+import { fits } from "./fits.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy.ts";
+import { makePreset, type PresetEntry } from "./preset.ts";
 
 export interface TokenFlowParams {
   /** Δt, seconds. */
@@ -52,6 +54,10 @@ const isPaused = (req: Request) => req.state === "paused";
 
 export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): SchedulingPolicy {
   const { intervalS: dt, safety: mu } = params;
+  if (!(mu >= 1 && mu < Infinity)) throw new RangeError(`--tokenflow-safety: μ ≥ 1, got ${mu}`);
+  if (!(dt > 0 && dt < Infinity)) {
+    throw new RangeError(`--tokenflow-interval-s: Δt > 0 seconds, got ${dt}`);
+  }
 
   const blocksOf = (req: Request, ctx: PolicyContext) =>
     Math.ceil(req.prefillTarget / ctx.blockSize);
@@ -160,8 +166,8 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
 
     pauseBeforeStep(running, waiting, ctx) {
       if (waiting.length === 0 || overloaded(running, waiting, ctx)) return [];
-      let slots = ctx.freeSlots;
-      let blocks = ctx.freeBlocksPerLayer;
+      // Room the pauses below free, less what the requests admitted in their place take.
+      const freed = { slots: 0, blocks: 0 };
       const candidates = running.filter((r) => r.state === "decoding" && askedRate(r, ctx) > 0);
       const paused: Request[] = [];
       const staying = () => running.filter((r) => !paused.includes(r));
@@ -170,12 +176,12 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
         // the scheduler's admission: a request not ready yet (its last tokens or its swap-out
         // still in flight) is passed over; one the gate refuses, or that does not fit, ends it.
         if (!due.resumable) continue;
-        const need = blocksOf(due, ctx);
-        if (slots === 0 || blocks < need) {
+        const tokens = fcfsPolicy.admissionTokens(due);
+        if (!fits(tokens, ctx, freed)) {
           // One rotation per step: every pause puts a swap-out into this step, which every
           // running reader waits for; a second due request gets its turn next step.
           if (paused.length > 0) return paused;
-          while (slots === 0 || blocks < need) {
+          while (!fits(tokens, ctx, freed)) {
             // The running request with the most playout, if it can afford to step out for `due`.
             const room = candidates
               .filter((r) => !paused.includes(r))
@@ -188,18 +194,30 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
             if (room.length === 0) return [];
             const victim = room.reduce((a, b) => bufferedS(b) > bufferedS(a) ? b : a);
             paused.push(victim);
-            slots++;
-            blocks += blocksOf(victim, ctx);
+            freed.slots++;
+            freed.blocks += blocksOf(victim, ctx);
           }
           // Nobody else was paused this step (see above): these pauses are all for `due`.
           if (!admits(due, staying(), ctx)) return [];
         } else if (!admits(due, staying(), ctx)) return paused;
-        slots--;
-        blocks -= need;
+        freed.slots--;
+        freed.blocks -= blocksOf(due, ctx);
       }
       return paused;
     },
   };
 }
 
-export const tokenflow: SchedulingPolicy = tokenflowPolicy();
+/** `--sched tokenflow`, with its own μ (`--tokenflow-safety`) and Δt (`--tokenflow-interval-s`). */
+export const tokenflow: PresetEntry = {
+  make: (o) =>
+    makePreset(
+      "tokenflow",
+      tokenflowPolicy({
+        safety: o.tokenflowSafety ?? TOKENFLOW_DEFAULTS.safety,
+        intervalS: o.tokenflowIntervalS ?? TOKENFLOW_DEFAULTS.intervalS,
+      }),
+      o,
+    ),
+  takes: ["tokenflowSafety", "tokenflowIntervalS"],
+};

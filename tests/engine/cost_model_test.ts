@@ -15,7 +15,7 @@ import {
   sumsOf,
 } from "../../engine/kv/cost_model.ts";
 import { Engine } from "../../engine/engine.ts";
-import { NOT_RESIDENT } from "../../engine/kv/block_pool.ts";
+import { NOT_RESIDENT } from "../../engine/kv/pool_shape.ts";
 import { readU32 } from "../../engine/gpu/buffers.ts";
 import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";

@@ -4,7 +4,7 @@
 // and the reference's greedy tokens.
 
 import { Engine } from "../../engine/engine.ts";
-import { BlockPool } from "../../engine/kv/block_pool.ts";
+import { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";

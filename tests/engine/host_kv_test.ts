@@ -8,7 +8,7 @@
 import { Engine, type KvCopy, type KvPrefetch, type StepRow } from "../../engine/engine.ts";
 import { HostKv } from "../../engine/kv/host_kv.ts";
 import { WorkerEngine } from "../../engine/worker_engine.ts";
-import { BlockPool, type SeqId } from "../../engine/kv/block_pool.ts";
+import { BlockPool, type SeqId } from "../../runtime/kv/block_pool.ts";
 import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
 import { testGpu } from "../helpers/gpu.ts";

@@ -2,7 +2,7 @@
 // same greedy tokens as the default f16 cache, with logits as close to the float64 reference.
 
 import { Engine } from "../../engine/engine.ts";
-import { BlockPool } from "../../engine/kv/block_pool.ts";
+import { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { assertClose } from "../helpers/compare.ts";

@@ -11,7 +11,7 @@ import type {
   StepEngine,
   StepPlan,
 } from "../../engine/engine.ts";
-import { NOT_RESIDENT } from "../../engine/kv/block_pool.ts";
+import { blocksPerLayer, NOT_RESIDENT } from "../../engine/kv/pool_shape.ts";
 
 export interface FakeEngineShape {
   numLayers?: number;
@@ -87,9 +87,7 @@ export class FakeEngine implements StepEngine {
     const maxSlots = shape.maxSlots ?? 8;
     const maxBlocksPerSeq = shape.maxBlocksPerSeq ?? 64;
     const layerArena = shape.layerArena ?? new Array(numLayers).fill(0);
-    const perLayer = Math.min(
-      ...blocksPerArena.map((n, a) => Math.floor(n / layerArena.filter((x) => x === a).length)),
-    );
+    const perLayer = blocksPerLayer({ blocksPerArena, layerArena });
     this.info = {
       adapter: "fake",
       dtype: "f32",

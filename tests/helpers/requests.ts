@@ -1,6 +1,6 @@
 // Requests for tests that drive the scheduler or a policy directly, without a Runtime.
 
-import { Request, type RequestSpec } from "../../runtime/request.ts";
+import { Request, type RequestSpec } from "../../runtime/request/request.ts";
 import type { SamplingParams } from "../../engine/engine.ts";
 
 /** Greedy sampling (temperature 0): the same tokens however a request is scheduled. */

@@ -5,7 +5,7 @@ import type { CostModel } from "../../engine/engine.ts";
 import { predictStepMs, sumsOf } from "../../engine/kv/cost_model.ts";
 import { CostTracker } from "../../runtime/cost_tracker.ts";
 import { Runtime } from "../../runtime/service.ts";
-import type { BuiltStep } from "../../runtime/scheduler.ts";
+import type { BuiltStep } from "../../runtime/step_builder.ts";
 import { FakeEngine } from "../helpers/fake_engine.ts";
 import { assert } from "../helpers/testing.ts";
 

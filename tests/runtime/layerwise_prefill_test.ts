@@ -7,11 +7,13 @@
 
 import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
 import type { FakeEngineShape } from "../helpers/fake_engine.ts";
-import { BlockPool, OFFLOADED } from "../../engine/kv/block_pool.ts";
+import { BlockPool, OFFLOADED } from "../../runtime/kv/block_pool.ts";
 import { Scheduler } from "../../runtime/scheduler.ts";
-import { Swapper } from "../../runtime/swapper.ts";
-import { Offloader } from "../../runtime/offload.ts";
-import { Request } from "../../runtime/request.ts";
+import { HostTier } from "../../runtime/kv/host_tier.ts";
+import { Swapper } from "../../runtime/kv/swap.ts";
+import { Offloader } from "../../runtime/kv/offload.ts";
+import { Placement } from "../../runtime/placement.ts";
+import { Request } from "../../runtime/request/request.ts";
 import { sloPolicy } from "../../runtime/policy/slo.ts";
 import { isOffloaded } from "../../runtime/plan/offload_pattern.ts";
 import { Runtime } from "../../runtime/service.ts";
@@ -35,26 +37,18 @@ class Bench {
     this.engine = new FakeEngine(shape);
     const info = this.engine.info;
     this.pool = new BlockPool(info);
-    this.host = new BlockPool({
-      blocksPerArena: [info.hostBlocks],
-      layerArena: info.layerArena.map(() => 0),
-      blockSize: info.blockSize,
+    const tier = new HostTier(this.pool, info.hostBlocks);
+    this.host = tier.pool;
+    this.offloader = layerwise ? new Offloader(this.pool, tier, regionBlocks) : null;
+    this.scheduler = new Scheduler({
+      pool: this.pool,
+      limits: info,
+      policy: sloPolicy,
+      host: { tier, swaps: new Swapper(tier) },
+      placement: this.offloader
+        ? new Placement(this.pool, this.offloader, info.maxRows, { layerwisePrefill: layerwise })
+        : null,
     });
-    let swapper: Swapper | null = null;
-    this.offloader = layerwise
-      ? new Offloader(this.pool, this.host, regionBlocks, (req) => swapper?.filling(req) ?? false)
-      : null;
-    swapper = new Swapper(
-      this.pool,
-      this.host,
-      true,
-      (req, layer) => this.offloader?.blocksOut(req, layer) ?? 0,
-    );
-    this.scheduler = new Scheduler(this.pool, info, sloPolicy, null, swapper, {
-      preempt: "recompute",
-      writeThroughBlocks: 0,
-      layerwisePrefill: layerwise,
-    }, this.offloader);
   }
 
   submit(prompt: number[], maxTokens: number): Request {

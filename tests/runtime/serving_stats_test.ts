@@ -6,7 +6,7 @@
 import { FakeEngine, type FakeEngineShape } from "../helpers/fake_engine.ts";
 import { effectiveTokens, tokenWeight } from "../../runtime/effective_tokens.ts";
 import { Runtime, type TokenEvent } from "../../runtime/service.ts";
-import { TokenPacer } from "../../runtime/token_buffer.ts";
+import { TokenPacer } from "../../runtime/request/token_buffer.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { greedy } from "../helpers/requests.ts";
 

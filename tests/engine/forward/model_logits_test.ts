@@ -4,7 +4,7 @@
 
 import { Engine, type StepRow as EngineRow, type TableWrite } from "../../../engine/engine.ts";
 import { DeviceKv } from "../../../engine/kv/device_kv.ts";
-import { BlockPool, type SeqId } from "../../../engine/kv/block_pool.ts";
+import { BlockPool, type SeqId } from "../../../runtime/kv/block_pool.ts";
 import { LlamaForward } from "../../../engine/forward/forward.ts";
 import type { StepRow } from "../../../engine/forward/step.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";

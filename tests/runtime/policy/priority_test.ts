@@ -9,7 +9,7 @@ import { testRequest } from "../../helpers/requests.ts";
 import { fcfsPolicy } from "../../../runtime/policy/fcfs.ts";
 import type { PolicyContext, SchedulingPolicy } from "../../../runtime/policy/policy.ts";
 import { withPriority } from "../../../runtime/policy/priority.ts";
-import { Request } from "../../../runtime/request.ts";
+import { Request } from "../../../runtime/request/request.ts";
 import {
   InvalidRequest,
   type RequestHandle,

@@ -8,9 +8,9 @@ import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { rng } from "../../helpers/random.ts";
 import { greedy, testRequest } from "../../helpers/requests.ts";
 import type { CostModel, StepPlan } from "../../../engine/engine.ts";
-import { BlockPool } from "../../../engine/kv/block_pool.ts";
+import { BlockPool } from "../../../runtime/kv/block_pool.ts";
 import { predictStepMs, sumsOf } from "../../../engine/kv/cost_model.ts";
-import { Request, type RequestSlo } from "../../../runtime/request.ts";
+import { Request, type RequestSlo } from "../../../runtime/request/request.ts";
 import { Scheduler } from "../../../runtime/scheduler.ts";
 import { Runtime } from "../../../runtime/service.ts";
 import { fcfsPolicy } from "../../../runtime/policy/fcfs.ts";
@@ -45,9 +45,10 @@ class Bench {
   constructor(policy: SchedulingPolicy, shape: FakeEngineShape, costs: CostModel | undefined) {
     this.engine = new FakeEngine(shape);
     this.pool = new BlockPool(this.engine.info);
-    this.scheduler = new Scheduler(this.pool, this.engine.info, policy, null, null, {
-      preempt: "recompute",
-      writeThroughBlocks: 0,
+    this.scheduler = new Scheduler({
+      pool: this.pool,
+      limits: this.engine.info,
+      policy,
       now: () => this.now,
       costModel: () => costs,
     });

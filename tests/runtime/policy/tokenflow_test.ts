@@ -11,7 +11,7 @@ import { Refused, type RequestHandle, Runtime } from "../../../runtime/service.t
 import type { PolicyName } from "../../../runtime/policy/index.ts";
 import type { PolicyContext } from "../../../runtime/policy/policy.ts";
 import { tokenflowPolicy } from "../../../runtime/policy/tokenflow.ts";
-import { Request } from "../../../runtime/request.ts";
+import { Request } from "../../../runtime/request/request.ts";
 
 const STEP_MS = 25;
 

@@ -1,4 +1,6 @@
-// Host-side bookkeeping of the device KV pool: which blocks each (request, layer) holds. No GPU here.
+// Bookkeeping of a KV pool: which blocks each (request, layer) holds. No GPU here: the device
+// pool's blocks live in engine/kv/device_kv.ts, and the host tier (kv/host_tier.ts) keeps its own
+// books with this class too.
 //
 // The pool is shared by every layer, so KV freed by one layer (a finished request, a layer moved
 // to the host) is room any other layer can use. The device's binding limit can force the pool
@@ -15,10 +17,9 @@
 //   - the rest comes from the lowest-addressed free run that holds it whole;
 //   - only when no single run is large enough is it split, largest runs first (fewest pieces).
 
-export type SeqId = number | string;
+import { blocksPerLayer, layersPerArena, type PoolShape } from "../../engine/kv/pool_shape.ts";
 
-/** Table entry for a position whose KV is not on the device (on the host, dropped, or unwritten). */
-export const NOT_RESIDENT = 0xffffffff;
+export type SeqId = number | string;
 
 /** In a table: a block dropped from the front (eLLM) and not yet refilled. */
 export const DROPPED = -1;
@@ -28,15 +29,6 @@ export const DROPPED = -1;
  * Unlike DROPPED, grow() never refills it: the step brings it into the prefetch region instead.
  */
 export const OFFLOADED = -2;
-
-export interface PoolShape {
-  /** Blocks in each arena. */
-  blocksPerArena: readonly number[];
-  /** The arena each layer draws its blocks from. */
-  layerArena: readonly number[];
-  /** Tokens per block: the block size the KV layout uses. */
-  blockSize: number;
-}
 
 export class BlockPool {
   readonly numLayers: number;
@@ -100,6 +92,29 @@ export class BlockPool {
   availableIn(arena: number): number {
     requireIndex("arena", arena, this.numArenas);
     return this.freeCount[arena] + (this.reclaimer ? this.idleCount[arena] : 0);
+  }
+
+  /** Blocks every layer could hold at once in the whole pool (what bounds one request's KV). */
+  get blocksPerLayer(): number {
+    return blocksPerLayer(this.shape);
+  }
+
+  /** Blocks every layer could still be given at once: available ones, shared by their layers. */
+  get availablePerLayer(): number {
+    return blocksPerLayer(this.shape, this.shape.blocksPerArena.map((_, a) => this.availableIn(a)));
+  }
+
+  /**
+   * The fewest blocks every layer of some other table must give up (oldest first) so that every
+   * layer of `seqId` can grow to `tokens` positions: the shortfall beyond what is available,
+   * shared by each arena's layers, the most over the arenas.
+   */
+  missingPerLayer(seqId: SeqId, tokens: number): number {
+    const layers = layersPerArena(this.layerArena, this.numArenas);
+    const short = this.shortfall(seqId, tokens);
+    return Math.max(
+      ...short.map((n, a) => Math.ceil(Math.max(0, n - this.availableIn(a)) / layers[a])),
+    );
   }
 
   /** Cached blocks that nobody holds, over the whole pool. */

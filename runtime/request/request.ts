@@ -8,11 +8,15 @@
 // A request keeps its prompt and every generated id, so a paused request resumes in any batch
 // slot: swapped in from the host tier when its KV went there, else by prefilling prompt + generated
 // ids again. The sampler's noise is hashed from (seed, position), so it continues with exactly the
-// tokens it would have produced. Its tokens go
-// into its token buffer, which the server drains at the reader's pace.
+// tokens it would have produced. Its tokens go into its token buffer, which the server drains at
+// the reader's pace.
+//
+// Its fields are public to read (policies and the scheduler read them every step) and change only
+// through its methods below: the transitions above, the rows and samples of each step, its host
+// copy. (What the prefix cache holds for it is the cache's: runtime/prefix_cache.ts.) (Tests may set a field to stage a scene; runtime/ code may not,
+// which tests/runtime/request_test.ts checks.)
 
-import type { SampleRecord, SamplingParams } from "../engine/engine.ts";
-import type { PrefixEntry } from "../engine/kv/prefix_index.ts";
+import type { SampleRecord, SamplingParams } from "../../engine/engine.ts";
 import { TokenPacer } from "./token_buffer.ts";
 
 export type RequestState = "waiting" | "prefilling" | "decoding" | "paused" | "finished";
@@ -75,7 +79,7 @@ export class Request {
   issued = 0;
   /** Times its KV was freed to make room for another request. */
   preemptions = 0;
-  /** Leading positions whose KV has landed in the host tier (see runtime/swapper.ts). */
+  /** Leading positions whose KV has landed in the host tier (see runtime/kv/host_tier.ts). */
   hostTokens = 0;
   /** Leading positions whose KV is on the host once the copies in flight land. */
   hostIssued = 0;
@@ -89,10 +93,6 @@ export class Request {
   dropped = 0;
   /** After such a resume: the dropped positions still to compute again, before anything else. */
   refill: { next: number; end: number } | null = null;
-  /** Prefix-cache entries for its first full blocks, in order (matched or registered). */
-  prefix: PrefixEntry[] = [];
-  /** Its tokens were cached first by another request: it caches no more blocks (this residency). */
-  prefixDiverged = false;
   /** Order of (re)admission; the most recent is preempted first. */
   admittedAt = -1;
   /** Lower runs first (runtime/policy/priority.ts); its client may change it while it runs. */
@@ -149,15 +149,14 @@ export class Request {
   }
 
   /**
-   * Enters the batch at `slot` with `cached` leading positions already in (shared, cached) KV
-   * blocks; the prefill goes on from there.
+   * Enters the batch at `slot` with `cached` leading positions already in (shared, cached or
+   * swapped-in) KV blocks; the prefill goes on from there.
    */
-  admit(slot: number, order: number, prefix: PrefixEntry[], cached: number): void {
+  admit(slot: number, order: number, cached: number): void {
     this.slot = slot;
     this.admittedAt = order;
-    this.prefix = prefix;
-    this.prefixDiverged = false;
     this.computed = cached;
+    this.swapped = false; // a swapped request's KV comes back with this admission
     this.state = "prefilling";
   }
 
@@ -168,7 +167,6 @@ export class Request {
   pauseKeepingNewest(dropped: number): void {
     this.slot = -1;
     this.dropped = dropped;
-    this.prefixDiverged = true; // its cached prefix blocks are no longer its own
     this.preemptions++;
     this.state = "paused";
   }
@@ -188,18 +186,96 @@ export class Request {
   forgetKv(): void {
     this.computed = 0;
     this.dropped = 0;
-    this.prefix = [];
   }
 
-  /** Leaves the batch; its KV is gone, its ids and token buffer stay. */
-  pause(): void {
+  /**
+   * Leaves the batch; its device KV is gone (`swapped`: to the host tier, where it resumes from),
+   * its ids and token buffer stay.
+   */
+  pause(swapped = false): void {
     this.slot = -1;
     this.computed = 0;
     this.dropped = 0;
     this.refill = null;
-    this.prefix = [];
     this.preemptions++;
+    this.swapped = swapped;
     this.state = "paused";
+  }
+
+  /** Its prefill has computed every position: from the next step on it decodes. */
+  startDecoding(): void {
+    this.state = "decoding";
+  }
+
+  /**
+   * A row of this step computes position `pos`. True when it had computed that position before
+   * (its KV was lost meanwhile): the row is a recompute.
+   */
+  rowAt(pos: number): boolean {
+    const again = pos < this.computedHigh;
+    this.computedHigh = Math.max(this.computedHigh, pos + 1);
+    return again;
+  }
+
+  /** This step's rows leave its KV holding its first `end` positions. */
+  computeTo(end: number): void {
+    this.computed = end;
+  }
+
+  /** A sample row of this step is its: one more token on its way back. */
+  issueSample(): void {
+    this.issued++;
+  }
+
+  /**
+   * Takes up to `max` of the dropped positions it still has to compute again (after a resume in
+   * place), oldest first: positions from..to-1. Once none is left it prefills as usual.
+   */
+  takeRefill(max: number): { from: number; to: number } {
+    const r = this.refill!;
+    const from = r.next;
+    r.next = Math.min(r.end, r.next + max);
+    if (r.next === r.end) this.refill = null;
+    return { from, to: r.next };
+  }
+
+  /** Its client changed its priority (from the next step on). */
+  setPriority(priority: number): void {
+    this.priority = priority;
+  }
+
+  /** Its client went away or asked: it ends now, and its buffered tokens are dropped. */
+  cancel(): void {
+    this.cancelled = true;
+    this.end("cancelled");
+    this.buffer.abort(); // also when generation had finished and the buffer was still playing
+  }
+
+  /** Copies out of its first `tokens` positions are on their way to the host tier. */
+  hostCopyIssued(tokens: number): void {
+    this.hostIssued = tokens;
+  }
+
+  /** Copies out issued at host epoch `epoch` have landed (void if its host copy was released since). */
+  hostCopyLanded(tokens: number, epoch: number): void {
+    if (epoch === this.hostEpoch) this.hostTokens = Math.max(this.hostTokens, tokens);
+  }
+
+  /** Its host copy is no longer valid (reuse off): a swap-out copies everything again. */
+  restartHostCopy(): void {
+    this.hostIssued = 0;
+  }
+
+  /** Its host blocks were freed: copies still in flight land in blocks no longer its own. */
+  releaseHostCopy(): void {
+    this.hostTokens = 0;
+    this.hostIssued = 0;
+    this.hostEpoch++;
+  }
+
+  /** Counts a swap-out of its KV; returns how many there have been, this one included. */
+  countSwapOut(): number {
+    return ++this.swapsOut;
   }
 
   /** Takes one sampled token back from the GPU; ends the request on a stop id or max tokens. */

@@ -6,9 +6,9 @@ import {
   MIN_READING_RATE,
   type PacerClock,
   TokenPacer,
-} from "../../runtime/token_buffer.ts";
-import { assert, assertEquals, assertThrows, useFakeTime } from "../helpers/testing.ts";
-import { rng, testSeed } from "../helpers/random.ts";
+} from "../../../runtime/request/token_buffer.ts";
+import { assert, assertEquals, assertThrows, useFakeTime } from "../../helpers/testing.ts";
+import { rng, testSeed } from "../../helpers/random.ts";
 
 type FakeClock = ReturnType<typeof useFakeTime>;
 

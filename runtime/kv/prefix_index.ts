@@ -9,7 +9,7 @@
 // entries (nobody holds their blocks) before it refuses an allocation, unreachable ones and leaves
 // first, so a cached chain is cut from its end.
 //
-// With a host tier attached (runtime/prefix_tier.ts moves the bytes), an entry the device evicts
+// With a host tier attached (kv/prefix_tier.ts moves the bytes), an entry the device evicts
 // moves to the host when the host has room, instead of being dropped; a later match brings it back
 // into fresh device blocks (copied in before the step's kernels run). The host copy stays valid
 // after that (full blocks never change), so the entry is then on both tiers and a second eviction

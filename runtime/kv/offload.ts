@@ -5,36 +5,17 @@
 // before the layer runs (the engine splits the step's compute pass there), so an offloaded layer
 // costs the device only its newest, partly written block and the region, whoever holds it.
 //
-// Pure bookkeeping, like the swapper: it decides which blocks move, queues the copies for the next
-// step, and learns from delivered steps which copies have landed.
+// Pure bookkeeping: it decides which blocks move; the host tier (kv/host_tier.ts) queues the copies
+// for the next step and learns from delivered steps which have landed.
 //
 //   distance 0: keep every layer on the device (no offload);
 //   distance d: layers L with (L + 1) % d === 0 are offloaded (d = 1: all of them).
 
-import type { KvCopy, KvPrefetch, TableWrite } from "../engine/engine.ts";
-import { type BlockPool, OFFLOADED } from "../engine/kv/block_pool.ts";
-import type { Request } from "./request.ts";
-import { offloadedLayers } from "./plan/offload_pattern.ts";
-
-/** Copies out of an offloaded layer that land when the step carrying them is delivered. */
-export interface OffloadLanding {
-  req: Request;
-  layer: number;
-  /** Leading blocks of the layer on the host once it lands. */
-  blocks: number;
-  epoch: number;
-  state: LayerHost;
-}
-
-/**
- * One layer's host copy, in leading full blocks: copied out, and landed. It outlives distance
- * changes (full blocks never change), so a layer offloaded again moves only what is new; it is
- * void once the request's host blocks are released (its host epoch moves on).
- */
-interface LayerHost {
-  issued: number;
-  landed: number;
-}
+import type { KvPrefetch, TableWrite } from "../../engine/engine.ts";
+import { type BlockPool, OFFLOADED } from "./block_pool.ts";
+import type { HostTier } from "./host_tier.ts";
+import type { Request } from "../request/request.ts";
+import { offloadedLayers } from "../plan/offload_pattern.ts";
 
 export interface OffloadStats {
   /** Full blocks copied out of offloaded layers as they were written. */
@@ -59,32 +40,22 @@ export class Offloader {
   };
   /** Running requests' distances (absent: 0). */
   private readonly distances = new Map<Request, number>();
-  /** Per request, its host epoch and each layer's host copy. */
-  private readonly hostCopies = new Map<
-    Request,
-    { epoch: number; layers: Map<number, LayerHost> }
-  >();
   /** Region blocks of each arena (the same blocks serve every layer of the arena in turn). */
   private readonly region: number[][];
-  /** Copies for the next step, each with the request whose blocks it moves. */
-  private copies: { req: Request; copy: KvCopy }[] = [];
   /** Table entries for the next step (restored blocks). */
   private tables: TableWrite[] = [];
-  private landings: OffloadLanding[] = [];
   /** This step's region use: per layer, blocks handed out so far. */
   private regionUsed = new Map<number, number>();
   private assigned: { req: Request; layer: number; at: number; count: number }[] = [];
 
   /**
    * Reserves `regionBlocks` device blocks in every arena for the prefetch region. Throws when the
-   * pool cannot spare them. `filling`: true while some of the request's device blocks wait for a
-   * copy in of the next step (a prefix-cache hit from the host tier): none is copied out till then.
+   * pool cannot spare them.
    */
   constructor(
     private readonly device: BlockPool,
-    private readonly host: BlockPool,
+    private readonly tier: HostTier,
     readonly regionBlocks: number,
-    private readonly filling: (req: Request) => boolean = () => false,
   ) {
     const arenas = device.shape.blocksPerArena.length;
     this.region = Array.from({ length: arenas }, (_, a) => {
@@ -140,16 +111,7 @@ export class Offloader {
 
     for (const layer of back) {
       const restored = this.device.restore(req.id, layer)!;
-      const hostTable = this.host.table(req.id, layer);
-      this.copies.push({
-        req,
-        copy: {
-          direction: "in",
-          layer,
-          deviceBlocks: restored.map((r) => r.block),
-          hostBlocks: restored.map((r) => hostTable[r.index]),
-        },
-      });
+      this.tier.copyLayerIn(req, layer, restored);
       for (const r of restored) {
         this.tables.push({ slot: req.slot, layer, first: r.index, blocks: [r.block] });
       }
@@ -160,30 +122,7 @@ export class Offloader {
       return true;
     }
     this.distances.set(req, distance);
-    // Its offloaded layers' blocks leave the device: they cannot stay shared with the prefix cache
-    // as this request's own.
-    req.prefixDiverged = true;
     return true;
-  }
-
-  /**
-   * Leading blocks of `layer` that are on the host or on their way there, counting the copy the
-   * swapper keeps (swap-out, write-through): copies out of the layer start after them.
-   */
-  blocksOut(req: Request, layer: number): number {
-    const fromSwapper = Math.floor(req.hostIssued / this.device.blockSize);
-    return Math.max(fromSwapper, this.layerHost(req, layer).issued);
-  }
-
-  /** The layer's host copy, void (reset) when the request's host blocks were released since. */
-  private layerHost(req: Request, layer: number): LayerHost {
-    let copy = this.hostCopies.get(req);
-    if (!copy || copy.epoch !== req.hostEpoch) {
-      this.hostCopies.set(req, copy = { epoch: req.hostEpoch, layers: new Map() });
-    }
-    let state = copy.layers.get(layer);
-    if (!state) copy.layers.set(layer, state = { issued: 0, landed: 0 });
-    return state;
   }
 
   /**
@@ -194,12 +133,7 @@ export class Offloader {
   forget(req: Request, keepCopiesOut: boolean): void {
     this.distances.delete(req);
     this.assigned = this.assigned.filter((a) => a.req !== req);
-    this.copies = this.copies.filter((c) =>
-      c.req !== req || (keepCopiesOut && c.copy.direction === "out")
-    );
-    if (keepCopiesOut) return;
-    this.landings = this.landings.filter((l) => l.req !== req);
-    this.hostCopies.delete(req);
+    this.tier.forgetLayers(req, keepCopiesOut);
   }
 
   /**
@@ -212,30 +146,17 @@ export class Offloader {
     const B = this.device.blockSize;
     for (const req of running) {
       const distance = this.distanceOf(req);
-      if (distance === 0 || this.filling(req)) continue;
-      const landedBySwapper = Math.floor(req.hostTokens / B);
+      if (distance === 0 || this.tier.filling(req)) continue;
+      const landedBySwaps = Math.floor(req.hostTokens / B);
       // Only as many leading blocks per layer as the region holds leave the device, so a request
       // always fits the region alone and never waits for it forever.
       const full = Math.min(Math.floor(req.computed / B), this.regionBlocks);
       for (const layer of offloadedLayers(distance, this.device.numLayers)) {
-        const state = this.layerHost(req, layer);
-        const landed = Math.min(Math.max(state.landed, landedBySwapper), full);
+        const extent = this.tier.layerExtent(req, layer);
+        const landed = Math.min(Math.max(extent.landed, landedBySwaps), full);
         const offloaded = this.device.offloadedOn(req.id, layer);
         if (landed > offloaded) this.device.offload(req.id, layer, offloaded, landed);
-        const from = this.blocksOut(req, layer);
-        if (full <= from || !this.host.grow(req.id, layer, full * B)) continue;
-        this.copies.push({
-          req,
-          copy: {
-            direction: "out",
-            layer,
-            deviceBlocks: this.device.table(req.id, layer).slice(from, full),
-            hostBlocks: this.host.table(req.id, layer).slice(from, full),
-          },
-        });
-        state.issued = full;
-        this.stats.blocksOut += full - from;
-        this.landings.push({ req, layer, blocks: full, epoch: req.hostEpoch, state });
+        this.stats.blocksOut += this.tier.copyLayerOut(req, layer, full);
       }
     }
   }
@@ -266,15 +187,10 @@ export class Offloader {
   }
 
   /**
-   * The step's offload work: copies (out of newly full blocks, in for restored layers), the
-   * prefetches of the claimed region room with the table entries pointing there, and landings.
+   * The step's prefetches: the claimed region room, brought in from the host, with the table
+   * entries pointing there (after those of restored blocks).
    */
-  take(): {
-    copies: KvCopy[];
-    prefetch: KvPrefetch[];
-    tables: TableWrite[];
-    landings: OffloadLanding[];
-  } {
+  take(): { prefetch: KvPrefetch[]; tables: TableWrite[] } {
     const prefetch: KvPrefetch[] = [];
     const tables = this.tables;
     for (const { req, layer, at, count } of this.assigned) {
@@ -286,26 +202,13 @@ export class Offloader {
       prefetch.push({
         layer,
         deviceBlocks: region,
-        hostBlocks: this.host.table(req.id, layer).slice(0, count),
+        hostBlocks: this.tier.pool.table(req.id, layer).slice(0, count),
       });
       tables.push({ slot: req.slot, layer, first: 0, blocks: region });
       this.stats.blocksPrefetched += count;
     }
-    const copies = this.copies.map((c) => c.copy);
-    const out = { copies, prefetch, tables, landings: this.landings };
-    this.copies = [];
     this.tables = [];
-    this.landings = [];
     this.assigned = [];
-    return out;
-  }
-
-  /** Marks the copies of a delivered step as landed (unless the request left or was released). */
-  land(landings: readonly OffloadLanding[]): void {
-    for (const l of landings) {
-      const copy = this.hostCopies.get(l.req);
-      if (l.epoch !== l.req.hostEpoch || copy?.layers.get(l.layer) !== l.state) continue;
-      l.state.landed = Math.max(l.state.landed, l.blocks);
-    }
+    return { prefetch, tables };
   }
 }

@@ -1,0 +1,32 @@
+// What the runtime is opened with (main.ts's flags, or a test's choice): the scheduling preset's
+// options (policy/preset.ts, checked there), the memory tiers' switches, and the limits and
+// defaults every request is validated against.
+
+import type { PolicyName } from "./policy/index.ts";
+import type { PresetOptions } from "./policy/preset.ts";
+import type { RequestSlo } from "./request/request.ts";
+
+/** The runtime's options: its preset's (policy/preset.ts), and its own. */
+export interface RuntimeOptions extends PresetOptions {
+  /** Scheduling preset (`--sched`). */
+  policy: PolicyName;
+  /**
+   * Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). With
+   * a host tier, blocks the device evicts move there and come back on a hit.
+   */
+  prefixCache?: boolean;
+  /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
+  writeThrough?: boolean;
+  /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */
+  swapReuse?: boolean;
+  /** Most requests waiting for admission; a request that would be one more is refused. */
+  maxQueue: number;
+  /** Largest max_tokens a request may ask for. */
+  maxTokensLimit: number;
+  /** Reading rate for requests that give none (tokens/s); 0 or undefined = unpaced. */
+  defaultReadingRate?: number;
+  /** SLO targets for requests that give none. */
+  defaultSlo?: RequestSlo;
+  /** Token ids that end generation unless a request gives its own. */
+  eosIds: readonly number[];
+}

@@ -1,0 +1,149 @@
+// Preemption: making room in the device pool when a running request needs blocks that are not
+// free, and pausing requests that a policy or planner names. The policy names the victim; the
+// preset's rule (or, with `--recompute auto`, the cost model: preempt_choice.ts) says what becomes
+// of its KV:
+//
+//   swap        copied to the host tier; it resumes by copying it back;
+//   dropAll     freed; it resumes by prefilling its prompt and generated ids again (vLLM);
+//   dropOldest  only its oldest blocks freed, as few as make the room; it keeps its slot's KV for
+//               the rest and resumes by computing the dropped positions again (eLLM).
+//
+// A victim leaves the batch and waits at the head of the queue; its stream plays on from its
+// token buffer.
+
+import type { BlockPool } from "./kv/block_pool.ts";
+import type { HostTier } from "./kv/host_tier.ts";
+import type { Swapper } from "./kv/swap.ts";
+import type { Placement } from "./placement.ts";
+import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
+import type { PreemptRule } from "./policy/preset.ts";
+import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
+import type { PrefixCache } from "./prefix_cache.ts";
+import type { Batch } from "./batch.ts";
+import type { Request } from "./request/request.ts";
+
+/** What preemption works with: the batch, the pool and the tiers a victim's KV can go to. */
+export interface PreemptionParts {
+  batch: Batch;
+  pool: BlockPool;
+  policy: SchedulingPolicy;
+  rule: PreemptRule;
+  context: PolicyContext;
+  maxRows: number;
+  host: { tier: HostTier; swaps: Swapper } | null;
+  placement: Placement | null;
+  prefix: PrefixCache | null;
+}
+
+export class Preemption {
+  /** Preemptions, in all and by what became of the victim's KV (they add up). */
+  count = 0;
+  readonly choices: Record<PreemptKind, number> = { swap: 0, dropOldest: 0, dropAll: 0 };
+
+  constructor(private readonly parts: PreemptionParts) {}
+
+  /**
+   * Makes room for every layer of `req` to hold `tokens` positions, preempting the policy's
+   * victims while the pool is short; requests with rows in this step (`inStep`) keep them and are
+   * not preempted. False when `req` itself was.
+   */
+  makeRoom(req: Request, tokens: number, inStep: ReadonlySet<Request>): boolean {
+    const { pool, batch, policy } = this.parts;
+    while (!pool.canGrowAll(req.id, tokens)) {
+      const candidates = batch.running.filter((r) => r === req || !inStep.has(r));
+      const victim = policy.pickVictim(candidates, req);
+      const drop = victim === req ? 0 : this.oldestToDrop(victim, req, tokens);
+      const how = this.howToPreempt(victim, drop);
+      if (how.kind === "dropOldest") {
+        this.dropOldest(victim, how.blocks);
+        continue;
+      }
+      this.preempt(victim, how.kind === "swap");
+      if (victim === req) return false;
+    }
+    return true;
+  }
+
+  /** Pauses a running request a policy or planner named, its KV treated as the rule says. */
+  pause(req: Request): void {
+    this.preempt(req, this.howToPreempt(req, 0).kind === "swap");
+  }
+
+  /**
+   * What becomes of `victim`'s KV: with `auto`, the option the cost model predicts cheapest; else
+   * the fixed choice. `dropBlocks`: the fewest oldest blocks whose drop makes the room asked for
+   * (0: a partial drop is not possible).
+   */
+  private howToPreempt(victim: Request, dropBlocks: number): { kind: PreemptKind; blocks: number } {
+    const { rule, context: ctx, pool, host } = this.parts;
+    const B = pool.blockSize;
+    if (!rule.auto || ctx.stepMs(1, 0) === null) {
+      if (rule.fixed === "partial" && dropBlocks > 0) {
+        return { kind: "dropOldest", blocks: dropBlocks };
+      }
+      return { kind: rule.fixed === "swap" ? "swap" : "dropAll", blocks: 0 };
+    }
+    // A request still computing its dropped oldest positions has no whole KV to copy out.
+    const canSwap = host !== null && !victim.refill && victim.computed > 0 &&
+      ctx.copyMs("out", 1) !== null && host.tier.pool.canGrowAll(victim.id, victim.computed);
+    return choosePreemption({
+      computed: victim.computed,
+      target: victim.prefillTarget,
+      hostBlocks: Math.floor(victim.hostIssued / B),
+      canSwap,
+      dropBlocks,
+      slackMs: victim.buffer.occupancy().seconds * 1000 + (victim.spec.slo.tbtMs ?? 0),
+    }, {
+      blockSize: B,
+      maxRows: this.parts.maxRows,
+      stepMs: (rows) => ctx.stepMs(rows, 0)!,
+      copyMs: (direction, blocks) => ctx.copyMs(direction, blocks)!,
+    });
+  }
+
+  /**
+   * eLLM: how many of `victim`'s oldest blocks (per layer) must go for `needy` to grow to
+   * `tokens`; 0 when that would drop all its blocks, or it is still refilling or offloads layers:
+   * then it can only be preempted whole.
+   */
+  private oldestToDrop(victim: Request, needy: Request, tokens: number): number {
+    const { pool, placement } = this.parts;
+    if (victim.refill || victim.computed === 0 || placement?.offloads(victim)) return 0;
+    const k = pool.missingPerLayer(needy.id, tokens);
+    // Keep at least its newest block, else this is a plain preemption.
+    return k < 1 || (k + 1) * pool.blockSize > victim.computed ? 0 : k;
+  }
+
+  /**
+   * Frees `victim`'s `k` oldest blocks and pauses it holding the rest; on resume only the dropped
+   * positions are computed again.
+   */
+  private dropOldest(victim: Request, k: number): void {
+    const { pool, batch, host, prefix } = this.parts;
+    host?.tier.release(victim); // its host copy no longer matches what it will hold
+    pool.dropLeading(victim.id, k);
+    prefix?.stop(victim); // its cached prefix blocks are no longer its own
+    batch.leave(victim);
+    victim.pauseKeepingNewest(k * pool.blockSize);
+    batch.requeue(victim);
+    this.count++;
+    this.choices.dropOldest++;
+  }
+
+  /**
+   * Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open.
+   * `swap`: its KV goes to the host tier, if that has room.
+   */
+  private preempt(req: Request, swap: boolean): void {
+    const { pool, batch, host, placement } = this.parts;
+    const swapped = swap && (host?.swaps.swapOut(req) ?? false);
+    if (!swapped) host?.tier.release(req); // recomputed from its ids: drop any partial host copy
+    placement?.forget(req, swapped);
+    pool.release(req.id);
+    batch.leave(req);
+    req.pause(swapped);
+    batch.requeue(req);
+    this.count++;
+    this.choices[swapped ? "swap" : "dropAll"]++;
+  }
+}

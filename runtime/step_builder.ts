@@ -1,0 +1,116 @@
+// Turns the scheduler's decisions into the engine's StepPlan (engine/engine.ts): the block-table
+// writes and sampling parameters of requests that took a slot or grew, then one step's token rows
+// and sample rows, then the step's KV copies and prefetches. The scheduler says what runs; this
+// file only encodes it.
+//
+// Table writes and sampling parameters wait for the next step that is built, whenever they were
+// made (a request admitted between steps, by submit, rides in with the next step). Rows are the
+// step's own.
+
+import type { SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
+import type { KvPrefetch } from "../engine/kv/kv_copies.ts";
+import type { KvCopy } from "../engine/kv/kv_copies.ts";
+import { NOT_RESIDENT } from "../engine/kv/pool_shape.ts";
+import type { BlockPool } from "./kv/block_pool.ts";
+import type { Landing } from "./kv/host_tier.ts";
+import type { Request } from "./request/request.ts";
+
+/** A built step: the plan for the engine and, per sample row, the request it belongs to. */
+export interface BuiltStep {
+  plan: StepPlan;
+  owners: Request[];
+  /** Host copies that are complete once this step is delivered. */
+  landings: Landing[];
+}
+
+export interface StepLimits {
+  /** Most token rows per step. */
+  maxRows: number;
+  /** Block-table entries per (slot, layer). */
+  maxBlocksPerSeq: number;
+}
+
+export class StepBuilder {
+  /** Host-side updates the next step must carry to the engine. */
+  private tables: TableWrite[] = [];
+  private sampling: { slot: number; params: SamplingParams }[] = [];
+  private rows: StepPlan["rows"] = [];
+  private samples: StepPlan["samples"] = [];
+  private owners: Request[] = [];
+  /** Requests with rows in the step being built. */
+  readonly inStep = new Set<Request>();
+
+  constructor(private readonly pool: BlockPool, private readonly limits: StepLimits) {}
+
+  /** `req` took its slot: whole table rows for every layer, and its sampling parameters. */
+  seated(req: Request): void {
+    for (let layer = 0; layer < this.pool.numLayers; layer++) {
+      const row = new Array(this.limits.maxBlocksPerSeq).fill(NOT_RESIDENT);
+      // DROPPED and OFFLOADED entries hold no device block.
+      this.pool.table(req.id, layer).forEach((b, i) => row[i] = b < 0 ? NOT_RESIDENT : b);
+      this.tables.push({ slot: req.slot, layer, first: 0, blocks: row });
+    }
+    this.sampling.push({ slot: req.slot, params: req.spec.sampling });
+  }
+
+  /** `req`'s tables grew by `added` blocks per layer (the new tail of each table). */
+  grew(req: Request, added: readonly number[][]): void {
+    added.forEach((blocks, layer) => {
+      if (blocks.length === 0) return;
+      const first = this.pool.table(req.id, layer).length - blocks.length;
+      this.tables.push({ slot: req.slot, layer, first, blocks });
+    });
+  }
+
+  /** Starts a step: no rows yet. */
+  begin(): void {
+    this.rows = [];
+    this.samples = [];
+    this.owners = [];
+    this.inStep.clear();
+  }
+
+  /** Rows the step can still take. */
+  get room(): number {
+    return this.limits.maxRows - this.rows.length;
+  }
+
+  /** A row of `req` at `pos` (`token` null: the id sampled last). True when it is a recompute. */
+  row(req: Request, pos: number, token: number | null): boolean {
+    this.rows.push({ slot: req.slot, pos, token });
+    this.inStep.add(req);
+    return req.rowAt(pos);
+  }
+
+  /** The last row is sampled, for `req`. */
+  sample(req: Request): void {
+    this.samples.push({ row: this.rows.length - 1 });
+    this.owners.push(req);
+    req.issueSample();
+  }
+
+  /**
+   * The step, with the host tier's copies and the offloader's prefetches (their table entries
+   * last: they override what a slot's new table said for those); null when it would carry
+   * nothing (the table writes then wait for the next one).
+   */
+  finish(
+    moves: { copies: KvCopy[]; landings: Landing[] },
+    offload: { prefetch: KvPrefetch[]; tables: TableWrite[] },
+  ): BuiltStep | null {
+    const { copies, landings } = moves;
+    if (this.rows.length === 0 && copies.length === 0 && landings.length === 0) return null;
+    const plan: StepPlan = {
+      copies,
+      prefetch: offload.prefetch,
+      tables: [...this.tables, ...offload.tables],
+      sampling: this.sampling,
+      rows: this.rows,
+      samples: this.samples,
+      wantTopLogprobs: this.owners.some((r) => r.spec.topLogprobs > 0),
+    };
+    this.tables = [];
+    this.sampling = [];
+    return { plan, owners: this.owners, landings };
+  }
+}
