@@ -22,7 +22,7 @@ const EngineFlags = z.object({
   f32: z.boolean().default(false),
   "kv-dtype": z.enum(["f16", "f32"]).optional(),
   // The defaults below (tokenflow, a host tier, recompute auto, write-through) are the combination
-  // that measured best in the serving report (README, "Policies"); fcfs is the vLLM baseline.
+  // that measured best in the serving report (docs/benchmarks/policies.md); fcfs is the vLLM baseline.
   sched: z.enum(Object.keys(PRESETS) as [PolicyName, ...PolicyName[]]).default("tokenflow"),
   // TokenFlow's μ and Δt (runtime/policy/tokenflow.ts); absent: its defaults, 2 and 0.5 s.
   "tokenflow-safety": z.coerce.number().min(1).optional(),
@@ -39,7 +39,7 @@ const EngineFlags = z.object({
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
   "offload-distance": z.coerce.number().int().min(1).optional(),
   "prefetch-blocks": z.coerce.number().int().min(1).optional(),
-  // Off by default: it measured worse than slo's admission alone (README, "Policies").
+  // Off by default: it measured worse than slo's admission alone (docs/benchmarks/policies.md).
   "layerwise-prefill": z.enum(["on", "off"]).default("off"),
 });
 
@@ -330,7 +330,7 @@ const ENGINE_FLAGS = `engine and scheduling:
                          device with some layers offloaded to the host tier, grown chunk by chunk
                          as its prefill writes them (uses the prefetch region even with
                          --offload none); off: it waits until all of it fits (default off: it
-                         measured worse here, see the README's Policies report)`;
+                         measured worse here: docs/benchmarks/policies.md)`;
 
 const SERVE_USAGE = `usage: deno task serve [flags]          (main.ts serve)
 

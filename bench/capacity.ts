@@ -7,7 +7,7 @@
 import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { parseBenchFlags } from "./cli.ts";
+import { parseBenchFlags } from "./common/cli.ts";
 import { buildReport, slug } from "./serve/report.ts";
 import { MAX_REQUESTS_CAP, workloadToJsonl } from "./serve/workload.ts";
 import {

@@ -6,11 +6,12 @@ import { z } from "zod";
 import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
 import { Runtime } from "../runtime/service.ts";
-import { parseBenchFlags } from "./cli.ts";
+import { parseBenchFlags } from "./common/cli.ts";
+import { GREEDY, measureDecode, prompt } from "./decode_measure.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
-import { smolShapedModelDir } from "./smol_model.ts";
+import { smolShapedModelDir } from "./common/smol_model.ts";
 
-export { SMOLLM2_SHAPE, smolShapedModelDir } from "./smol_model.ts";
+export { SMOLLM2_SHAPE, smolShapedModelDir } from "./common/smol_model.ts";
 
 const Flags = z.object({
   tokens: z.coerce.number().int().min(1).max(100_000).default(24),
@@ -38,65 +39,6 @@ included), the kinds interleaved round by round, medians reported.
   --tokens N    decode steps measured per batch size (default 24)
   --quant KINDS comma-separated: ${QUANT_KINDS.join(", ")}
   --rounds N    with --quant: measurements of each kind and batch size (default 3)`;
-
-const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-
-/** A deterministic prompt of `n` ids, different for each `i`. */
-function prompt(i: number, n: number, vocab: number): number[] {
-  return Array.from({ length: n }, (_, j) => (i * 7919 + j * 104729) % vocab);
-}
-
-export interface DecodeRun {
-  tokensPerS: number;
-  /** Engine steps between the batch's last first token and its end. */
-  steps: number;
-  /** Queue submissions over those steps (0 unless `submits` counts them). */
-  submits: number;
-}
-
-/**
- * `batch` requests with 8-token prompts decode `steps` tokens each; timed from the moment all of
- * them have their first token (prefill done) to the last token.
- */
-export async function measureDecode(
-  runtime: Runtime,
-  vocab: number,
-  batch: number,
-  steps: number,
-  submits: () => number = () => 0,
-): Promise<DecodeRun> {
-  let firstAll = 0;
-  let started = 0;
-  let submitsBefore = 0;
-  let stepsBefore = 0;
-  const handles = Array.from(
-    { length: batch },
-    (_, i) =>
-      runtime.submit({
-        ids: prompt(i + 1, 8, vocab),
-        maxTokens: steps + 1,
-        sampling: GREEDY,
-        stopIds: [],
-      }),
-  );
-  const t1 = await Promise.all(handles.map(async (h) => {
-    let n = 0;
-    for await (const _ of h.tokens) {
-      if (++n === 1 && ++started === batch) {
-        firstAll = performance.now();
-        submitsBefore = submits();
-        stepsBefore = runtime.stats().steps;
-      }
-    }
-    return performance.now();
-  }));
-  const end = Math.max(...t1);
-  return {
-    tokensPerS: (batch * steps) / ((end - firstAll) / 1000),
-    steps: runtime.stats().steps - stepsBefore,
-    submits: submits() - submitsBefore,
-  };
-}
 
 export async function benchDecode(args: string[]): Promise<string> {
   const flags = parseBenchFlags(Flags, args);

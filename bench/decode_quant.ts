@@ -6,7 +6,7 @@
 import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
 import { Runtime } from "../runtime/service.ts";
-import { measureDecode } from "./decode.ts";
+import { measureDecode } from "./decode_measure.ts";
 import { describeRecipe, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
 
 const BATCHES = [1, 16] as const;

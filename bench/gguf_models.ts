@@ -5,7 +5,7 @@
 import type { GgmlTypeName } from "../engine/formats/gguf.ts";
 import { convertToGguf } from "../engine/formats/gguf_convert.ts";
 import { GGML_BLOCKS } from "../engine/formats/gguf.ts";
-import { benchCacheDir, SMOLLM2_SHAPE, smolShapedModelDir } from "./smol_model.ts";
+import { benchCacheDir, SMOLLM2_SHAPE, smolShapedModelDir } from "./common/smol_model.ts";
 
 export const QUANT_KINDS = ["f16", "q8_0", "q4_0", "q4_k_m"] as const;
 export type QuantKind = typeof QUANT_KINDS[number];

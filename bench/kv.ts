@@ -12,7 +12,7 @@ import type { OverlapMeasurement } from "../engine/kv/cost_profile.ts";
 import { type Gpu, openGpu } from "../engine/gpu/device.ts";
 import { demoModelDir } from "../engine/sources/demo.ts";
 import { smolShapedModelDir } from "./decode.ts";
-import { parseBenchFlags } from "./cli.ts";
+import { parseBenchFlags } from "./common/cli.ts";
 import { benchPrefixTtft, benchSwapReuse } from "./kv_runtime.ts";
 import { benchOffloadDistance } from "./kv_distance.ts";
 

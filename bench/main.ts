@@ -3,7 +3,7 @@
 // its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and runs
 // nothing; a bad flag prints one line and the usage (exit 2) before any work starts.
 
-import { UsageError } from "./cli.ts";
+import { UsageError } from "./common/cli.ts";
 import { ensureRuntimeDir } from "../engine/util/runtime_dir.ts";
 
 interface Bench {
@@ -18,7 +18,7 @@ const BENCHES: Record<string, Bench> = {
     summary: "copy bandwidth and the matmul on SmolLM2-135M's shapes",
     load: async () => {
       const { USAGE, benchKernels } = await import("./kernels.ts");
-      const { parseBenchFlags } = await import("./cli.ts");
+      const { parseBenchFlags } = await import("./common/cli.ts");
       const { z } = await import("zod");
       return {
         usage: USAGE,

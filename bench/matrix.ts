@@ -6,7 +6,7 @@
 
 import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseBenchFlags } from "./cli.ts";
+import { parseBenchFlags } from "./common/cli.ts";
 import { buildReport, slug } from "./serve/report.ts";
 import { workloadToJsonl } from "./serve/workload.ts";
 import {

@@ -4,7 +4,7 @@
 // Worker (post to plan in hand). Goal (issue 9): p99 below one decode step of that model here.
 
 import { z } from "zod";
-import { parseBenchFlags } from "./cli.ts";
+import { parseBenchFlags } from "./common/cli.ts";
 import { seededRandom } from "./serve/random.ts";
 import { orbitPlan } from "../runtime/plan/orbit_planner.ts";
 import { PlannerClient } from "../runtime/plan/planner_client.ts";
@@ -36,7 +36,7 @@ SmolLM2-135M-shaped model, against the predicted decode step of that batch.
   --seed S            workload seed (default 7)`;
 
 /**
- * SmolLM2-135M's cost model as profiled at load on this machine (README, "KV memory": one layer
+ * SmolLM2-135M's cost model as profiled at load on this machine (docs/benchmarks/kv-memory.md: one layer
  * 16.8 ms + 1.31 ms per row; host → device 18 µs per copy + 3.75 GB/s). The sampling tail was not
  * reported there and is left out: it only makes the step, and so the goal, shorter.
  */
@@ -49,7 +49,7 @@ export const SMOLLM2_COSTS: PlanCosts = {
 /** 16 tokens × 3 KV heads × 64 dims × K and V × 2 bytes (f16). */
 const BLOCK_BYTES = 16 * 3 * 64 * 2 * 2;
 const BLOCK_TOKENS = 16;
-/** Decode steps measured by `bench decode` on this machine (README's decode table, this code). */
+/** Decode steps measured by `bench decode` on this machine (docs/benchmarks/decode.md). */
 const MEASURED_STEP_MS = { batch1: 1000 / 2.6, batch16: 16000 / 16.3 };
 
 /**
@@ -155,12 +155,12 @@ export async function benchPlan(args: string[]): Promise<string> {
     `| predicted, ${o.requests} rows, every layer resident (the batch planned) | ${
       ms(plainStep)
     } | ${ratio(plainStep)} |`,
-    `| measured, batch 16 (bench decode, README) | ${ms(MEASURED_STEP_MS.batch16)} | ${
-      ratio(MEASURED_STEP_MS.batch16)
-    } |`,
-    `| measured, batch 1 (bench decode, README) | ${ms(MEASURED_STEP_MS.batch1)} | ${
-      ratio(MEASURED_STEP_MS.batch1)
-    } |`,
+    `| measured, batch 16 (bench decode, docs/benchmarks/decode.md) | ${
+      ms(MEASURED_STEP_MS.batch16)
+    } | ${ratio(MEASURED_STEP_MS.batch16)} |`,
+    `| measured, batch 1 (bench decode, docs/benchmarks/decode.md) | ${
+      ms(MEASURED_STEP_MS.batch1)
+    } | ${ratio(MEASURED_STEP_MS.batch1)} |`,
     "",
     `Goal "solve p99 below one decode step": ${p99 < plainStep ? "met" : "not met"} (${
       ms(p99)

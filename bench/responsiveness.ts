@@ -5,7 +5,7 @@
 // Markdown report.
 
 import { z } from "zod";
-import { parseBenchFlags } from "./cli.ts";
+import { parseBenchFlags } from "./common/cli.ts";
 import { splitFlags } from "./serve/flags.ts";
 import type { LoopbackTarget } from "./serve/loopback.ts";
 import { seededRandom } from "./serve/random.ts";

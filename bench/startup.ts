@@ -10,7 +10,7 @@
 
 import { z } from "zod";
 import { demoModelDir } from "../engine/sources/demo.ts";
-import { parseBenchFlags } from "./cli.ts";
+import { parseBenchFlags } from "./common/cli.ts";
 import { splitFlags } from "./serve/flags.ts";
 import { getText, loopbackRequest } from "./serve/http.ts";
 import { freeLoopbackPort, LOOPBACK_HOST, loopbackTarget } from "./serve/loopback.ts";

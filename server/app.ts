@@ -26,7 +26,7 @@ import { playgroundRoutes } from "./routes/playground.ts";
 import { requestsRoutes } from "./routes/requests.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { tokenizeRoutes } from "./routes/tokenize.ts";
-import type { ServerState } from "./state.ts";
+import type { ServerState } from "./state/server_state.ts";
 
 export interface ServerConfig {
   /** The id clients pass as `model` (also accepted: "default"). */

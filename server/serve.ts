@@ -16,7 +16,7 @@ import { FrontDoor } from "./connections/front_door.ts";
 import { MAX_HEAD_BYTES } from "./middleware/header_limit.ts";
 import { ServerMetrics } from "./metrics/server_metrics.ts";
 import { shutdown } from "./shutdown.ts";
-import type { ServerState } from "./state.ts";
+import type { ServerState } from "./state/server_state.ts";
 
 /** The model could not be loaded; the server has been closed. */
 export class ModelLoadError extends Error {

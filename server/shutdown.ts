@@ -7,7 +7,7 @@
 // `serve` runs this on SIGINT/SIGTERM; tests call it directly.
 
 import type { ServerMetrics } from "./metrics/server_metrics.ts";
-import type { ServerState } from "./state.ts";
+import type { ServerState } from "./state/server_state.ts";
 
 /** The part of Deno.HttpServer that shutdown uses. */
 export interface HttpServer {

@@ -7,7 +7,7 @@
 // is served afterwards, and whether the process is still alive.
 
 import { z } from "zod";
-import { parseBenchFlags } from "../cli.ts";
+import { parseBenchFlags } from "../common/cli.ts";
 import { splitFlags } from "../serve/flags.ts";
 import { startServer } from "../serve/server_process.ts";
 import { summarize } from "../responsiveness/stats.ts";

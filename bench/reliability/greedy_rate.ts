@@ -6,7 +6,7 @@
 // be about the same both ways: the goal is a ratio within 2×.
 
 import { z } from "zod";
-import { parseBenchFlags } from "../cli.ts";
+import { parseBenchFlags } from "../common/cli.ts";
 import { splitFlags } from "../serve/flags.ts";
 import type { LoopbackTarget } from "../serve/loopback.ts";
 import { seededRandom } from "../serve/random.ts";

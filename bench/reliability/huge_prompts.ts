@@ -12,7 +12,7 @@
 
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { parseBenchFlags } from "../cli.ts";
+import { parseBenchFlags } from "../common/cli.ts";
 import { splitFlags } from "../serve/flags.ts";
 import { loopbackRequest, readText } from "../serve/http.ts";
 import type { LoopbackTarget } from "../serve/loopback.ts";

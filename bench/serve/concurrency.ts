@@ -3,14 +3,14 @@
 // N's throughput as a ratio to one client's, measured in the same run.
 
 import { z } from "zod";
-import { parseBenchFlags } from "../cli.ts";
+import { parseBenchFlags } from "../common/cli.ts";
 import { runClient } from "./client.ts";
 import { summarize } from "./metrics.ts";
 import { modelInfo } from "./run.ts";
 import { startServer } from "./server_process.ts";
 import { splitFlags } from "./flags.ts";
 import { materialize, type WorkloadRequest } from "./workload.ts";
-import { smolShapedModelDir } from "../decode.ts";
+import { smolShapedModelDir } from "../common/smol_model.ts";
 
 const Flags = z.object({
   clients: z.string().regex(/^\d+(,\d+)*$/).default("1,4,16").transform((s) =>

@@ -2,7 +2,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { checkFlags, UsageError } from "../cli.ts";
+import { checkFlags, UsageError } from "../common/cli.ts";
 import { parseDist } from "./random.ts";
 import type { ConfigSpec } from "./run.ts";
 import { assertSafeFlags } from "./server_process.ts";

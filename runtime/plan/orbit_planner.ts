@@ -50,7 +50,7 @@ const PRECISION = 1e-6;
 
 /**
  * Default optimalityGap: a plan within 0.5% of the best possible step time is good enough; the cost
- * model it is measured with is itself accurate to 15–20% (README, "KV memory").
+ * model it is measured with is itself accurate to 15–20% (docs/benchmarks/kv-memory.md).
  */
 export const DEFAULT_GAP = 5e-3;
 

@@ -87,7 +87,7 @@ export interface PresetOptions {
    * by chunk as its prefill writes them (runtime/placement.ts). It needs the offloader and its
    * prefetch region, so with `offload: "none"` they are made for it, every other request at
    * distance 0. Default false (the region costs device blocks, and on the Policies workload it
-   * measured worse: README, "Policies").
+   * measured worse: docs/benchmarks/policies.md).
    */
   layerwisePrefill?: boolean;
   /** TokenFlow's μ, the safety factor on predicted switch costs (`--tokenflow-safety`; tokenflow only). */

@@ -5,7 +5,7 @@
 
 import type { RequestState, Runtime } from "../../runtime/service.ts";
 import type { ServerMetrics } from "../metrics/server_metrics.ts";
-import type { ServerState } from "../state.ts";
+import type { ServerState } from "../state/server_state.ts";
 
 export type ServerStatus = "loading" | "failed" | "ready" | "draining";
 

@@ -13,7 +13,7 @@ import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { checkModel } from "../openai/errors.ts";
 import type { SharedFields } from "../openai/schemas.ts";
-import { readyModel, type ServerState } from "../state.ts";
+import { readyModel, type ServerState } from "../state/server_state.ts";
 
 export function completionsRoutes(
   state: ServerState,

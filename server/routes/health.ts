@@ -3,8 +3,8 @@
 // goes out without the absolute paths in it (anyone may ask /health); the log has it whole.
 
 import { Hono } from "hono";
-import { redactPaths } from "../redact_paths.ts";
-import type { ServerState } from "../state.ts";
+import { redactPaths } from "../state/redact_paths.ts";
+import type { ServerState } from "../state/server_state.ts";
 
 export function healthRoutes(state: ServerState): Hono {
   return new Hono().get("/health", (c) => {

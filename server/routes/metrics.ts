@@ -3,7 +3,7 @@
 import { Hono } from "hono";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/exposition.ts";
 import type { ServerMetrics } from "../metrics/server_metrics.ts";
-import type { ServerState } from "../state.ts";
+import type { ServerState } from "../state/server_state.ts";
 
 export function metricsRoutes(state: ServerState, metrics: ServerMetrics): Hono {
   return new Hono().get("/metrics", (c) => {

@@ -1,7 +1,7 @@
 // GET /v1/models: the one model this server serves, with its context length and vocabulary.
 
 import { Hono } from "hono";
-import { readyModel, type ServerState } from "../state.ts";
+import { readyModel, type ServerState } from "../state/server_state.ts";
 
 export function modelsRoutes(state: ServerState, modelId: string): Hono {
   return new Hono().get("/models", (c) => {

@@ -6,7 +6,7 @@
 import { Hono } from "hono";
 import type { ServerMetrics } from "../metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../playground/panel_state.ts";
-import type { ServerState } from "../state.ts";
+import type { ServerState } from "../state/server_state.ts";
 
 export function stateRoutes(state: ServerState, modelId: string, metrics: ServerMetrics): Hono {
   const panel = new PanelStateBuilder(modelId, metrics);

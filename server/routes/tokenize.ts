@@ -10,7 +10,7 @@ import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { ApiError, checkModel } from "../openai/errors.ts";
 import { DetokenizeRequest, TokenizeRequest } from "../openai/schemas.ts";
-import { readyModel, type ServerState } from "../state.ts";
+import { readyModel, type ServerState } from "../state/server_state.ts";
 
 export function tokenizeRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
   return new Hono<ObservedEnv>()

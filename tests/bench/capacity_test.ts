@@ -11,7 +11,7 @@ import {
 import { capacityReport } from "../../bench/matrix/capacity_report.ts";
 import { BASELINE } from "../../bench/matrix/flags.ts";
 import { benchCapacity } from "../../bench/capacity.ts";
-import { UsageError } from "../../bench/cli.ts";
+import { UsageError } from "../../bench/common/cli.ts";
 import { assert, assertEquals, assertRejects } from "../helpers/testing.ts";
 import { testSeed } from "../helpers/random.ts";
 

@@ -23,7 +23,7 @@ import {
 import { type CellRun, matrixReport } from "../../bench/matrix/report.ts";
 import { BASELINE, VLLM_V1_FLAGS } from "../../bench/matrix/flags.ts";
 import { benchMatrix } from "../../bench/matrix.ts";
-import { UsageError } from "../../bench/cli.ts";
+import { UsageError } from "../../bench/common/cli.ts";
 import { displayTimes } from "../../bench/serve/playout.ts";
 import { summarize } from "../../bench/serve/metrics.ts";
 import type { RequestRecord } from "../../bench/serve/record.ts";

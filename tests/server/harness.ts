@@ -17,7 +17,7 @@ import { MAX_HEAD_BYTES } from "../../server/middleware/header_limit.ts";
 import { parsePrometheusText, type Sample } from "../../server/metrics/parse.ts";
 import { ServerMetrics } from "../../server/metrics/server_metrics.ts";
 import { shutdown } from "../../server/shutdown.ts";
-import type { ServerState } from "../../server/state.ts";
+import type { ServerState } from "../../server/state/server_state.ts";
 import { assert, assertEquals, assertMatch } from "../helpers/testing.ts";
 import { testGpu } from "../helpers/gpu.ts";
 

@@ -1,7 +1,7 @@
 // redactPaths: absolute paths in public error messages shrink to their last component; other
 // slashes (rates, URLs, hub ids, relative paths) are left as they are.
 
-import { redactPaths } from "../../server/redact_paths.ts";
+import { redactPaths } from "../../server/state/redact_paths.ts";
 import { assertEquals } from "../helpers/testing.ts";
 
 Deno.test("redact paths: absolute paths keep only their last component", () => {

@@ -4,7 +4,7 @@
 
 import { ServerMetrics } from "../../server/metrics/server_metrics.ts";
 import { shutdown } from "../../server/shutdown.ts";
-import type { ServerState } from "../../server/state.ts";
+import type { ServerState } from "../../server/state/server_state.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { MODEL_ID, SseReader, startServer, waitFor } from "./harness.ts";
 

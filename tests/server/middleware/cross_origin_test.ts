@@ -5,7 +5,7 @@
 import { isSameOrigin } from "../../../server/middleware/cross_origin.ts";
 import { createApp, type ServerConfig } from "../../../server/app.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
-import type { ServerState } from "../../../server/state.ts";
+import type { ServerState } from "../../../server/state/server_state.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 
 const HOST = "127.0.0.1:8080";

@@ -4,7 +4,7 @@
 import { hostAllowed, hostPolicy } from "../../../server/middleware/host_check.ts";
 import { createApp, type ServerConfig } from "../../../server/app.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
-import type { ServerState } from "../../../server/state.ts";
+import type { ServerState } from "../../../server/state/server_state.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 Deno.test("host check: which Host headers name the server", () => {

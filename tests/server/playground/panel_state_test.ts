@@ -5,7 +5,7 @@ import type { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import type { PromptEncoder, Runtime } from "../../../runtime/service.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../../../server/playground/panel_state.ts";
-import type { ServerState } from "../../../server/state.ts";
+import type { ServerState } from "../../../server/state/server_state.ts";
 import { IDLE_STATS } from "../../helpers/idle_stats.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 

@@ -5,7 +5,7 @@ import type { PromptEncoder, Runtime } from "../../../runtime/service.ts";
 import type { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { createApp } from "../../../server/app.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
-import type { ServerState } from "../../../server/state.ts";
+import type { ServerState } from "../../../server/state/server_state.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 Deno.test("health: loading, failed, ready and draining", async () => {

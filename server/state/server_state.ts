@@ -2,8 +2,8 @@
 // whether a graceful shutdown has begun. `serve` starts HTTP before the model is loaded, so every
 // route that needs the model asks readyModel() and answers 503 until then.
 
-import type { PromptEncoder, Runtime, Tokenizer } from "../runtime/service.ts";
-import { ApiError } from "./openai/errors.ts";
+import type { PromptEncoder, Runtime, Tokenizer } from "../../runtime/service.ts";
+import { ApiError } from "../openai/errors.ts";
 import { redactPaths } from "./redact_paths.ts";
 
 export type ModelState =
