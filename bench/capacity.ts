@@ -28,7 +28,7 @@ import {
   quote,
   shellArgs,
 } from "./matrix/flags.ts";
-import { ContextProbe, deadlineMs, type RunEnv, runWorkload, withBudget } from "./matrix/runner.ts";
+import { ContextProbe, deadlineMs, runEnv, runWorkload, withBudget } from "./matrix/runner.ts";
 
 const DEFAULT_CELL = "chat-steady-human-tight";
 
@@ -90,16 +90,7 @@ export async function benchCapacity(
   const template = applyOverrides(selectCells([f.cell])[0], { seedOffset: f["seed-offset"] });
   const mb = template.budget === "tight" ? f["tight-kv-mb"] : f["ample-kv-mb"];
   const configs = f.configs.map((c) => withBudget(c, mb));
-  const env: RunEnv = {
-    model: f.model,
-    serverCommand: hooks.serverCommand ?? [Deno.execPath(), "run", "-A", "main.ts", "serve"],
-    cwd: hooks.serverCommand ? undefined : REPO_ROOT,
-    startTimeoutMs: f["start-timeout-s"] * 1000,
-    requestTimeoutMs: f["request-timeout-s"] * 1000,
-    scrapeIntervalMs: f["scrape-ms"],
-    warmupRequests: f.warmup,
-    log,
-  };
+  const env = runEnv(f, hooks.serverCommand, REPO_ROOT, log);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   const folder = resolve(f.out, `capacity-${stamp}`);
   await Deno.mkdir(folder, { recursive: true });

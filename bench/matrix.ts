@@ -26,7 +26,7 @@ import {
   shellArgs,
 } from "./matrix/flags.ts";
 import { type CellRun, matrixReport } from "./matrix/report.ts";
-import { ContextProbe, deadlineMs, type RunEnv, runWorkload, withBudget } from "./matrix/runner.ts";
+import { ContextProbe, deadlineMs, runEnv, runWorkload, withBudget } from "./matrix/runner.ts";
 import { z } from "zod";
 
 export const USAGE = `usage: deno task bench matrix [flags]
@@ -91,16 +91,7 @@ export async function benchMatrix(args: string[], hooks: BenchMatrixHooks = {}):
   };
   const cells = selectCells(f.cells).map((c) => applyOverrides(c, overrides));
   const budgetMb = (c: Cell) => (c.budget === "tight" ? f["tight-kv-mb"] : f["ample-kv-mb"]);
-  const env: RunEnv = {
-    model: f.model,
-    serverCommand: hooks.serverCommand ?? [Deno.execPath(), "run", "-A", "main.ts", "serve"],
-    cwd: hooks.serverCommand ? undefined : REPO_ROOT,
-    startTimeoutMs: f["start-timeout-s"] * 1000,
-    requestTimeoutMs: f["request-timeout-s"] * 1000,
-    scrapeIntervalMs: f["scrape-ms"],
-    warmupRequests: f.warmup,
-    log,
-  };
+  const env = runEnv(f, hooks.serverCommand, REPO_ROOT, log);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   const folder = resolve(f.out, `matrix-${stamp}`);
   await Deno.mkdir(folder, { recursive: true });

@@ -20,6 +20,34 @@ export interface RunEnv {
   log: (line: string) => void;
 }
 
+/** The run flags both commands share (bench/matrix/flags.ts), as a RunEnv. */
+export interface RunFlags {
+  model: string;
+  "start-timeout-s": number;
+  "request-timeout-s": number;
+  "scrape-ms": number;
+  warmup: number;
+}
+
+/** Where servers come from and how runs are bounded: this repo's `main.ts serve` unless hooked. */
+export function runEnv(
+  f: RunFlags,
+  serverCommand: string[] | undefined,
+  repoRoot: string,
+  log: (line: string) => void,
+): RunEnv {
+  return {
+    model: f.model,
+    serverCommand: serverCommand ?? [Deno.execPath(), "run", "-A", "main.ts", "serve"],
+    cwd: serverCommand ? undefined : repoRoot,
+    startTimeoutMs: f["start-timeout-s"] * 1000,
+    requestTimeoutMs: f["request-timeout-s"] * 1000,
+    scrapeIntervalMs: f["scrape-ms"],
+    warmupRequests: f.warmup,
+    log,
+  };
+}
+
 /** The configuration at a device KV budget. */
 export function withBudget(config: ConfigSpec, budgetMb: number): ConfigSpec {
   return { name: config.name, flags: [...config.flags, "--gpu-kv-mb", String(budgetMb)] };

@@ -2,6 +2,7 @@
 // running streams play out; the grace period is enforced even for slow paced streams; a stream or
 // response cut by it ends with an error, never with a normal finish.
 
+import type { StepEngine } from "../../engine/engine.ts";
 import { ServerMetrics } from "../../server/metrics/server_metrics.ts";
 import { shutdown } from "../../server/shutdown.ts";
 import type { ServerState } from "../../server/state/server_state.ts";
@@ -84,14 +85,16 @@ Deno.test("shutdown: streams that finish within the grace end normally, and it e
   }
 });
 
+/** Slow generation, not slow reading: each step waits 20 ms, so 500 tokens take 10 s. */
+const slowed = (engine: StepEngine): StepEngine => ({
+  info: engine.info,
+  step: (plan) => delay(20).then(() => engine.step(plan)),
+  close: () => engine.close(),
+});
+
 Deno.test("shutdown: a stream still generating when the grace ends is cut the same way", async () => {
-  // Slow generation, not slow reading: each step waits 20 ms, so 500 tokens take 10 s.
   const s = await startServer({
-    wrapEngine: (engine) => ({
-      info: engine.info,
-      step: (plan) => delay(20).then(() => engine.step(plan)),
-      close: () => engine.close(),
-    }),
+    wrapEngine: slowed,
   });
   try {
     const res = await s.post("/v1/completions", {
@@ -119,11 +122,7 @@ Deno.test("shutdown: a stream still generating when the grace ends is cut the sa
 Deno.test("shutdown: a whole reply still generating when the grace ends gets a 503 envelope", async () => {
   // Not streamed, so not paced: it is cut only while it is still being generated (20 ms a step).
   const s = await startServer({
-    wrapEngine: (engine) => ({
-      info: engine.info,
-      step: (plan) => delay(20).then(() => engine.step(plan)),
-      close: () => engine.close(),
-    }),
+    wrapEngine: slowed,
   });
   try {
     const whole = s.post("/v1/chat/completions", {
