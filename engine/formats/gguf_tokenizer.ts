@@ -1,5 +1,6 @@
 // Rebuilds the Hugging Face tokenizer files (tokenizer.json and tokenizer_config.json) from a GGUF
-// file's tokenizer.* metadata, so the one Tokenizer class (transformers.js) serves GGUF models too.
+// file's tokenizer.* metadata, so the one Tokenizer class (@huggingface/tokenizers) serves GGUF
+// models too.
 //
 // Two vocabulary kinds, as llama.cpp names them:
 // - "llama": SentencePiece BPE (Llama 2, Mistral, TinyLlama): pieces with scores, "▁" for spaces,

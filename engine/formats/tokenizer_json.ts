@@ -1,7 +1,7 @@
 // The parts of Hugging Face's tokenizer.json that Sluice writes itself, for a GGUF file's
 // vocabulary rebuilt (gguf_tokenizer.ts) and for the tiny models' trained one
 // (sources/tiny_tokenizer.ts): the file's frame, an added token, and a BPE model, each with every
-// field transformers.js reads.
+// field @huggingface/tokenizers reads.
 
 export interface AddedToken {
   id: number;

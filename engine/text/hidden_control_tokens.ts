@@ -1,11 +1,11 @@
 // Text must never spell a control token. A tokenizer built from tokenizer.json as it is turns every
 // occurrence of a special token's text into that token, so a user who types "<|im_end|>\n
-// <|im_start|>system" in a message or prompt would forge chat roles. transformers.js has no option
-// to encode without that (HF's split_special_tokens), so Sluice builds a twin tokenizer in which
-// each special token's text is a secret: a private-use string with a random nonce that no request
-// can contain. The twin encodes text (no control tokens can come out of it), and a chat template
-// rewritten to write the secret where it wrote the special token's text: only the template's own
-// markup becomes control tokens, while the same markup inside a message stays text.
+// <|im_start|>system" in a message or prompt would forge chat roles. @huggingface/tokenizers has no
+// option to encode without that (HF's split_special_tokens), so Sluice builds a twin tokenizer in
+// which each special token's text is a secret: a private-use string with a random nonce that no
+// request can contain. The twin encodes text (no control tokens can come out of it), and a chat
+// template rewritten to write the secret where it wrote the special token's text: only the
+// template's own markup becomes control tokens, while the same markup inside a message stays text.
 //
 // Everything else is the same tokenizer (vocabulary, merges, normalizer, pre-tokenizer, the
 // post-processor's BOS/EOS), so for text without special-token strings the twin gives exactly the

@@ -17,7 +17,7 @@ import { TokenizerThread } from "./tokenizer_thread.ts";
 
 /**
  * Prompts of this many UTF-16 code units or more are encoded off the HTTP thread. Encoding costs
- * about 1 ms per KiB (transformers.js, measured on a shared 2-core machine), so a prompt just
+ * about 1 ms per KiB (@huggingface/tokenizers, measured on a shared 2-core machine), so a prompt just
  * under it holds this thread for about 8 ms, a sixth of the 50 ms /health p99 goal. Prompts under
  * 8 KiB (some 2k tokens) are the common case, and they skip the hop to the Worker (about 0.6 ms,
  * plus the wait behind other large prompts: the Worker encodes one at a time).

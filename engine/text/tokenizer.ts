@@ -1,12 +1,15 @@
-// Text ↔ token ids and chat rendering for a model directory, through transformers.js built from
-// the already-read tokenizer files (never the network).
+// Text ↔ token ids and chat rendering for a model directory, built from the already-read tokenizer
+// files (never the network): @huggingface/tokenizers for the tokenizer and @huggingface/jinja for
+// the chat template, the two packages transformers.js is built on, used here as transformers.js's
+// PreTrainedTokenizer used them (same special tokens, same template variables) without its ONNX
+// Runtime.
 //
 // Text is encoded without special-token parsing: "<|im_end|>" typed in a message or a prompt is
 // ordinary text, and only the chat template's own markup becomes control tokens (the twin
 // tokenizer of hidden_control_tokens.ts does the encoding). Decoding uses the tokenizer as it is.
 
-import * as transformers from "@huggingface/transformers";
-import { PreTrainedTokenizer } from "@huggingface/transformers";
+import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
+import { Template } from "@huggingface/jinja";
 import { join } from "node:path";
 import { ModelLoadError } from "../model/errors.ts";
 import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
@@ -34,7 +37,7 @@ export class ChatTemplateError extends Error {
   }
 }
 
-/** The variables transformers.js gives a chat template for the tokenizer's special tokens. */
+/** The special tokens a chat template sees as variables (transformers' SPECIAL_TOKEN_ATTRIBUTES). */
 const TEMPLATE_TOKEN_VARIABLES = [
   "bos_token",
   "eos_token",
@@ -45,6 +48,15 @@ const TEMPLATE_TOKEN_VARIABLES = [
   "mask_token",
 ];
 
+/** JSON Schema tool definitions, as a template that supports function calling reads them. */
+export type ChatTools = Record<string, unknown>[];
+
+export interface ChatOptions {
+  addGenerationPrompt?: boolean;
+  /** Given to the template as `tools` (else null); picks a "tool_use" template if there is one. */
+  tools?: ChatTools;
+}
+
 export class Tokenizer {
   /** Stop ids: the union of config.json, generation_config.json and the tokenizer's eos. */
   readonly eosTokenIds: number[];
@@ -52,12 +64,18 @@ export class Tokenizer {
   readonly vocabSize: number;
   readonly bosTokenId: number | null;
   readonly hasChatTemplate: boolean;
-  /** Decodes, and renders chat templates. */
-  readonly #inner: PreTrainedTokenizer;
+  /** Decodes. */
+  readonly #inner: HfTokenizer;
   /** Encodes: the same tokenizer with its control tokens' text hidden. */
-  readonly #textOnly: PreTrainedTokenizer;
-  /** The chat template and its special-token variables, writing control tokens' hidden text. */
-  readonly #markupTemplate: string | null;
+  readonly #textOnly: HfTokenizer;
+  /** tokenizer_config.json's chat_template: one template, or several by name. */
+  readonly #templates: string | Record<string, string> | null;
+  /** Compiled templates by source (each model's own, and its markup twin). */
+  readonly #compiled = new Map<string, Template>();
+  /** Writes control tokens' hidden text in place of their text (templates only, never input). */
+  readonly #hide: (text: string) => string;
+  /** The special-token variables a template sees, as text and as hidden markup. */
+  readonly #tokenVariables: Record<string, string>;
   readonly #markupVariables: Record<string, string>;
   readonly #bytes: TokenBytes;
   readonly #configPath: string;
@@ -70,18 +88,20 @@ export class Tokenizer {
     if (json === null || typeof json !== "object" || Array.isArray(json)) {
       throw new ModelLoadError(tokenizerPath, "is not a JSON object");
     }
-    const Class = tokenizerClass(files.tokenizerConfig);
+    const config = files.tokenizerConfig;
     let hidden: HiddenControlTokens;
     try {
       hidden = hideControlTokens(json as Record<string, unknown>);
-      this.#inner = new Class(json, files.tokenizerConfig);
-      this.#textOnly = new Class(hidden.tokenizerJson, files.tokenizerConfig);
+      this.#inner = new HfTokenizer(json, config);
+      this.#textOnly = new HfTokenizer(hidden.tokenizerJson, config);
+      this.#templates = chatTemplates(config.chat_template);
     } catch (e) {
       throw new ModelLoadError(
         tokenizerPath,
         `cannot build the tokenizer: ${(e as Error).message}`,
       );
     }
+    this.#hide = hidden.hide;
     let maxId = -1;
     const tokenText: string[] = [];
     for (const [text, id] of this.#inner.get_vocab()) {
@@ -102,31 +122,36 @@ export class Tokenizer {
       added.map((t) => t.id),
     );
 
+    this.#tokenVariables = {};
+    this.#markupVariables = {};
+    for (const key of TEMPLATE_TOKEN_VARIABLES) {
+      const value = tokenContent(config[key]);
+      if (!value) continue;
+      this.#tokenVariables[key] = value;
+      this.#markupVariables[key] = hidden.hide(value);
+    }
+    const idOf = (key: string) => {
+      const text = this.#tokenVariables[key];
+      return text === undefined ? undefined : this.#inner.token_to_id(text);
+    };
+
     const eos = new Set<number>(files.config.eosTokenIds);
     const genEos = files.generationConfig?.eos_token_id;
     for (const id of Array.isArray(genEos) ? genEos : [genEos]) {
       if (Number.isInteger(id)) eos.add(id as number);
     }
-    if (Number.isInteger(this.#inner.eos_token_id)) eos.add(this.#inner.eos_token_id);
+    const tokenizerEos = idOf("eos_token");
+    if (Number.isInteger(tokenizerEos)) eos.add(tokenizerEos!);
     this.eosTokenIds = [...eos].sort((a, b) => a - b);
 
-    const bos = files.config.bosTokenId ?? this.#inner.bos_token_id;
-    this.bosTokenId = Number.isInteger(bos) ? bos : null;
-    this.hasChatTemplate = Boolean(this.#inner.chat_template);
-    this.#specialIds = new Set(this.#inner.all_special_ids);
-
-    let template: string | null = null;
-    try {
-      if (this.hasChatTemplate) template = this.#inner.get_chat_template();
-    } catch {
-      // Several templates and none is the default: rendering says so, with either template.
-    }
-    this.#markupTemplate = template === null ? null : hidden.hide(template);
-    this.#markupVariables = {};
-    for (const key of TEMPLATE_TOKEN_VARIABLES) {
-      const value = tokenContent(files.tokenizerConfig[key]);
-      if (value !== null) this.#markupVariables[key] = hidden.hide(value);
-    }
+    const bos = files.config.bosTokenId ?? idOf("bos_token");
+    this.bosTokenId = Number.isInteger(bos) ? bos! : null;
+    this.hasChatTemplate = Boolean(this.#templates);
+    this.#specialIds = new Set(
+      [...this.#inner.get_added_tokens_decoder().values()].filter((t) => t.special).map((t) =>
+        t.id
+      ),
+    );
   }
 
   /**
@@ -134,11 +159,11 @@ export class Tokenizer {
    * what the tokenizer puts around a sequence (Llama's BOS).
    */
   encode(text: string, { addSpecialTokens = true }: { addSpecialTokens?: boolean } = {}): number[] {
-    return this.#textOnly.encode(text, { add_special_tokens: addSpecialTokens });
+    return this.#textOnly.encode(text, { add_special_tokens: addSpecialTokens }).ids;
   }
 
   decode(ids: readonly number[], { skipSpecial = false }: { skipSpecial?: boolean } = {}): string {
-    if (ids.length === 0) return ""; // transformers.js throws on an empty list
+    if (ids.length === 0) return ""; // the tokenizer throws on an empty list
     return this.#inner.decode([...ids], { skip_special_tokens: skipSpecial });
   }
 
@@ -158,32 +183,29 @@ export class Tokenizer {
   }
 
   /** The prompt text the model's chat_template makes of `messages`. */
-  renderChat(
-    messages: ChatMessage[],
-    { addGenerationPrompt = true }: { addGenerationPrompt?: boolean } = {},
-  ): string {
-    return this.#render(messages, addGenerationPrompt, {});
+  renderChat(messages: ChatMessage[], options: ChatOptions = {}): string {
+    return this.#render(messages, options, false);
   }
 
   /**
    * Token ids of the rendered chat. The template's markup yields control tokens; the messages'
    * text never does, whatever it contains.
    */
-  encodeChat(
-    messages: ChatMessage[],
-    { addGenerationPrompt = true }: { addGenerationPrompt?: boolean } = {},
-  ): number[] {
-    const rendered = this.#render(messages, addGenerationPrompt, {
-      chat_template: this.#markupTemplate,
-      ...this.#markupVariables,
-    });
-    return this.#textOnly.encode(rendered, { add_special_tokens: false });
+  encodeChat(messages: ChatMessage[], options: ChatOptions = {}): number[] {
+    const rendered = this.#render(messages, options, true);
+    return this.#textOnly.encode(rendered, { add_special_tokens: false }).ids;
   }
 
+  /**
+   * Renders the chat template with the variables transformers' apply_chat_template gives it
+   * (messages, add_generation_prompt, tools, documents, the special tokens; @huggingface/jinja adds
+   * raise_exception and strftime_now). `markup`: the template and token variables write control
+   * tokens' hidden text, for the text-only twin to encode.
+   */
   #render(
     messages: ChatMessage[],
-    addGenerationPrompt: boolean,
-    overrides: Record<string, unknown>,
+    { addGenerationPrompt = true, tools }: ChatOptions,
+    markup: boolean,
   ): string {
     if (!this.hasChatTemplate) {
       throw new ChatTemplateError(
@@ -192,17 +214,56 @@ export class Tokenizer {
       );
     }
     try {
-      return this.#inner.apply_chat_template(messages, {
-        tokenize: false,
+      const source = pickTemplate(this.#templates!, tools !== undefined);
+      return this.#compile(markup ? this.#hide(source) : source).render({
+        messages,
         add_generation_prompt: addGenerationPrompt,
-        ...overrides,
-      }) as string;
+        tools: tools ?? null,
+        documents: null,
+        ...(markup ? this.#markupVariables : this.#tokenVariables),
+      });
     } catch (e) {
       throw new ChatTemplateError(
         `the chat template rejected the messages: ${(e as Error).message}`,
       );
     }
   }
+
+  #compile(source: string): Template {
+    let template = this.#compiled.get(source);
+    if (template === undefined) {
+      template = new Template(source);
+      this.#compiled.set(source, template);
+    }
+    return template;
+  }
+}
+
+/**
+ * tokenizer_config.json's chat_template: a string, or a list of {name, template} (Hugging Face's
+ * form for several templates) made a record by name.
+ */
+function chatTemplates(value: unknown): string | Record<string, string> | null {
+  if (!Array.isArray(value)) return typeof value === "string" && value !== "" ? value : null;
+  const byName: Record<string, string> = Object.create(null);
+  for (const { name, template } of value) {
+    if (typeof name !== "string" || typeof template !== "string") {
+      throw new Error('chat_template must be a list of objects with "name" and "template"');
+    }
+    byName[name] = template;
+  }
+  return byName;
+}
+
+/** As transformers' get_chat_template: "tool_use" when tools are given and it exists, else "default". */
+function pickTemplate(templates: string | Record<string, string>, withTools: boolean): string {
+  if (typeof templates === "string") return templates;
+  if (withTools && "tool_use" in templates) return templates.tool_use;
+  if ("default" in templates) return templates.default;
+  throw new Error(
+    `this model has several chat templates and none is named "default" ` +
+      `(${Object.keys(templates).sort().join(", ")})`,
+  );
 }
 
 /** A special token's text as tokenizer_config.json gives it (a string or an AddedToken). */
@@ -213,14 +274,4 @@ function tokenContent(value: unknown): string | null {
     if (typeof content === "string") return content;
   }
   return null;
-}
-
-// Like AutoTokenizer: use the class tokenizer_config.json names when transformers.js has it.
-function tokenizerClass(config: Record<string, unknown>): typeof PreTrainedTokenizer {
-  const name = String(config.tokenizer_class ?? "").replace(/Fast$/, "");
-  const cls = (transformers as Record<string, unknown>)[name];
-  if (typeof cls === "function" && cls.prototype instanceof PreTrainedTokenizer) {
-    return cls as typeof PreTrainedTokenizer;
-  }
-  return PreTrainedTokenizer;
 }

@@ -5,7 +5,6 @@
 
 /// <reference lib="deno.worker" />
 
-import "./worker_location.ts"; // first: before transformers.js loads
 import { encodePrompt } from "./prompt.ts";
 import { ChatTemplateError, Tokenizer } from "./tokenizer.ts";
 import type { FromTokenizer, ToTokenizer } from "./tokenizer_protocol.ts";

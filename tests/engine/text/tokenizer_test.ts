@@ -1,5 +1,5 @@
 // The tokenizer over a generated model directory: exact round trips (spaces, unicode, emoji),
-// the ChatML template, eos ids, and StreamDecoder's incremental output.
+// the ChatML template, the variables a template sees (tools too), eos ids, and StreamDecoder.
 
 import { join } from "node:path";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
@@ -288,6 +288,117 @@ Deno.test("tokenizer: control tokens the template writes through its variables",
       ...tok.encode("a<|im_end|>b<|im_start|>", { addSpecialTokens: false }),
       IM_END,
     ]);
+  });
+});
+
+/** tokenizer_config.json with `chat_template` replaced. */
+function withTemplate(template: unknown) {
+  return async (dir: string) => {
+    const path = join(dir, "tokenizer_config.json");
+    const cfg = JSON.parse(await Deno.readTextFile(path));
+    cfg.chat_template = template;
+    await Deno.writeTextFile(path, JSON.stringify(cfg));
+  };
+}
+
+const WEATHER_TOOL = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "Weather in a city",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+    },
+  },
+};
+const WEATHER_JSON = '{"type": "function", "function": {"name": "get_weather", "description": ' +
+  '"Weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": ' +
+  '"string"}}, "required": ["city"]}}}';
+
+Deno.test("tokenizer: a chat template sees the variables transformers.js gave it", async () => {
+  // Expected strings as transformers.js 4.3.1's apply_chat_template rendered this template.
+  const template = "{{ messages | length }}|{{ add_generation_prompt }}|{{ tools }}|" +
+    "{{ documents }}|{{ bos_token }}|{{ eos_token }}|{{ unk_token }}|{{ pad_token }}|" +
+    "{{ sep_token is defined }}|{{ strftime_now('%Y') }}" +
+    "{% if messages[0].role == 'boom' %}{{ raise_exception('no ' + messages[0].role) }}{% endif %}";
+  await withModel(SPEC, withTemplate(template), (files) => {
+    const tok = new Tokenizer(files);
+    const year = new Date().getFullYear();
+    const tokens = "<|im_start|>|<|im_end|>|<|endoftext|>|<|im_end|>|false";
+    const hi = [{ role: "user", content: "hi" }];
+    assertEquals(tok.renderChat(hi), `1|true|||${tokens}|${year}`);
+    assertEquals(
+      tok.renderChat(hi, { addGenerationPrompt: false, tools: [WEATHER_TOOL] }),
+      `1|false|[${WEATHER_JSON}]||${tokens}|${year}`,
+    );
+    assertThrows(
+      () => tok.renderChat([{ role: "boom", content: "" }]),
+      (e) => e instanceof ChatTemplateError && /rejected the messages: no boom$/.test(e.message),
+    );
+  });
+});
+
+Deno.test("tokenizer: a tool-carrying template renders the tools as control-token markup", async () => {
+  const template = "{% if tools %}<|im_start|>system\n{% for t in tools %}{{ t | tojson }}\n" +
+    "{% endfor %}<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n" +
+    "{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n" +
+    "{% endif %}";
+  await withModel(SPEC, withTemplate(template), (files) => {
+    const tok = new Tokenizer(files);
+    const messages = [{ role: "user", content: "weather in Oslo? <|im_end|>" }];
+    const tools = [WEATHER_TOOL];
+    assertEquals(
+      tok.renderChat(messages, { tools, addGenerationPrompt: false }),
+      `<|im_start|>system\n${WEATHER_JSON}\n<|im_end|>\n` +
+        "<|im_start|>user\nweather in Oslo? <|im_end|><|im_end|>\n",
+    );
+    const text = (s: string) => tok.encode(s, { addSpecialTokens: false });
+    assertEquals(tok.encodeChat(messages, { tools }), [
+      IM_START,
+      ...text(`system\n${WEATHER_JSON}\n`),
+      IM_END,
+      ...text("\n"),
+      IM_START,
+      ...text("user\nweather in Oslo? <|im_end|>"),
+      IM_END,
+      ...text("\n"),
+      IM_START,
+      ...text("assistant\n"),
+    ]);
+    // Without tools the template leaves its tools block out.
+    assertEquals(
+      tok.renderChat(messages),
+      "<|im_start|>user\nweather in Oslo? <|im_end|><|im_end|>\n" +
+        "<|im_start|>assistant\n",
+    );
+  });
+});
+
+Deno.test("tokenizer: named templates: tool_use with tools, default otherwise", async () => {
+  const named = [
+    { name: "default", template: "D{% for m in messages %}{{ m.content }}{% endfor %}" },
+    {
+      name: "tool_use",
+      template: "{{ tools | length }} {{ tools[0].function.name }}{{ eos_token }}",
+    },
+  ];
+  await withModel(SPEC, withTemplate(named), (files) => {
+    const tok = new Tokenizer(files);
+    const hi = [{ role: "user", content: "hi" }];
+    assertEquals(tok.renderChat(hi), "Dhi");
+    assertEquals(tok.renderChat(hi, { tools: [WEATHER_TOOL] }), "1 get_weather<|im_end|>");
+    assertEquals(tok.encodeChat(hi, { tools: [WEATHER_TOOL] }), [
+      ...tok.encode("1 get_weather", { addSpecialTokens: false }),
+      IM_END,
+    ]);
+  });
+  await withModel(SPEC, withTemplate([{ name: "a", template: "A" }]), (files) => {
+    assertThrows(
+      () => new Tokenizer(files).renderChat([{ role: "user", content: "hi" }]),
+      (e) => e instanceof ChatTemplateError && /none is named "default"/.test(e.message),
+    );
   });
 });
 
