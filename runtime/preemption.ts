@@ -21,6 +21,7 @@ import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
 import type { Batch } from "./batch.ts";
 import type { Request } from "./request/request.ts";
+import type { TokenCached } from "./token_cached.ts";
 
 /** What preemption works with: the batch, the pool and the tiers a victim's KV can go to. */
 export interface PreemptionParts {
@@ -33,6 +34,8 @@ export interface PreemptionParts {
   host: { tier: HostTier; swaps: Swapper } | null;
   placement: Placement | null;
   prefix: PrefixCache | null;
+  /** eLLM's token-wise caching of running requests (`--token-cache`), if on. */
+  tokenCached?: TokenCached | null;
 }
 
 export class Preemption {
@@ -52,8 +55,12 @@ export class Preemption {
     while (!pool.canGrowAll(req.id, tokens)) {
       const candidates = batch.running.filter((r) => r === req || !inStep.has(r));
       const victim = policy.pickVictim(candidates, req);
-      const drop = victim === req ? 0 : this.oldestToDrop(victim, req, tokens);
-      const how = this.howToPreempt(victim, drop);
+      // A token-cached victim's uncached positions are dropped ones now: never swapped whole.
+      const lacking = this.parts.tokenCached?.settle(victim) ?? 0;
+      const drop = victim === req ? 0 : Math.max(this.oldestToDrop(victim, req, tokens), lacking);
+      const how = lacking > 0
+        ? { kind: drop > 0 ? "dropOldest" as const : "dropAll" as const, blocks: drop }
+        : this.howToPreempt(victim, drop);
       if (how.kind === "dropOldest") {
         this.dropOldest(victim, how.blocks);
         continue;
@@ -66,6 +73,8 @@ export class Preemption {
 
   /** Pauses a running request a policy or planner named, its KV treated as the rule says. */
   pause(req: Request): void {
+    const lacking = this.parts.tokenCached?.settle(req) ?? 0;
+    if (lacking > 0) return this.dropOldest(req, lacking);
     this.preempt(req, this.howToPreempt(req, 0).kind === "swap");
   }
 

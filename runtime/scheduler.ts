@@ -29,6 +29,7 @@ import { Preemption } from "./preemption.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
 import type { Request } from "./request/request.ts";
 import { type BuiltStep, StepBuilder } from "./step_builder.ts";
+import { TokenCached } from "./token_cached.ts";
 
 export interface SchedulerLimits {
   maxSlots: number;
@@ -63,6 +64,8 @@ export interface SchedulerParts {
   costModel?: () => CostModel | undefined;
   /** Bytes of one KV block (one layer), for predicted copy times. */
   kvBlockBytes?: number;
+  /** eLLM's token-wise caching of running requests (token_cache.ts). Default false. */
+  tokenCache?: boolean;
 }
 
 export class Scheduler {
@@ -86,6 +89,8 @@ export class Scheduler {
   private readonly placement: Placement | null;
   private readonly preemption: Preemption;
   private readonly step: StepBuilder;
+  /** eLLM: running requests holding only their newest KV (null: `--token-cache off`). */
+  readonly tokenCached: TokenCached | null;
 
   constructor(parts: SchedulerParts) {
     const { pool, limits, policy } = parts;
@@ -106,6 +111,18 @@ export class Scheduler {
       costModel: parts.costModel ?? (() => undefined),
       kvBlockBytes: parts.kvBlockBytes ?? 0,
     });
+    this.tokenCached = parts.tokenCache
+      ? new TokenCached({
+        pool,
+        maxRows: limits.maxRows,
+        stepMs: (rows) => this.context.stepMs(rows, 0),
+        admissionTokens: (req) => policy.admissionTokens(req),
+        retable: (req) => this.step.retable(req),
+        host: this.host?.tier ?? null,
+        placement: this.placement,
+        prefix: this.prefix,
+      })
+      : null;
     this.preemption = new Preemption({
       batch: this.batch,
       pool,
@@ -116,6 +133,7 @@ export class Scheduler {
       host: this.host,
       placement: this.placement,
       prefix: this.prefix,
+      tokenCached: this.tokenCached,
     });
   }
 
@@ -179,6 +197,7 @@ export class Scheduler {
   schedule(): BuiltStep | null {
     this.reap();
     this.pauseByPolicy();
+    this.tokenCached?.adjust(this.running, this.waiting, this.batch.freeSlots);
     this.admit();
     const step = this.build();
     if (step || this.running.length > 0 || this.waiting.length === 0) return step;
@@ -199,6 +218,7 @@ export class Scheduler {
     for (const req of this.running.filter((r) => r.cancelled || r.finish)) {
       req.end("cancelled");
       this.placement?.forget(req, false);
+      this.tokenCached?.forget(req);
       this.host?.tier.release(req);
       this.pool.release(req.id);
       this.batch.leave(req);
@@ -300,7 +320,9 @@ export class Scheduler {
       // Before this step's rows: only blocks written by earlier steps are complete.
       for (const req of this.running) {
         // A request still recomputing its oldest blocks has none of them to copy yet.
-        if (!req.refill) this.host!.swaps.writeThrough(req, writeThrough);
+        if (!req.refill && !this.tokenCached?.holds(req)) {
+          this.host!.swaps.writeThrough(req, writeThrough);
+        }
       }
     }
     this.step.begin();
@@ -327,8 +349,13 @@ export class Scheduler {
   /** A decode row for `req`: the newest sampled id goes in at its next position, and is sampled. */
   private decode(req: Request): void {
     const pos = req.promptLength + req.issued - 1;
+    // eLLM: the uncached oldest positions ride in the step before the row that reads their KV.
+    const recompute = this.tokenCached?.recompute(req) ?? 0;
+    if (recompute + 1 > this.step.room) return;
     if (!this.grow(req, pos + 1)) return;
     if (this.placement && !this.placement.claim(req)) return;
+    for (let p = 0; p < recompute; p++) this.row(req, p, req.tokenAt(p));
+    this.tokenCached?.recomputed(req);
     this.row(req, pos, null);
     req.computeTo(pos + 1);
     this.prefix?.offer(req);
