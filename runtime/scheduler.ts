@@ -3,6 +3,8 @@
 //   1. reap:    free what finished or cancelled requests held;
 //   2. pause:   requests the policy (buffer-aware preemption) or the offload planner names leave
 //               the batch, their streams playing on from their buffers;
+//      (with --token-cache, eLLM's rule then says how much of each running request's oldest KV
+//      stays uncached: token_cached.ts; its decode rows come after rows that recompute it)
 //   3. admit:   in the policy's order (default: the queue's, paused requests first), while a slot
 //               is free and the policy's admission blocks are, sharing what the prefix cache holds;
 //   4. build:   a decode row for every decoding request, then prefill chunks in admission order,
