@@ -15,7 +15,7 @@
 // T grows with r, so for each b the best r is the least that fits (r_min(b)); b is enumerated
 // (b ≤ the slots), which is exact for the integer problem where the paper runs a continuous
 // solver. T is the engine's cost model for the step's rows (its per-step term is what makes a
-// bigger batch pay); without one, a step costs what maxRows rows would, plus one per row.
+// bigger batch pay); without one, a step's fixed cost is taken to equal that of maxRows rows.
 
 /** A running request, as the rule sees it. */
 export interface CacheCandidate {
