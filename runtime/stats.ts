@@ -55,6 +55,8 @@ export interface RuntimeStats {
    * only with `layerwisePrefill`.
    */
   layerwiseAdmissions?: number;
+  /** Admissions given a layer split, whole ones included; only with `layerwisePrefill`. */
+  prefillSplits?: number;
   /**
    * Preemptions by what became of the victim's KV (with `recompute: "auto"`, the cost model's
    * choice): swapped to the host, its oldest blocks dropped, or all dropped. They add up to
@@ -107,7 +109,12 @@ export function runtimeStats(
     preemptions: scheduler.preemptions,
     partialResumes: scheduler.partialResumes,
     policyPauses: scheduler.policyPauses,
-    ...(layerwise ? { layerwiseAdmissions: scheduler.layerwiseAdmissions } : {}),
+    ...(layerwise
+      ? {
+        layerwiseAdmissions: scheduler.layerwiseAdmissions,
+        prefillSplits: scheduler.prefillSplits,
+      }
+      : {}),
     preemptChoices: { ...scheduler.preemptChoices },
     recomputedTokens: scheduler.recomputedTokens,
     effectiveTokens,
