@@ -86,12 +86,13 @@ export class Placement {
     const wholeOnly = req.swapped || req.dropped > 0 || first >= full;
     const distances = wholeOnly ? [0] : candidateDistances(L);
     const residentBlocks = Math.ceil(full / B) - prefix.length;
-    // While it prefills an offloaded layer holds what its copies out have not freed yet (a few
-    // chunks) and whatever lies past the prefetch region (only that much of a layer leaves).
-    const chunkBlocks = Math.ceil(this.maxRows / B) + 1;
+    // While it prefills an offloaded layer holds the chunks whose copies out have not landed yet
+    // (a few), and in the end whatever lies past the prefetch region (only that much of a layer
+    // ever leaves the device).
+    const inFlight = 3 * (Math.ceil(this.maxRows / B) + 1);
     const offloadedBlocks = Math.min(
       residentBlocks,
-      Math.max(0, residentBlocks - this.offloader.regionBlocks) + 3 * chunkBlocks,
+      Math.max(residentBlocks - this.offloader.regionBlocks, inFlight),
     );
     const free = this.pool.availablePerLayer * L;
     const rows = full - cached;
