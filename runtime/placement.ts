@@ -203,6 +203,14 @@ export class Placement {
     this.layerwise.delete(req);
   }
 
+  /**
+   * After a step's rows: with layer-wise prefill, the offloaded layers' blocks the step's rows
+   * filled are copied out within the step, after their layers (Offloader.copyWritten).
+   */
+  afterRows(inStep: Iterable<Request>): void {
+    if (this.splitsPrefills) this.offloader.copyWritten(inStep);
+  }
+
   /** The step's prefetches and the table entries pointing there. */
   take() {
     return this.offloader.take();

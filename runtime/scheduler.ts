@@ -326,6 +326,7 @@ export class Scheduler {
       if (this.step.room <= 0) break;
       if (req.state === "prefilling") this.prefill(req);
     }
+    this.placement?.afterRows(this.step.inStep);
     return this.step.finish(
       this.host?.tier.take() ?? { copies: [], landings: [] },
       this.placement?.take() ?? { prefetch: [], tables: [] },

@@ -404,6 +404,8 @@ for (const policy of ["slo", "tokenflow"] as const) {
     assertEquals(on.out, off.out);
     assert(on.stats.layerwiseAdmissions! >= 1, "the long prompt was not admitted layer-wise");
     assert(on.stats.offload!.blocksPrefetched > 0, "no offloaded block came back for a step");
+    // Its offloaded layers were copied out in the steps that wrote them, after their layers.
+    assert(on.stats.offload!.blocksOutAfterLayer > 0, "no block copied out after its layer");
     // Every admission was split: each request once, and again after each preemption or pause.
     assertEquals(on.stats.prefillSplits, 3 + on.stats.preemptions + on.stats.policyPauses);
   });
