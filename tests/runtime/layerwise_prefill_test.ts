@@ -263,6 +263,8 @@ Deno.test("layer-wise prefill: a layer-wise admission paused mid-prefill frees i
 
 interface Workload {
   shape: FakeEngineShape;
+  /** The preset: slo, or tokenflow (which takes layer-wise prefill too). */
+  policy: "slo" | "tokenflow";
   prefetchBlocks: number;
   preempt: "recompute" | "swap" | "partial";
   prefixCache: boolean;
@@ -325,7 +327,10 @@ function randomWorkload(next: () => number): Workload {
     };
   });
   const preempt = (["recompute", "swap", "partial"] as const)[int(0, 2)];
-  return { shape, prefetchBlocks, preempt, prefixCache: next() < 0.3, requests };
+  const prefixCache = next() < 0.3;
+  // Drawn last, so the workloads drawn before it stay as they were.
+  const policy = next() < 0.5 ? "slo" : "tokenflow";
+  return { shape, policy, prefetchBlocks, preempt, prefixCache, requests };
 }
 
 async function ticks(n: number): Promise<void> {
@@ -340,7 +345,7 @@ async function settle(done: () => boolean): Promise<void> {
 async function runWorkload(w: Workload, layerwisePrefill: boolean) {
   const engine = new FakeEngine(w.shape);
   const runtime = new Runtime(engine, {
-    policy: "slo",
+    policy: w.policy,
     layerwisePrefill,
     prefetchBlocks: layerwisePrefill ? w.prefetchBlocks : undefined,
     preempt: w.preempt,
@@ -385,9 +390,9 @@ async function runWorkload(w: Workload, layerwisePrefill: boolean) {
   return { results, stats };
 }
 
-Deno.test("property: layer-wise prefill gives every request of 500 random workloads the tokens it gets with it off, and leaks no block on either tier", async () => {
+Deno.test("property: layer-wise prefill (slo or tokenflow) gives every request of 500 random workloads the tokens it gets with it off, and leaks no block on either tier", async () => {
   const next = rng(4242);
-  let layerwise = 0, prefetched = 0, splits = 0;
+  let layerwise = 0, prefetched = 0, splits = 0, afterLayer = 0;
   for (let i = 0; i < 500; i++) {
     const w = randomWorkload(next);
     try {
@@ -417,6 +422,7 @@ Deno.test("property: layer-wise prefill gives every request of 500 random worklo
       assertEquals(off.stats.layerwiseAdmissions, undefined);
       layerwise += on.stats.layerwiseAdmissions!;
       splits += on.stats.prefillSplits!;
+      afterLayer += on.stats.offload!.blocksOutAfterLayer;
       prefetched += on.stats.offload!.blocksPrefetched;
     } catch (err) {
       throw new Error(`workload ${i}: ${(err as Error).message}\n${JSON.stringify(w)}`);
@@ -426,5 +432,6 @@ Deno.test("property: layer-wise prefill gives every request of 500 random worklo
   // Every admission is split; the Eq. 5 forecast holds back many that would have overcommitted.
   assert(splits > 1000, `only ${splits} splits`);
   assert(layerwise > 30, `only ${layerwise} layer-wise admissions`);
+  assert(afterLayer > 100, `only ${afterLayer} blocks copied out after their layer`);
   assert(prefetched > 1000, `only ${prefetched} blocks prefetched`);
 });
