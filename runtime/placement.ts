@@ -84,6 +84,8 @@ export class Placement {
     // The first chunk: the most rows one step gives a prefill.
     const first = Math.min(full, cached + this.maxRows);
     const wholeOnly = req.swapped || req.dropped > 0 || first >= full;
+    // One distance per count of offloaded layers, each spreading them evenly over the depth
+    // (as §3.1.2 does, so each copy out has the layers after it to hide under).
     const distances = wholeOnly ? [0] : candidateDistances(L);
     const residentBlocks = Math.ceil(full / B) - prefix.length;
     // While it prefills an offloaded layer holds the chunks whose copies out have not landed yet
@@ -143,7 +145,7 @@ export class Placement {
     };
   }
 
-  /** `req` was just admitted layer-wise at `distance` (growLayerwise's). */
+  /** `req` was just admitted layer-wise at `distance` (growSplit's). */
   admittedLayerwise(req: Request, distance: number): void {
     // Nothing is offloaded yet, so this only records the distance: it cannot fail.
     if (!this.setDistance(req, distance)) {
