@@ -70,13 +70,15 @@ export interface Grower {
   left: number;
   /** Device blocks one more block of positions costs it (its layers on the device). */
   blocksPerBlock: number;
+  /** Device blocks it takes at the first stage (offloaded layers it will bring back); default 0. */
+  due?: number;
 }
 
 /**
  * Eq. 5 over `horizon` stages (one step each): Avail(t+1) = Avail(t) + Released(t) −
  * Allocated(t), from Avail(0) = `free`. Each stage every request writes one more position,
- * taking blocksPerBlock blocks when that position starts a block; a request releases everything
- * it holds the stage after its last position. Returns the lowest Avail over the horizon (free
+ * taking blocksPerBlock blocks when that position starts a block (and, at the first, its `due`
+ * blocks); a request releases everything it holds the stage after its last position. Returns the lowest Avail over the horizon (free
  * itself when nothing grows): what admitting a new prefill may take now without running the
  * device dry before the running requests finish.
  */
@@ -87,10 +89,17 @@ export function forecastLowest(
   horizon: number,
 ): number {
   let avail = free, lowest = free;
-  const last = Math.min(horizon, Math.max(0, ...running.map((r) => r.left + 1)));
+  const last = Math.min(
+    horizon,
+    Math.max(0, ...running.map((r) => r.left + 1), ...running.map((r) => r.due ? 1 : 0)),
+  );
   const held = running.map((r) => r.held);
   for (let t = 1; t <= last; t++) {
     running.forEach((r, i) => {
+      if (t === 1 && r.due) {
+        avail -= r.due;
+        held[i] += r.due;
+      }
       if (t <= r.left) {
         // Its position positions + t - 1 starts a block: one more block per layer it keeps.
         if ((r.positions + t - 1) % blockSize === 0) {

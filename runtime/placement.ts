@@ -87,7 +87,13 @@ export class Placement {
     // One distance per count of offloaded layers, each spreading them evenly over the depth
     // (as §3.1.2 does, so each copy out has the layers after it to hide under).
     const distances = wholeOnly ? [0] : candidateDistances(L);
-    const residentBlocks = Math.ceil(full / B) - prefix.length;
+    // What its tables hold already (shared prefix blocks, or the newest blocks a request resuming
+    // in place kept) is not asked for again.
+    let have = Infinity;
+    for (let l = 0; l < L; l++) {
+      have = Math.min(have, this.pool.table(req.id, l).filter((b) => b >= 0).length);
+    }
+    const residentBlocks = Math.max(0, Math.ceil(full / B) - have);
     // While it prefills an offloaded layer holds the chunks whose copies out have not landed yet
     // (a few), and in the end whatever lies past the prefetch region (only that much of a layer
     // ever leaves the device).
@@ -136,12 +142,17 @@ export class Placement {
       blocks = Math.max(blocks, this.pool.table(req.id, l).length);
     }
     const end = req.promptLength + req.spec.maxTokens;
+    const held = this.pool.heldBy(req.id);
+    // With no distance asked for, its offloaded layers come back to the device when there is
+    // room (beforeStep): the forecast counts them as taken now.
+    const restores = !this.options.planner && !this.options.distance;
     return {
-      held: this.pool.heldBy(req.id),
+      held,
       positions: blocks * B,
       left: Math.max(0, end - blocks * B),
       // Offloaded layers grow on the device too until their copies land: count every layer.
       blocksPerBlock: this.pool.numLayers,
+      due: restores ? Math.max(0, blocks * this.pool.numLayers - held) : 0,
     };
   }
 

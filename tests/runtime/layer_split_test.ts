@@ -89,3 +89,12 @@ Deno.test("Eq. 5 forecast: nothing running, or nothing left to write, keeps back
     20,
   );
 });
+
+Deno.test("Eq. 5 forecast: blocks a request will take back at once come off at the first stage", () => {
+  // 4 due (offloaded layers coming back) and a block (−2) at stage 1: 14; −2 at stage 5: 12;
+  // stage 6 releases 16: 28.
+  const a: Grower = { held: 8, positions: 8, left: 5, blocksPerBlock: 2, due: 4 };
+  assertEquals(forecastLowest(20, [a], 4, 100), 12);
+  // Nothing left to write: it ends at the first stage, giving back all it holds.
+  assertEquals(forecastLowest(20, [{ ...a, left: 0 }], 4, 100), 20);
+});
