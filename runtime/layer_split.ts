@@ -2,17 +2,18 @@
 //
 //   layerSplit: how many of a prefill's layers keep their KV on the device. The rest go to the
 //     host tier as the prefill writes them, so a queued prefill needs device blocks for only some
-//     of its layers and need not wait for a whole request's worth (§3.1, Eq. 4 against Eq. 3).
+//     of its layers and need not wait for a whole request's worth (§3.1.1, Eq. 4 against Eq. 3).
 //   forecastLowest: the Eq. 5 resource forecast. Stage by stage the free blocks move by what
 //     running requests release when they finish less what their growth takes; its lowest point
 //     is what admission may spend without overcommitting the device.
 //
 // Choices the paper leaves open:
-//   - the paper keeps the fewest layers whose offload still hides under the prefill's compute; it
-//     also says the kept count follows the device's free memory and the request's length, and
-//     that keeping more layers spares decode steps their reloads (§5.2.3). So the rule keeps as
-//     many layers as the forecast leaves room for, and offloads more only down to the count whose
-//     copies still hide. A prefill that would need its copies exposed to fit waits.
+//   - the paper keeps at least the layers whose copies would not hide under the prefill's compute,
+//     keeps more while memory allows (retained layers act as free prefetching, and keeping them
+//     spares decode steps their reloads, §5.2.3), and offloads retained layers when the Eq. 5
+//     forecast runs short (§3.1.1). Here that choice is made once, at admission: the rule keeps
+//     as many layers as the forecast leaves room for, offloading more only down to the count
+//     whose copies still hide. A prefill that would need its copies exposed to fit waits.
 //   - without a cost model nothing can be said about hiding: memory alone decides.
 //   - the forecast knows each request's max_tokens, not a predicted length: it counts growth to
 //     that bound (a request may end sooner, so it errs towards keeping blocks free), and a stage
@@ -51,7 +52,7 @@ export function layerSplit(s: SplitInput): number | null {
     const blocks = kept * s.residentBlocks + offloaded * s.offloadedBlocks;
     if (blocks > room) continue; // Eq. 5: the forecast must still cover it
     if (offloaded === 0) return kept;
-    // §3.1: the offloaded layers' copies must hide under the prefill's compute (T_offload ≤
+    // §3.1.1: the offloaded layers' copies must hide under the prefill's compute (T_offload ≤
     // T_prefill); more layers offloaded only cost more copy time, so the first miss ends it.
     const copy = s.offloadMs(offloaded);
     if (s.prefillMs !== null && copy !== null && copy > s.prefillMs) return null;

@@ -165,7 +165,7 @@ export class Offloader {
   }
 
   /**
-   * After a step's rows (LayerKV's layer-wise offload, §3.1 and §4): copies out, within the step,
+   * After a step's rows (LayerKV's layer-wise offload, §3.1.1 and §4): copies out, within the step,
    * the blocks of offloaded layers that `inStep`'s rows have just filled, each right after its
    * layer's kernels: the copy of layer i runs while the layers after it compute, and lands with
    * this step rather than the next.
