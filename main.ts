@@ -201,7 +201,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       offload: flags.offload,
       offloadDistance: flags["offload-distance"],
       prefetchBlocks: flags["prefetch-blocks"],
-      layerwisePrefill: flags["layerwise-prefill"] === "on", // with slo and a host tier (checked)
+      layerwisePrefill: flags["layerwise-prefill"] === "on", // slo or tokenflow, a host tier (checked)
       tokenflowSafety: flags["tokenflow-safety"],
       tokenflowIntervalS: flags["tokenflow-interval-s"],
     },
@@ -333,11 +333,13 @@ const ENGINE_FLAGS = `engine and scheduling:
                          distance to fit the device budget at the least step time (default none)
   --offload-distance N   uniform: every N-th layer's KV on the host (default 2)
   --prefetch-blocks N    prefetch region, blocks per arena (default: one layer's share of the pool)
-  --layerwise-prefill on|off   slo (LayerKV): admit a prompt whose full KV does not fit on the
-                         device with some layers offloaded to the host tier, grown chunk by chunk
-                         as its prefill writes them (uses the prefetch region even with
-                         --offload none); off: it waits until all of it fits (default off: it
-                         measured worse here: docs/benchmarks/policies.md)`;
+  --layerwise-prefill on|off   slo or tokenflow, with --host-kv-mb (LayerKV): every prefill is
+                         given a layer split by the cost model, the free blocks and a forecast of
+                         the running requests' growth: the layers whose KV stays on the device,
+                         the rest offloaded to the host tier as its prefill writes them (through
+                         the prefetch region even with --offload none); a queued prompt starts
+                         without waiting for a whole request's blocks (default off: measured
+                         worse before the split rule here: docs/benchmarks/policies.md)`;
 
 const SERVE_USAGE = `usage: deno task serve [flags]          (main.ts serve)
 

@@ -118,6 +118,13 @@ export interface StepPlan {
    * blocks are read when step() is called; one still being filled by an "out" copy is refused.
    */
   prefetch?: KvPrefetch[];
+  /**
+   * "Out" copies of KV this step's own rows write (LayerKV's layer-wise offload): each runs right
+   * after its layer's kernels, in the step's command buffer, so it copies what that layer just
+   * wrote while the next layers compute. They land in host memory by the time the step's records
+   * resolve, like the "out" copies of `copies`; a host block may be written once per step.
+   */
+  copiesAfterLayer?: KvCopy[];
   /** Block-table entries to upload before the step (new blocks, or a slot's new owner). */
   tables: TableWrite[];
   /** Sampling parameters of slots whose request changed. */
@@ -239,12 +246,17 @@ export class Engine implements StepEngine {
     const copies = plan.copies ?? [];
     const runs = this.transfers.plan(copies);
     const prefetchRuns = this.transfers.planPrefetch(plan.prefetch ?? [], runs);
+    const afterRuns = this.transfers.planAfterLayers(
+      plan.copiesAfterLayer ?? [],
+      runs,
+      plan.prefetch ?? [],
+    );
     const copyOnly = plan.rows.length === 0 && copies.length > 0;
     if (copyOnly && plan.samples.length > 0) {
       throw new Error(`a step with no rows cannot sample (${plan.samples.length} samples)`);
     }
-    if (plan.rows.length === 0 && prefetchRuns.size > 0) {
-      throw new Error("a step with no rows cannot prefetch");
+    if (plan.rows.length === 0 && (prefetchRuns.size > 0 || afterRuns.size > 0)) {
+      throw new Error("a step with no rows cannot prefetch or copy out after a layer");
     }
     if (!copyOnly) this.forward.check(plan);
     for (const t of plan.tables) this.kv.checkTable(t.slot, t.layer, t.blocks, t.first);
@@ -253,14 +265,16 @@ export class Engine implements StepEngine {
     for (const t of plan.tables) this.kv.writeTable(t.slot, t.layer, t.blocks, t.first);
     for (const s of plan.sampling) this.forward.setSampling(s.slot, s.params);
     const staged = this.transfers.stagePrefetch(prefetchRuns);
+    const out = this.transfers.stageAfterLayers(afterRuns);
     const records = copyOnly
       ? Promise.resolve([])
-      : this.forward.submit(plan, undefined, staged?.between);
+      : this.forward.submit(plan, undefined, staged?.between, out?.after);
     // The staging buffers are needed until the GPU has run the step (a step with no samples
     // resolves its records at once).
     if (staged) this.gpu.device.queue.onSubmittedWorkDone().finally(() => staged.release());
-    if (runs.length === 0) return records;
-    return Promise.all([records, landed]).then(([r]) => r);
+    const landedAfter = out?.land();
+    if (runs.length === 0 && !landedAfter) return records;
+    return Promise.all([records, landed, landedAfter]).then(([r]) => r);
   }
 
   /** KV copies executed since load (counted when submitted). */

@@ -25,7 +25,8 @@ export class CostTracker {
 
   /** What `step` asked of the GPU, in the cost model's terms. */
   loadOf(step: BuiltStep): StepLoad {
-    const copies = step.plan.copies ?? [];
+    // Copies out after a layer (layer-wise prefill) cost what the step's other copies out do.
+    const copies = [...step.plan.copies ?? [], ...step.plan.copiesAfterLayer ?? []];
     const blocks = (dir: "in" | "out") =>
       copies.filter((c) => c.direction === dir).reduce((n, c) => n + c.deviceBlocks.length, 0);
     return {

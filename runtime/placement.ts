@@ -1,22 +1,24 @@
-// Where running requests' layers live (`--offload`, and slo's `--layerwise-prefill`): the
-// distance each running request should have, asked of a planner (OrbitFlow), the same for all
-// (uniform), or none; and LayerKV's layer-wise admission, which lets in a request whose whole KV
-// does not fit yet by offloading some of its layers from the start. The offloader (kv/offload.ts)
-// carries the distances out.
+// Where running requests' layers live (`--offload`, and `--layerwise-prefill`): the distance each
+// running request should have, asked of a planner (OrbitFlow), the same for all (uniform), or
+// none; and LayerKV's layer-wise prefill, which gives every prefill a layer split: some layers'
+// KV kept on the device, the rest offloaded from the start. The offloader (kv/offload.ts) carries
+// the distances out.
 //
-// Layer-wise admission: a waiting request whose full admission KV does not fit on the device is
-// admitted at the largest distance (fewest layers on the host) whose resident layers fit in full
-// and whose offloaded layers fit their first prefill chunk. Its offloaded layers then grow chunk
-// by chunk as the prefill writes them and leave the device as their copies to the host land, so
-// its peak device footprint stays well below its full KV. It keeps at least that many layers
-// offloaded until it has prefilled; then the planner's or uniform distance (or, with neither, 0
-// once the device has room) takes over.
+// Layer-wise prefill: each waiting request is admitted at the split runtime/layer_split.ts
+// chooses from the cost model, the free blocks and the Eq. 5 forecast of the running requests'
+// growth: its kept layers get its whole admission KV, its offloaded layers their first chunk,
+// grown chunk by chunk as the prefill writes them and leaving the device as their copies to the
+// host land. It keeps at least that many layers offloaded until it has prefilled; then the
+// planner's or uniform distance (or, with neither, 0 once the device has room) takes over.
 
 import type { BlockPool } from "./kv/block_pool.ts";
 import type { Offloader } from "./kv/offload.ts";
 import type { PrefixEntry } from "./kv/prefix_index.ts";
 import type { OffloadPlanner } from "./plan/offload_planner.ts";
+import { forecastReserve, type Grower, layerSplit } from "./layer_split.ts";
 import { candidateDistances, isOffloaded, offloadedCount } from "./plan/offload_pattern.ts";
+import type { PolicyContext } from "./policy/policy.ts";
+import { prefillSteps } from "./policy/slo.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
 import type { Request } from "./request/request.ts";
 
@@ -29,9 +31,16 @@ export interface PlacementOptions {
   layerwisePrefill?: boolean;
 }
 
+/** Stages (steps) the Eq. 5 forecast looks ahead at most. */
+const HORIZON = 4096;
+
 export class Placement {
-  /** Requests admitted layer-wise (some layers offloaded) because their KV did not fit. */
+  /** Requests admitted layer-wise (some layers offloaded). */
   layerwiseAdmissions = 0;
+  /** Prefills given a layer split (layerSplit), whole ones included. */
+  prefillSplits = 0;
+  /** Each request's last split: the layers it kept on the device. */
+  private readonly splits = new WeakMap<Request, number>();
   /** Layer-wise admissions still prefilling, with the distance they were admitted at. */
   private readonly layerwise = new Map<Request, number>();
 
@@ -54,31 +63,100 @@ export class Placement {
   }
 
   /**
-   * Layer-wise admission: grows `req`'s tables so that the layers distance d keeps on the device
-   * hold its whole admission KV (`full` positions) and the layers it offloads hold the first
-   * prefill chunk, for the largest d (fewest layers on the host) whose blocks are free now.
-   * Returns d, or 0 (nothing grown) when layer-wise prefill is off, does not apply, or no
-   * distance fits. A swapped request (its host copy comes back whole) and one resuming in place
-   * (its layout holds DROPPED entries, which offloading cannot have) are admitted only whole.
-   * `prefix`: the cached blocks already shared into its tables, which its first chunk starts after.
+   * LayerKV for every prefill (`--layerwise-prefill`): grows `req`'s tables for the layer split
+   * layerSplit chooses (runtime/layer_split.ts) and returns its distance (0: every layer on the
+   * device), or null with nothing grown: no split fits beside the running requests' forecast
+   * growth (Eq. 5), and the prefill waits. Kept layers get its whole admission KV (`full`
+   * positions), offloaded ones its first chunk, grown as its prefill writes them. A swapped
+   * request (its host copy comes back whole) and one resuming in place (its layout holds DROPPED
+   * entries, which offloading cannot have) are admitted only whole. `prefix`: the cached blocks
+   * already shared into its tables, which its first chunk starts after.
    */
-  growLayerwise(req: Request, prefix: readonly PrefixEntry[], full: number): number {
-    if (!this.options.layerwisePrefill || req.swapped || req.dropped > 0) return 0;
-    const L = this.pool.numLayers;
-    const cached = Math.min(prefix.length * this.pool.blockSize, req.prefillTarget - 1);
-    // The first chunk: the most rows one step gives a prefill (a step may give it fewer, then
-    // its offloaded layers grow for the rest as it goes).
+  growSplit(
+    req: Request,
+    prefix: readonly PrefixEntry[],
+    full: number,
+    running: readonly Request[],
+    ctx: PolicyContext,
+  ): number | null {
+    const L = this.pool.numLayers, B = this.pool.blockSize;
+    const cached = Math.min(prefix.length * B, req.prefillTarget - 1);
+    // The first chunk: the most rows one step gives a prefill.
     const first = Math.min(full, cached + this.maxRows);
-    if (first >= full) return 0; // one chunk is the whole prompt: offloading saves nothing
-    // candidateDistances: 0, then ever more layers offloaded (the widest stride for each count).
-    for (const d of candidateDistances(L).filter((d) => d > 0)) {
-      const tokens = Array.from({ length: L }, (_, l) => isOffloaded(d, l) ? first : full);
-      if (this.pool.growEach(req.id, tokens)) return d;
+    const wholeOnly = req.swapped || req.dropped > 0 || first >= full;
+    // One distance per count of offloaded layers, each spreading them evenly over the depth
+    // (as §3.1.2 does, so each copy out has the layers after it to hide under).
+    const distances = wholeOnly ? [0] : candidateDistances(L);
+    // What its tables hold already (shared prefix blocks, or the newest blocks a request resuming
+    // in place kept) is not asked for again.
+    let have = Infinity;
+    for (let l = 0; l < L; l++) {
+      have = Math.min(have, this.pool.table(req.id, l).filter((b) => b >= 0).length);
     }
-    return 0;
+    const residentBlocks = Math.max(0, Math.ceil(full / B) - have);
+    // While it prefills an offloaded layer holds the chunks whose copies out have not landed yet
+    // (a few), and in the end whatever lies past the prefetch region (only that much of a layer
+    // ever leaves the device).
+    const inFlight = 3 * (Math.ceil(this.maxRows / B) + 1);
+    const offloadedBlocks = Math.min(
+      residentBlocks,
+      Math.max(residentBlocks - this.offloader.regionBlocks, inFlight),
+    );
+    const free = this.pool.availablePerLayer * L;
+    const rows = full - cached;
+    const steps = prefillSteps(rows, running.filter((r) => r.state === "decoding").length, ctx);
+    const outAll = ctx.copyMs("out", residentBlocks);
+    const kept = layerSplit({
+      numLayers: L,
+      offloadChoices: distances.map((d) => offloadedCount(d, L)),
+      residentBlocks,
+      offloadedBlocks,
+      freeBlocks: free,
+      reservedBlocks: forecastReserve(free, running.map((r) => this.grower(r)), B, HORIZON),
+      // With nothing running nothing will free blocks: waiting for copies to hide gains nothing.
+      prefillMs: running.length === 0
+        ? null
+        : steps && steps.reduce((ms, s) => ms + s.count * s.ms, 0),
+      offloadMs: (layers) => outAll === null ? null : (outAll * layers) / L,
+    });
+    if (kept === null) return null;
+    const d = distances.find((d) => offloadedCount(d, L) === L - kept)!;
+    const tokens = Array.from({ length: L }, (_, l) => isOffloaded(d, l) ? first : full);
+    // Arenas may be shorter than the layer-averaged count said: then it waits too.
+    if (!this.pool.growEach(req.id, tokens)) return null;
+    this.prefillSplits++;
+    this.splits.set(req, kept);
+    return d;
   }
 
-  /** `req` was just admitted layer-wise at `distance` (growLayerwise's). */
+  /** The layers `req`'s last split kept on the device (undefined: it had none). */
+  splitOf(req: Request): number | undefined {
+    return this.splits.get(req);
+  }
+
+  /** A running request as the forecast sees it: what it holds and may still grow by. */
+  private grower(req: Request): Grower {
+    const B = this.pool.blockSize;
+    let blocks = 0;
+    for (let l = 0; l < this.pool.numLayers; l++) {
+      blocks = Math.max(blocks, this.pool.table(req.id, l).length);
+    }
+    const end = req.promptLength + req.spec.maxTokens;
+    const held = this.pool.heldBy(req.id);
+    // With no distance asked for, its offloaded layers come back to the device when there is
+    // room (beforeStep): the forecast counts them as taken now.
+    const restores = !this.options.planner && !this.options.distance;
+    return {
+      held,
+      positions: blocks * B,
+      left: Math.max(0, end - blocks * B),
+      // Offloaded layers grow on the device too until their copies land: count every layer.
+      blocksPerBlock: this.pool.numLayers,
+      due: restores ? Math.max(0, blocks * this.pool.numLayers - held) : 0,
+    };
+  }
+
+  /** `req` was just admitted layer-wise at `distance` (growSplit's). */
   admittedLayerwise(req: Request, distance: number): void {
     // Nothing is offloaded yet, so this only records the distance: it cannot fail.
     if (!this.setDistance(req, distance)) {
@@ -114,6 +192,11 @@ export class Placement {
     this.offloader.beginStep(running);
   }
 
+  /** True when every prefill gets a layer split (growSplit): layer-wise prefill is on. */
+  get splitsPrefills(): boolean {
+    return this.options.layerwisePrefill === true;
+  }
+
   /** Claims prefetch room for `req`'s offloaded layers in this step; false: it sits it out. */
   claim(req: Request): boolean {
     return this.offloader.claimRegion(req);
@@ -131,6 +214,14 @@ export class Placement {
   forget(req: Request, keepCopiesOut: boolean): void {
     this.offloader.forget(req, keepCopiesOut);
     this.layerwise.delete(req);
+  }
+
+  /**
+   * After a step's rows: with layer-wise prefill, the offloaded layers' blocks the step's rows
+   * filled are copied out within the step, after their layers (Offloader.copyWritten).
+   */
+  afterRows(inStep: Iterable<Request>): void {
+    if (this.splitsPrefills) this.offloader.copyWritten(inStep);
   }
 
   /** The step's prefetches and the table entries pointing there. */

@@ -188,9 +188,14 @@ export class Scheduler {
     return this.preemption.choices;
   }
 
-  /** Requests admitted by layer-wise prefill (some layers offloaded) because their KV did not fit. */
+  /** Requests admitted by layer-wise prefill with some layers offloaded. */
   get layerwiseAdmissions(): number {
     return this.placement?.layerwiseAdmissions ?? 0;
+  }
+
+  /** Admissions given a layer split by layer-wise prefill, whole ones included. */
+  get prefillSplits(): number {
+    return this.placement?.prefillSplits ?? 0;
   }
 
   // ---- the step ----
@@ -271,13 +276,16 @@ export class Scheduler {
     let distance = 0; // > 0: admitted layer-wise at this offload distance
     while (true) {
       prefix = req.swapped || resumesInPlace ? [] : this.prefix?.share(req) ?? [];
-      if (this.pool.growAll(req.id, full)) break;
+      // Layer-wise prefill (LayerKV): every prefill gets its layer split; null: it waits.
+      const split = this.placement?.splitsPrefills
+        ? this.placement.growSplit(req, prefix, full, this.running, this.context)
+        : undefined;
+      if (split === undefined ? this.pool.growAll(req.id, full) : split !== null) {
+        distance = split ?? 0;
+        break;
+      }
       // Nothing runs, so nothing will free blocks: paused requests holding some give them up.
       const drop = this.running.length === 0 ? this.heldKvToDrop(req) : null;
-      // Layer-wise only when that would not help: admitted alone beside KV that others hold, it
-      // could never grow past its first chunks (it would preempt itself and come back for ever).
-      if (!drop) distance = this.placement?.growLayerwise(req, prefix, full) ?? 0;
-      if (distance > 0) break;
       if (!resumesInPlace) this.pool.release(req.id);
       if (!drop) return false;
       this.pool.release(drop.id);
@@ -342,6 +350,7 @@ export class Scheduler {
       if (this.step.room <= 0) break;
       if (req.state === "prefilling") this.prefill(req);
     }
+    this.placement?.afterRows(this.step.inStep);
     return this.step.finish(
       this.host?.tier.take() ?? { copies: [], landings: [] },
       this.placement?.take() ?? { prefetch: [], tables: [] },

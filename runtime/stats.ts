@@ -56,6 +56,8 @@ export interface RuntimeStats {
    * only with `layerwisePrefill`.
    */
   layerwiseAdmissions?: number;
+  /** Admissions given a layer split, whole ones included; only with `layerwisePrefill`. */
+  prefillSplits?: number;
   /**
    * eLLM's token-wise caching (only with `tokenCache`): times running requests left more of their
    * KV uncached and took some back, recompute rows of uncached positions, and the uncached ratio
@@ -114,7 +116,12 @@ export function runtimeStats(
     preemptions: scheduler.preemptions,
     partialResumes: scheduler.partialResumes,
     policyPauses: scheduler.policyPauses,
-    ...(layerwise ? { layerwiseAdmissions: scheduler.layerwiseAdmissions } : {}),
+    ...(layerwise
+      ? {
+        layerwiseAdmissions: scheduler.layerwiseAdmissions,
+        prefillSplits: scheduler.prefillSplits,
+      }
+      : {}),
     ...(scheduler.tokenCached ? { tokenCache: tokenCacheStats(scheduler.tokenCached) } : {}),
     preemptChoices: { ...scheduler.preemptChoices },
     recomputedTokens: scheduler.recomputedTokens,

@@ -100,14 +100,15 @@ export class StepBuilder {
    * nothing (the table writes then wait for the next one).
    */
   finish(
-    moves: { copies: KvCopy[]; landings: Landing[] },
+    moves: { copies: KvCopy[]; landings: Landing[]; afterLayer?: KvCopy[] },
     offload: { prefetch: KvPrefetch[]; tables: TableWrite[] },
   ): BuiltStep | null {
-    const { copies, landings } = moves;
+    const { copies, landings, afterLayer = [] } = moves;
     if (this.rows.length === 0 && copies.length === 0 && landings.length === 0) return null;
     const plan: StepPlan = {
       copies,
       prefetch: offload.prefetch,
+      ...(afterLayer.length > 0 ? { copiesAfterLayer: afterLayer } : {}),
       tables: [...this.tables, ...offload.tables],
       sampling: this.sampling,
       rows: this.rows,

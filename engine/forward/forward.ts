@@ -178,11 +178,14 @@ export class LlamaForward {
    * profile uses it to time a copy and a step in one submission). `between` encodes commands just
    * before the kernels of the layers it names (offloaded KV brought into the prefetch region): the
    * compute pass is ended there and a new one begun, so the copies sit between the layers.
+   * `after` encodes commands just after the kernels of the layers it names (copies out of the KV
+   * the layer just wrote), the same way.
    */
   submit(
     plan: StepPlan,
     prelude?: (encoder: GPUCommandEncoder) => void,
     between?: LayerCopies,
+    after?: LayerCopies,
   ): Promise<SampleRecord[]> {
     this.check(plan);
     const { rows, samples } = plan;
@@ -200,6 +203,11 @@ export class LlamaForward {
         pass = encoder.beginComputePass();
       }
       for (const k of kernels) k.encode(pass, rows.length);
+      if (after?.layers.has(layer)) {
+        pass.end();
+        after.encode(encoder, layer);
+        pass = encoder.beginComputePass();
+      }
     });
     if (samples.length > 0) {
       for (const k of this.tail) k.encode(pass, samples.length);

@@ -173,6 +173,20 @@ export function prefetchRuns(
   return byLayer;
 }
 
+/** The runs of each layer's "out" copies, per layer (copies after their layer's kernels). */
+export function afterLayerRuns(
+  copies: readonly KvCopy[],
+  layerArena: readonly number[],
+  opts: RunOptions,
+): Map<number, CopyRun[]> {
+  const byLayer = new Map<number, CopyRun[]>();
+  const layers = [...new Set(copies.map((c) => c.layer))].sort((a, b) => a - b);
+  for (const layer of layers) {
+    byLayer.set(layer, toRuns(copies.filter((c) => c.layer === layer), layerArena, opts));
+  }
+  return byLayer;
+}
+
 /**
  * The runs that move `copies`: per direction and arena, pairs sorted by device block, merged while
  * both sides are consecutive (unless `coalesce` is false). Outs come before ins.

@@ -11,12 +11,16 @@
 //   - prefetches (offload distance) are written into a mappable staging buffer (host memory on a
 //     discrete GPU) and copied into the prefetch region between layers' compute passes, so one
 //     region serves every offloaded layer of a step in turn.
+//   - copies out after a layer (LayerKV's layer-wise offload) are encoded into the step's own
+//     command buffer right after that layer's compute pass, so they read what the layer just
+//     wrote while the next layers compute; they land like the other "out" copies.
 // Staging buffers live from submit to landing, then are destroyed.
 
 import type { Gpu } from "../gpu/device.ts";
 import type { DeviceKv } from "./device_kv.ts";
 import type { HostKv } from "./host_kv.ts";
 import {
+  afterLayerRuns,
   checkCopies,
   checkPrefetches,
   type CopyRun,
@@ -122,6 +126,63 @@ export class KvTransfers {
       hostChunkBlocks: this.host.chunkBlocks,
       coalesce: this.coalesce,
     });
+  }
+
+  /**
+   * Checks a step's copies out after layers (all "out") against each other, this step's own
+   * "out" `runs` and the host blocks its `prefetches` read, and plans their runs per layer.
+   */
+  planAfterLayers(
+    copies: readonly KvCopy[],
+    runs: readonly CopyRun[],
+    prefetches: readonly KvPrefetch[],
+  ): Map<number, CopyRun[]> {
+    if (copies.length === 0) return new Map();
+    const { layerArena, blocksPerArena } = this.kv.layout;
+    const bad = copies.findIndex((c) => c.direction !== "out");
+    if (bad >= 0) throw new RangeError(`KV copy after layer ${bad}: only "out" copies run there`);
+    checkCopies(copies, { layerArena, blocksPerArena, hostBlocks: this.host.blocks });
+    const taken = new Set(prefetches.flatMap((p) => p.hostBlocks));
+    for (const r of runs) {
+      if (r.direction === "out") { for (const h of range(r.hostBlock, r.blocks)) taken.add(h); }
+    }
+    for (const c of copies) {
+      const h = c.hostBlocks.find((b) => taken.has(b));
+      if (h !== undefined) {
+        throw new RangeError(
+          `KV copy after layer ${c.layer}: host block ${h} is written or read by another copy`,
+        );
+      }
+    }
+    return afterLayerRuns(copies, layerArena, {
+      hostChunkBlocks: this.host.chunkBlocks,
+      coalesce: this.coalesce,
+    });
+  }
+
+  /**
+   * Stages a step's copies out after layers: `after` encodes each layer's copies into staging
+   * buffers; `land()`, called once the step is submitted, resolves when their bytes are in host
+   * memory (in submission order with the other copies out).
+   */
+  stageAfterLayers(
+    byLayer: Map<number, CopyRun[]>,
+  ): { after: LayerCopies; land(): Promise<void> } | null {
+    if (byLayer.size === 0) return null;
+    const all = [...byLayer.values()].flat();
+    const t = tally(all, this.host.bytesPerBlock);
+    this.stats.steps++;
+    addTally(this.stats.out, t.out);
+    // One staging group per layer, so each layer's copies are encoded on their own.
+    const layers = [...byLayer.keys()];
+    const staged = layers.map((layer) => this.stageOut(byLayer.get(layer)!));
+    return {
+      after: {
+        layers: new Set(layers),
+        encode: (encoder, layer) => staged[layers.indexOf(layer)].encode(encoder),
+      },
+      land: () => this.landOut(staged.flatMap((s) => s.pieces), all),
+    };
   }
 
   /**
@@ -254,10 +315,20 @@ export class KvTransfers {
 
   private copyOut(runs: readonly CopyRun[]): Promise<void> {
     if (runs.length === 0) return Promise.resolve();
-    const segments = runs.flatMap((r) => this.segmentsOf(r));
-    const groups = packSegments(segments, STAGING_BYTES);
+    const staged = this.stageOut(runs);
     const encoder = this.gpu.device.createCommandEncoder({ label: "kv.out" });
-    const buffers = groups.map((group) => {
+    staged.encode(encoder);
+    this.gpu.device.queue.submit([encoder.finish()]);
+    return this.landOut(staged.pieces, runs);
+  }
+
+  /** Staging buffers for `runs` out, and the commands that fill them. */
+  private stageOut(runs: readonly CopyRun[]): {
+    pieces: { buffer: GPUBuffer; group: Segment[] }[];
+    encode(encoder: GPUCommandEncoder): void;
+  } {
+    const segments = runs.flatMap((r) => this.segmentsOf(r));
+    const pieces = packSegments(segments, STAGING_BYTES).map((group) => {
       const size = group.reduce((n, s) => n + s.bytes, 0);
       const buffer = this.gpu.device.createBuffer({
         size,
@@ -265,23 +336,35 @@ export class KvTransfers {
         label: "kv.out.staging",
       });
       this.staging.add(buffer);
-      let at = 0;
-      for (const s of group) {
-        encoder.copyBufferToBuffer(s.src, s.offset, buffer, at, s.bytes);
-        at += s.bytes;
-      }
-      return buffer;
+      return { buffer, group };
     });
-    this.gpu.device.queue.submit([encoder.finish()]);
+    return {
+      pieces,
+      encode: (encoder) => {
+        for (const { buffer, group } of pieces) {
+          let at = 0;
+          for (const s of group) {
+            encoder.copyBufferToBuffer(s.src, s.offset, buffer, at, s.bytes);
+            at += s.bytes;
+          }
+        }
+      },
+    };
+  }
 
+  /** Maps the submitted staging `pieces` and lands them in host memory, after earlier landings. */
+  private landOut(
+    pieces: readonly { buffer: GPUBuffer; group: Segment[] }[],
+    runs: readonly CopyRun[],
+  ): Promise<void> {
     const blocks = runs.flatMap((r) => range(r.hostBlock, r.blocks));
     for (const h of blocks) this.filling.set(h, (this.filling.get(h) ?? 0) + 1);
-    const mapped = Promise.all(buffers.map((b) => b.mapAsync(GPUMapMode.READ)));
+    const mapped = Promise.all(pieces.map((p) => p.buffer.mapAsync(GPUMapMode.READ)));
     const previous = this.landed;
     const landing = Promise.all([mapped, previous]).then(() => {
-      groups.forEach((group, i) => land(buffers[i], group));
+      for (const p of pieces) land(p.buffer, p.group);
     }).finally(() => {
-      for (const b of buffers) this.dropStaging(b);
+      for (const p of pieces) this.dropStaging(p.buffer);
       for (const h of blocks) this.unfill(h);
     });
     this.landed = landing.then(() => {}, () => {});

@@ -74,6 +74,8 @@ export class HostTier {
   /** The prefix cache's copies for the next step, by the entry they move. */
   private cache: CacheCopies[] = [];
   private layers: Queued[] = [];
+  /** Copies out of offloaded layers that run right after their layer's kernels, this step. */
+  private layersAfter: Queued[] = [];
   private layerLandings: LayerLanding[] = [];
   /** Per request, its host epoch and each offloaded layer's host copy. */
   private readonly layerCopies = new Map<
@@ -165,14 +167,17 @@ export class HostTier {
 
   /**
    * Copies `layer`'s blocks the host lacks, up to block `toBlock`, out (growing its host table);
-   * returns the blocks moved (0 when there are none, or the host has no room).
+   * returns the blocks moved (0 when there are none, or the host has no room). `afterLayer`: the
+   * copy runs in the step being built, right after the layer's kernels (it may copy what they
+   * write); else before the step's kernels.
    */
-  copyLayerOut(req: Request, layer: number, toBlock: number): number {
+  copyLayerOut(req: Request, layer: number, toBlock: number, afterLayer = false): number {
     const from = this.blocksOut(req, layer);
     if (toBlock <= from || !this.pool.grow(req.id, layer, toBlock * this.device.blockSize)) {
       return 0;
     }
-    this.layers.push({ req, copy: this.copy("out", req, layer, from, toBlock) });
+    const queue = afterLayer ? this.layersAfter : this.layers;
+    queue.push({ req, copy: this.copy("out", req, layer, from, toBlock) });
     const extent = this.layerExtent(req, layer);
     extent.issued = toBlock;
     this.layerLandings.push({ req, layer, blocks: toBlock, epoch: req.hostEpoch, extent });
@@ -202,6 +207,7 @@ export class HostTier {
     this.layers = this.layers.filter((c) =>
       c.req !== req || (keepCopiesOut && c.copy.direction === "out")
     );
+    this.layersAfter = this.layersAfter.filter((c) => c.req !== req || keepCopiesOut);
     if (keepCopiesOut) return;
     this.layerLandings = this.layerLandings.filter((l) => l.req !== req);
     this.layerCopies.delete(req);
@@ -251,9 +257,13 @@ export class HostTier {
 
   // ---- the step ----
 
-  /** The copies and landings the next step carries; the queues start empty again. */
-  take(): { copies: KvCopy[]; landings: Landing[] } {
+  /**
+   * The copies and landings the next step carries (`afterLayer`: the copies out that run right
+   * after their layer's kernels); the queues start empty again.
+   */
+  take(): { copies: KvCopy[]; landings: Landing[]; afterLayer: KvCopy[] } {
     const out = {
+      afterLayer: this.layersAfter.map((c) => c.copy),
       copies: [
         ...this.swaps.map((c) => c.copy),
         ...this.cache.flatMap((g) => g.copies),
@@ -271,6 +281,7 @@ export class HostTier {
     for (const g of this.cache) this.pool.release(g.reads);
     this.cache = [];
     this.layers = [];
+    this.layersAfter = [];
     this.layerLandings = [];
     return out;
   }

@@ -20,6 +20,8 @@ import { offloadedLayers } from "../plan/offload_pattern.ts";
 export interface OffloadStats {
   /** Full blocks copied out of offloaded layers as they were written. */
   blocksOut: number;
+  /** Of those, blocks copied out in the step that wrote them, after their layer (layer-wise). */
+  blocksOutAfterLayer: number;
   /** Blocks brought into the prefetch region, over all steps. */
   blocksPrefetched: number;
   /** Blocks brought back from the host when a distance change kept a layer on the device again. */
@@ -34,6 +36,7 @@ export const PREFETCH_REGION = "prefetch-region";
 export class Offloader {
   readonly stats: OffloadStats = {
     blocksOut: 0,
+    blocksOutAfterLayer: 0,
     blocksPrefetched: 0,
     blocksRestored: 0,
     regionStalls: 0,
@@ -157,6 +160,26 @@ export class Offloader {
         const offloaded = this.device.offloadedOn(req.id, layer);
         if (landed > offloaded) this.device.offload(req.id, layer, offloaded, landed);
         this.stats.blocksOut += this.tier.copyLayerOut(req, layer, full);
+      }
+    }
+  }
+
+  /**
+   * After a step's rows (LayerKV's layer-wise offload, §3.1.1 and §4): copies out, within the step,
+   * the blocks of offloaded layers that `inStep`'s rows have just filled, each right after its
+   * layer's kernels: the copy of layer i runs while the layers after it compute, and lands with
+   * this step rather than the next.
+   */
+  copyWritten(inStep: Iterable<Request>): void {
+    const B = this.device.blockSize;
+    for (const req of inStep) {
+      const distance = this.distanceOf(req);
+      if (distance === 0 || this.tier.filling(req)) continue;
+      const full = Math.min(Math.floor(req.computed / B), this.regionBlocks);
+      for (const layer of offloadedLayers(distance, this.device.numLayers)) {
+        const n = this.tier.copyLayerOut(req, layer, full, true);
+        this.stats.blocksOut += n;
+        this.stats.blocksOutAfterLayer += n;
       }
     }
   }

@@ -82,12 +82,12 @@ export interface PresetOptions {
   /** Prefetch region blocks per arena (`--prefetch-blocks`). */
   prefetchBlocks?: number;
   /**
-   * LayerKV's layer-wise prefill (`--layerwise-prefill`; slo only, with a host tier): a request
-   * whose full KV does not fit on the device is admitted with some layers offloaded, grown chunk
-   * by chunk as its prefill writes them (runtime/placement.ts). It needs the offloader and its
-   * prefetch region, so with `offload: "none"` they are made for it, every other request at
-   * distance 0. Default false (the region costs device blocks, and on the Policies workload it
-   * measured worse: docs/benchmarks/policies.md).
+   * LayerKV's layer-wise prefill (`--layerwise-prefill`; slo and tokenflow, with a host tier):
+   * every admission is given a layer split (runtime/layer_split.ts): some layers' KV kept on the
+   * device, the rest offloaded as its prefill writes them (runtime/placement.ts). It needs the
+   * offloader and its prefetch region, so with `offload: "none"` they are made for it, every
+   * other request at distance 0. Default false (the region costs device blocks, and the earlier
+   * fallback-only version measured worse on the Policies workload: docs/benchmarks/policies.md).
    */
   layerwisePrefill?: boolean;
   /**

@@ -130,7 +130,7 @@ export const sloPolicy: SchedulingPolicy = {
   },
 };
 
-/** `--sched slo`, and LayerKV's layer-wise prefill (`--layerwise-prefill`), which only it takes. */
+/** `--sched slo`, and LayerKV's layer-wise prefill (`--layerwise-prefill`), which tokenflow takes too. */
 export const slo: PresetEntry = {
   make: (o) => makePreset("slo", sloPolicy, o),
   takes: ["layerwisePrefill"],

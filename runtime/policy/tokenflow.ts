@@ -219,5 +219,5 @@ export const tokenflow: PresetEntry = {
       }),
       o,
     ),
-  takes: ["tokenflowSafety", "tokenflowIntervalS"],
+  takes: ["tokenflowSafety", "tokenflowIntervalS", "layerwisePrefill"],
 };

@@ -2,7 +2,7 @@
 // storage only once their readback has come back, and reading a host block before then is refused;
 // copies in write the host bytes into other device blocks, K and V; contiguous blocks move as one
 // run (two copies: K and V) unless coalescing is off; a prefetch is staged at once and lands
-// between layers; the counters add up.
+// between layers; copies out after a layer read what came before them; the counters add up.
 
 import { DeviceKv, type KvLayout } from "../../engine/kv/device_kv.ts";
 import { HostKv } from "../../engine/kv/host_kv.ts";
@@ -109,4 +109,47 @@ Deno.test("KvTransfers: a prefetch is staged from host bytes at once and copied 
   );
   assert(transfers.stagePrefetch(new Map()) === null);
   transfers.destroy();
+});
+
+Deno.test("KvTransfers: copies out after a layer read what the commands before them wrote, and land once mapped", async () => {
+  const { gpu, kv, per, host, transfers } = await setup();
+  try {
+    const byLayer = transfers.planAfterLayers([copy("out", [5, 6], [2, 3], 1)], [], []);
+    assertEquals([...byLayer.keys()], [1]);
+    const staged = transfers.stageAfterLayers(byLayer)!;
+    assertEquals([...staged.after.layers], [1]);
+    // The step's own layer writes block 5 (as kv_write would), then its copies out run.
+    writeBytes(gpu, kv.k[0], 5 * per, new Uint8Array(per).fill(77));
+    const encoder = gpu.device.createCommandEncoder();
+    staged.after.encode(encoder, 1);
+    gpu.device.queue.submit([encoder.finish()]);
+    const landed = staged.land();
+    // Reading them in before they land is refused, as for any copy out.
+    assertThrows(() => transfers.plan([copy("in", [0], [2])]), /still being filled/);
+    await landed;
+    assertEquals([host.k(2, 1)[0], host.k(3, 1)[0], host.v(2, 1)[0]], [77, 13, 12]);
+    assertEquals(transfers.snapshot().out, { copies: 2, blocks: 2, bytes: 2 * 2 * per });
+    // Only copies out run after a layer, and none writes a host block another copy of the step
+    // writes or a prefetch reads.
+    assertThrows(
+      () => transfers.planAfterLayers([copy("in", [5], [2])], [], []),
+      /only "out" copies/,
+    );
+    const outs = transfers.plan([copy("out", [1], [4])]);
+    assertThrows(
+      () => transfers.planAfterLayers([copy("out", [5], [4])], outs, []),
+      /written or read by another copy/,
+    );
+    assertThrows(
+      () =>
+        transfers.planAfterLayers([copy("out", [5], [6])], [], [
+          { layer: 0, deviceBlocks: [7], hostBlocks: [6] },
+        ]),
+      /written or read by another copy/,
+    );
+    assert(transfers.stageAfterLayers(new Map()) === null);
+    await transfers.idle();
+  } finally {
+    transfers.destroy();
+  }
 });

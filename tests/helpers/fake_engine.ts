@@ -128,10 +128,15 @@ export class FakeEngine implements StepEngine {
     // Copies out read the device now and land in host memory when the step's records resolve;
     // copies in read the host now. Like the engine, reading a host block before the copy out
     // filling it has landed is refused, and so is a step whose copies write a block twice.
-    this.checkTargets(copies);
+    const after = plan.copiesAfterLayer ?? [];
+    if (after.some((c) => c.direction !== "out")) {
+      throw new Error("an after-layer copy must be out");
+    }
+    if (after.length > 0 && plan.rows.length === 0) throw new Error("after-layer copies, no rows");
+    this.checkTargets([...copies, ...after]);
     const outs = copies.filter((c) => c.direction === "out");
     const landing = outs.flatMap((c) => this.copyOut(c));
-    const filled = outs.flatMap((c) => c.hostBlocks);
+    const filled = [...outs, ...after].flatMap((c) => c.hostBlocks);
     for (const h of filled) this.filling.set(h, (this.filling.get(h) ?? 0) + 1);
     for (const c of copies.filter((c) => c.direction === "in")) this.copyIn(c);
     for (const t of plan.tables) {
@@ -144,7 +149,8 @@ export class FakeEngine implements StepEngine {
     this.rowsPerStep.push(plan.rows.length);
 
     // Layer by layer, as the GPU runs them: bring the layer's offloaded KV into the prefetch
-    // region, write every row's token into its KV, and read back what each sample row attends to.
+    // region, write every row's token into its KV, read back what each sample row attends to, and
+    // copy out what the layer's after-layer copies name (what it has just written included).
     // The region is reused by the next offloaded layer, so a sample must read it in between.
     const rowTokens = plan.rows.map((r) => r.token ?? this.nextIds[r.slot]);
     plan.rows.forEach((r, i) => {
@@ -171,6 +177,7 @@ export class FakeEngine implements StepEngine {
           seen[i][pos] = t.token;
         }
       });
+      for (const c of after.filter((c) => c.layer === l)) landing.push(...this.copyOut(c));
     }
     const records = plan.samples.map((s, i) => {
       const row = plan.rows[s.row];

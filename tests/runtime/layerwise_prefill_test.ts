@@ -1,9 +1,10 @@
-// LayerKV's layer-wise prefill under `--sched slo` (runtime/scheduler.ts, `layerwisePrefill`), on
-// the fake engine: a prompt whose full KV does not fit beside the running requests is admitted
-// with some layers offloaded, its peak device footprint stays below its full KV, and its
-// offloaded layers' blocks go to the host tier; nothing leaks on either tier when it finishes, is
-// cancelled or preempted; and over random workloads every request gets the tokens it gets with
-// layer-wise prefill off (which are the tokens its prompt alone determines).
+// LayerKV's layer-wise prefill (runtime/placement.ts, `layerwisePrefill`) under `--sched slo`, on
+// the fake engine: every admission gets a layer split; a prompt whose full KV does not fit beside
+// the running requests is admitted with some layers offloaded, its peak device footprint stays
+// below its full KV, and its offloaded layers' blocks go to the host tier; a split counts what an
+// offloaded layer keeps on the device, so it does not overcommit; nothing leaks on either tier
+// when it finishes, is cancelled or paused; and over random workloads every request gets the
+// tokens it gets with layer-wise prefill off (which are the tokens its prompt alone determines).
 
 import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
 import type { FakeEngineShape } from "../helpers/fake_engine.ts";
@@ -15,6 +16,7 @@ import { Offloader } from "../../runtime/kv/offload.ts";
 import { Placement } from "../../runtime/placement.ts";
 import { Request } from "../../runtime/request/request.ts";
 import { sloPolicy } from "../../runtime/policy/slo.ts";
+import type { SchedulingPolicy } from "../../runtime/policy/policy.ts";
 import { isOffloaded } from "../../runtime/plan/offload_pattern.ts";
 import { Runtime } from "../../runtime/service.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
@@ -33,7 +35,12 @@ class Bench {
   readonly scheduler: Scheduler;
   private nextId = 1;
 
-  constructor(shape: FakeEngineShape, layerwise: boolean, regionBlocks: number) {
+  constructor(
+    shape: FakeEngineShape,
+    layerwise: boolean,
+    regionBlocks: number,
+    policy: SchedulingPolicy = sloPolicy,
+  ) {
     this.engine = new FakeEngine(shape);
     const info = this.engine.info;
     this.pool = new BlockPool(info);
@@ -43,7 +50,7 @@ class Bench {
     this.scheduler = new Scheduler({
       pool: this.pool,
       limits: info,
-      policy: sloPolicy,
+      policy,
       host: { tier, swaps: new Swapper(tier) },
       placement: this.offloader
         ? new Placement(this.pool, this.offloader, info.maxRows, { layerwisePrefill: layerwise })
@@ -100,9 +107,9 @@ const ids = (n: number, from: number) => Array.from({ length: n }, (_, i) => (fr
 async function longBesideShort(
   layerwise: boolean,
   watch: (bench: Bench, long: Request, step: number) => void = () => {},
-  { shortTokens = 8, region = REGION } = {},
+  { shortTokens = 8, region = REGION, policy = sloPolicy } = {},
 ) {
-  const bench = new Bench(shape(region), layerwise, region);
+  const bench = new Bench(shape(region), layerwise, region, policy);
   const short = [bench.submit(ids(48, 1), shortTokens)];
   for (let i = 0; i < 7; i++) await bench.step();
   assertEquals(short[0].state, "decoding");
@@ -208,22 +215,47 @@ Deno.test("layer-wise prefill: cancelling a layer-wise admission mid-prefill fre
   assertEquals([bench.deviceUsed, bench.host.used], [0, 0]);
 });
 
-Deno.test("layer-wise prefill: a layer-wise admission preempted by the requests it runs beside frees its blocks on both tiers, then finishes with the same tokens", async () => {
-  // A region of 8 blocks: only the first 8 blocks of an offloaded layer leave the device, so the
-  // long prompt's offloaded layers outgrow what is left and it (the newest admission, fcfs's
-  // victim) is preempted, recomputed later.
-  let preemptedSeen = 0, hadHost = false;
+Deno.test("layer-wise prefill: the split counts the blocks past the prefetch region, so a small region does not overcommit the device", async () => {
+  // A region of 8 blocks: only the first 8 blocks of an offloaded layer leave the device, so its
+  // other 20 stay, and offloading saves the long prompt almost nothing beside the short
+  // request's forecast growth. The split counts them: the long prompt waits to fit whole
+  // rather than being admitted layer-wise and preempted when its layers outgrow the device.
+  const { bench, long } = await longBesideShort(true, () => {}, { region: 8, shortTokens: 40 });
+  assertEquals(long.preemptions, 0);
+  assertEquals(bench.scheduler.layerwiseAdmissions, 0);
+  assertEquals(bench.scheduler.prefillSplits, 2);
+  assertEquals([bench.deviceUsed, bench.host.used], [0, 0]);
+});
+
+Deno.test("layer-wise prefill: a layer-wise admission paused mid-prefill frees its blocks on both tiers, then finishes with the same tokens", async () => {
+  // A policy that pauses the long prompt once, as soon as some of its KV is on the host, and
+  // keeps it out for one step (else it is admitted again at once, in the same schedule()).
+  let paused = 0, pausedSeen = 0, holdOut = 0;
+  let onHost = (_id: number) => 0;
+  const pausing: SchedulingPolicy = {
+    ...sloPolicy,
+    pauseBeforeStep: (running) =>
+      running.filter((r) =>
+        paused === 0 && r.spec.ids.length === LONG && r.state === "prefilling" &&
+        onHost(r.id) > 0 && paused++ === 0 && (holdOut = 1) > 0
+      ),
+    mayAdmit: (req, running, ctx) =>
+      req.spec.ids.length === LONG && holdOut-- > 0
+        ? false
+        : sloPolicy.mayAdmit!(req, running, ctx),
+  };
   const { bench, long } = await longBesideShort(true, (bench, long) => {
-    if (bench.host.heldBy(long.id) > 0) hadHost = true;
+    onHost = (id) => bench.host.heldBy(id);
     if (long.state === "paused") {
-      preemptedSeen++;
+      pausedSeen++;
       assertEquals([bench.pool.heldBy(long.id), bench.host.heldBy(long.id)], [0, 0]);
       assertEquals(bench.offloader!.distanceOf(long), 0);
     }
-  }, { region: 8, shortTokens: 40 });
-  assert(long.preemptions > 0 && preemptedSeen > 0, "the layer-wise admission was not preempted");
-  assert(hadHost, "it never had blocks on the host tier");
-  assert(bench.scheduler.layerwiseAdmissions >= 1);
+  }, { policy: pausing });
+  assert(paused === 1 && pausedSeen > 0, "the layer-wise admission was not paused");
+  assertEquals(long.preemptions, 1);
+  // Admitted twice, split each time.
+  assertEquals(bench.scheduler.prefillSplits, 3);
   assertEquals([bench.deviceUsed, bench.host.used], [0, 0]);
 });
 
@@ -231,6 +263,8 @@ Deno.test("layer-wise prefill: a layer-wise admission preempted by the requests 
 
 interface Workload {
   shape: FakeEngineShape;
+  /** The preset: slo, or tokenflow (which takes layer-wise prefill too). */
+  policy: "slo" | "tokenflow";
   prefetchBlocks: number;
   preempt: "recompute" | "swap" | "partial";
   prefixCache: boolean;
@@ -293,7 +327,10 @@ function randomWorkload(next: () => number): Workload {
     };
   });
   const preempt = (["recompute", "swap", "partial"] as const)[int(0, 2)];
-  return { shape, prefetchBlocks, preempt, prefixCache: next() < 0.3, requests };
+  const prefixCache = next() < 0.3;
+  // Drawn last, so the workloads drawn before it stay as they were.
+  const policy = next() < 0.5 ? "slo" : "tokenflow";
+  return { shape, policy, prefetchBlocks, preempt, prefixCache, requests };
 }
 
 async function ticks(n: number): Promise<void> {
@@ -308,7 +345,7 @@ async function settle(done: () => boolean): Promise<void> {
 async function runWorkload(w: Workload, layerwisePrefill: boolean) {
   const engine = new FakeEngine(w.shape);
   const runtime = new Runtime(engine, {
-    policy: "slo",
+    policy: w.policy,
     layerwisePrefill,
     prefetchBlocks: layerwisePrefill ? w.prefetchBlocks : undefined,
     preempt: w.preempt,
@@ -353,9 +390,9 @@ async function runWorkload(w: Workload, layerwisePrefill: boolean) {
   return { results, stats };
 }
 
-Deno.test("property: layer-wise prefill gives every request of 500 random workloads the tokens it gets with it off, and leaks no block on either tier", async () => {
+Deno.test("property: layer-wise prefill (slo or tokenflow) gives every request of 500 random workloads the tokens it gets with it off, and leaks no block on either tier", async () => {
   const next = rng(4242);
-  let layerwise = 0, prefetched = 0;
+  let layerwise = 0, prefetched = 0, splits = 0, afterLayer = 0;
   for (let i = 0; i < 500; i++) {
     const w = randomWorkload(next);
     try {
@@ -384,12 +421,17 @@ Deno.test("property: layer-wise prefill gives every request of 500 random worklo
       } else assertEquals(on.stats.kvBlocksCached, 0);
       assertEquals(off.stats.layerwiseAdmissions, undefined);
       layerwise += on.stats.layerwiseAdmissions!;
+      splits += on.stats.prefillSplits!;
+      afterLayer += on.stats.offload!.blocksOutAfterLayer;
       prefetched += on.stats.offload!.blocksPrefetched;
     } catch (err) {
       throw new Error(`workload ${i}: ${(err as Error).message}\n${JSON.stringify(w)}`);
     }
   }
   // The mechanism must have been exercised, or this proves nothing about it.
-  assert(layerwise > 100, `only ${layerwise} layer-wise admissions`);
+  // Every admission is split; the Eq. 5 forecast holds back many that would have overcommitted.
+  assert(splits > 1000, `only ${splits} splits`);
+  assert(layerwise > 30, `only ${layerwise} layer-wise admissions`);
+  assert(afterLayer > 100, `only ${afterLayer} blocks copied out after their layer`);
   assert(prefetched > 1000, `only ${prefetched} blocks prefetched`);
 });

@@ -377,42 +377,48 @@ Deno.test("temperature 0: requests at any offload distance, or one that changes 
   }
 });
 
-Deno.test("temperature 0: slo's layer-wise prefill (a long prompt admitted beside running requests with a layer on the host) gives the tokens it gets with it off", async () => {
-  const maxSlots = 4;
-  const run = async (layerwisePrefill: boolean) => {
-    let out!: number[][];
-    let stats!: ReturnType<Runtime["stats"]>;
-    await withEngine(async (engine) => {
-      const V = engine.info.vocabSize;
-      // Two short requests are admitted first; the 300-token prompt (19 blocks a layer) then finds
-      // 28 of the 40 request blocks free (the region takes 20 of 60): layer 1 goes to the host.
-      out = await Promise.all([40, 40, 300].map((len, i) =>
-        collect(engine, {
-          ids: randomIds(1300 + i, len, V),
-          maxTokens: i < 2 ? 48 : 8,
-          sampling: i === 1 ? { temperature: 0.8, topK: 0, topP: 0.95, seed: 5 } : greedy,
-          stopIds: [],
-        })
-      ));
-      stats = engine.stats();
-      assertEquals([stats.kvBlocksUsed, stats.hostBlocksUsed], [0, 0]);
-    }, {
-      policy: "slo",
-      maxSlots,
-      maxRows: 32,
-      gpuKvMb: budgetForBlocks(60, maxSlots),
-      hostKvMb: 2,
-      layerwisePrefill,
-      prefetchBlocks: layerwisePrefill ? 20 : undefined,
-    });
-    return { out, stats };
-  };
-  const off = await run(false);
-  const on = await run(true);
-  assertEquals(on.out, off.out);
-  assert(on.stats.layerwiseAdmissions! >= 1, "the long prompt was not admitted layer-wise");
-  assert(on.stats.offload!.blocksPrefetched > 0, "no offloaded block came back for a step");
-});
+for (const policy of ["slo", "tokenflow"] as const) {
+  Deno.test(`temperature 0: ${policy}'s layer-wise prefill (every prefill split; a long prompt admitted beside running requests with a layer on the host) gives the tokens it gets with it off`, async () => {
+    const maxSlots = 4;
+    const run = async (layerwisePrefill: boolean) => {
+      let out!: number[][];
+      let stats!: ReturnType<Runtime["stats"]>;
+      await withEngine(async (engine) => {
+        const V = engine.info.vocabSize;
+        // Two short requests are admitted first; the 300-token prompt (19 blocks a layer) then finds
+        // 28 of the 40 request blocks free (the region takes 20 of 60): layer 1 goes to the host.
+        out = await Promise.all([40, 40, 300].map((len, i) =>
+          collect(engine, {
+            ids: randomIds(1300 + i, len, V),
+            maxTokens: i < 2 ? 48 : 8,
+            sampling: i === 1 ? { temperature: 0.8, topK: 0, topP: 0.95, seed: 5 } : greedy,
+            stopIds: [],
+          })
+        ));
+        stats = engine.stats();
+        assertEquals([stats.kvBlocksUsed, stats.hostBlocksUsed], [0, 0]);
+      }, {
+        policy,
+        maxSlots,
+        maxRows: 32,
+        gpuKvMb: budgetForBlocks(60, maxSlots),
+        hostKvMb: 2,
+        layerwisePrefill,
+        prefetchBlocks: layerwisePrefill ? 20 : undefined,
+      });
+      return { out, stats };
+    };
+    const off = await run(false);
+    const on = await run(true);
+    assertEquals(on.out, off.out);
+    assert(on.stats.layerwiseAdmissions! >= 1, "the long prompt was not admitted layer-wise");
+    assert(on.stats.offload!.blocksPrefetched > 0, "no offloaded block came back for a step");
+    // Its offloaded layers were copied out in the steps that wrote them, after their layers.
+    assert(on.stats.offload!.blocksOutAfterLayer > 0, "no block copied out after its layer");
+    // Every admission was split: each request once, and again after each preemption or pause.
+    assertEquals(on.stats.prefillSplits, 3 + on.stats.preemptions + on.stats.policyPauses);
+  });
+}
 
 Deno.test("stats list a finished request while its paced buffer still plays out", async () => {
   await withEngine(async (engine) => {

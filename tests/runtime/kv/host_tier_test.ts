@@ -2,7 +2,8 @@
 // out land only when the step carrying them is delivered, and not at all once its host copy was
 // released; an offloaded layer's copies and a swap's share one host copy (neither copies what the
 // other has sent); nothing is copied out of a block a queued cache copy in has not filled; a step
-// carries the swaps', the cache's and the layers' copies in that order.
+// carries the swaps', the cache's and the layers' copies in that order, and a layer's copies
+// out after its layer apart.
 
 import { BlockPool } from "../../../runtime/kv/block_pool.ts";
 import { HostTier } from "../../../runtime/kv/host_tier.ts";
@@ -40,7 +41,7 @@ Deno.test("host tier: a copy out lands when its step is delivered, not before, a
     ["out", 0, device.table(1, 0), tier.pool.table(1, 0)],
     ["out", 1, device.table(1, 1), tier.pool.table(1, 1)],
   ]);
-  assertEquals(tier.take(), { copies: [], landings: [] }, "taken once");
+  assertEquals(tier.take(), { copies: [], landings: [], afterLayer: [] }, "taken once");
   tier.land(step.landings);
   assertEquals(req.hostTokens, 10);
 
@@ -160,4 +161,23 @@ Deno.test("host tier: a step carries the swaps', the cache's and the layers' cop
     "swap",
     "layer",
   ]);
+});
+
+Deno.test("host tier: a layer's copy out after its layer goes apart from the step's copies, and lands with it", () => {
+  const { device, tier } = tiers();
+  const req = holding(device, 1, 8);
+  assertEquals(tier.copyLayerOut(req, 1, 2, true), 2);
+  const step = tier.take();
+  assertEquals(step.copies, []);
+  assertEquals(step.afterLayer.map((c) => [c.direction, c.layer, c.deviceBlocks]), [
+    ["out", 1, device.table(1, 1)],
+  ]);
+  assertEquals(tier.layerExtent(req, 1), { issued: 2, landed: 0 });
+  tier.land(step.landings);
+  assertEquals(tier.layerExtent(req, 1), { issued: 2, landed: 2 });
+  // A request that leaves before its step is built takes its copies after layers with it.
+  const other = holding(device, 2, 8);
+  tier.copyLayerOut(other, 0, 2, true);
+  tier.forgetLayers(other, false);
+  assertEquals(tier.take().afterLayer, []);
 });

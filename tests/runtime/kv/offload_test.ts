@@ -63,6 +63,7 @@ Deno.test("offload: an offloaded layer's full blocks go out, leave the device on
   assertEquals(tables, [{ slot: 1, layer: 1, first: 0, blocks: region }]);
   assertEquals(offloader.stats, {
     blocksOut: 3,
+    blocksOutAfterLayer: 0,
     blocksPrefetched: 3,
     blocksRestored: 0,
     regionStalls: 0,

@@ -61,10 +61,14 @@ Deno.test("presets: the rules on options that go together, each once", () => {
     "offload-distance (ignored): is the distance of --offload uniform",
   ]);
   assertEquals(flags("fcfs", { layerwisePrefill: true }), [
-    "layerwise-prefill: is part of --sched slo",
+    "layerwise-prefill: is part of --sched slo or tokenflow",
     "layerwise-prefill: needs a host KV tier: pass --host-kv-mb MB",
   ]);
   assertEquals(flags("slo", { layerwisePrefill: true, prefetchBlocks: 4 }, HOST), []);
+  assertEquals(flags("tokenflow", { layerwisePrefill: true }, HOST), []);
+  assertEquals(flags("tokenflow", { layerwisePrefill: true }), [
+    "layerwise-prefill: needs a host KV tier: pass --host-kv-mb MB",
+  ]);
   assertEquals(flags("slo", { prefetchBlocks: 4 }, HOST), [
     "prefetch-blocks (ignored): needs --offload uniform or orbit, or --layerwise-prefill",
   ]);
@@ -92,8 +96,12 @@ Deno.test("presets: choosePreset throws the first problem that cannot work, and 
     message: "--offload: uniform needs a host KV tier: pass --host-kv-mb MB",
   });
   assertThrows(
-    () => choosePreset("tokenflow", { layerwisePrefill: true }, HOST),
-    /--layerwise-prefill: is part of --sched slo/,
+    () => choosePreset("fcfs", { layerwisePrefill: true }, HOST),
+    /--layerwise-prefill: is part of --sched slo or tokenflow/,
+  );
+  assertEquals(
+    choosePreset("tokenflow", { layerwisePrefill: true }, HOST).placing.layerwisePrefill,
+    true,
   );
   assertEquals(
     choosePreset("fcfs", { offload: "none", offloadDistance: 3 }, HOST).placing.offloads,
