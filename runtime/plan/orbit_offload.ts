@@ -7,10 +7,9 @@
 //
 // What the planner is told: the decoding requests (their context and where it stops, blocks per
 // layer, buffered tokens, SLO, reading rate), the device blocks they may hold, and the cost
-// model as re-fitted from the steps so far. The prefetch region is reserved in the pool for good,
-// and the plan counts its own region on top of the resident blocks, so the budget is the pool less
-// the reserved region and less what requests outside the plan hold: a plan that fits it always
-// fits the pool (it may offload a little more than strictly needed).
+// model as re-fitted from the steps so far. The budget is the pool less what requests outside the
+// plan hold; the prefetch region is reserved in the pool for good, so it is the budget's buffer
+// term (OrbitFlow §3.3.1, Eq. 1), subtracted once, by the planner (regionReservedBlocks).
 
 import type { CostModel, EngineInfo, StepPlan } from "../../engine/engine.ts";
 import type { Request } from "../request/request.ts";
@@ -255,8 +254,9 @@ export class OrbitOffload implements OffloadPlanner {
       numLayers,
       blockBytes: kvBlockBytes,
       blockTokens: blockSize,
-      budgetBlocks: Math.max(0, this.opts.pool.total - this.opts.region.regionTotal - others),
+      budgetBlocks: Math.max(0, this.opts.pool.total - others),
       prefetchRegionBlocks: this.opts.region.regionBlocks,
+      regionReservedBlocks: this.opts.region.regionTotal,
       costs,
       window: this.window,
       timeoutMs: this.opts.timeoutMs ?? 100,

@@ -31,6 +31,12 @@ export interface PlanInput {
   budgetBlocks: number;
   /** Most blocks the prefetch region can hold (Infinity: bounded only by the budget). */
   prefetchRegionBlocks: number;
+  /**
+   * Blocks the pool keeps reserved for the prefetch region whatever the plan (part of
+   * budgetBlocks). When given, they are the region term of the budget, counted once, and a plan's
+   * own region need only fit under prefetchRegionBlocks; absent, the plan's region is the term.
+   */
+  regionReservedBlocks?: number;
   costs: PlanCosts;
   /** Decode steps the plan must hold for (OrbitFlow's decode window). */
   window: number;
@@ -69,7 +75,7 @@ export interface Plan {
   predictedStepMs: number;
   /** Predicted step time at the window's end: what the solver minimized. */
   windowEndStepMs: number;
-  /** Device blocks the plan needs at the window's end (resident plus prefetch region). */
+  /** Device blocks the plan needs at the window's end (resident plus the region term). */
   deviceBlocks: number;
   /** The prefetch region the plan needs at the window's end. */
   prefetchBlocks: number;

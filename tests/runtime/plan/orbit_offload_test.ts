@@ -127,7 +127,8 @@ Deno.test("orbit offload: one plan per batch, applied from the next step; unknow
   await null; // the solve's bookkeeping (a Worker's answer would come as a later message)
   assertEquals(source.asked.length, 1);
   const input = source.asked[0];
-  assertEquals(input.budgetBlocks, 60);
+  assertEquals(input.budgetBlocks, 100);
+  assertEquals(input.regionReservedBlocks, 40);
   assertEquals(input.prefetchRegionBlocks, 40);
   assertEquals(input.requests.map((r) => [r.id, r.blocksPerLayer, r.finalTokens]), [
     [1, 3, 46],
