@@ -39,6 +39,7 @@ const EngineFlags = z.object({
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
   "offload-distance": z.coerce.number().int().min(1).optional(),
   "prefetch-blocks": z.coerce.number().int().min(1).optional(),
+  "orbit-window-max": z.coerce.number().int().min(1).optional(),
   // Off by default: it measured worse than slo's admission alone (docs/benchmarks/policies.md).
   "layerwise-prefill": z.enum(["on", "off"]).default("off"),
 });
@@ -108,6 +109,7 @@ const STRING_FLAGS = [
   "offload",
   "offload-distance",
   "prefetch-blocks",
+  "orbit-window-max",
   "layerwise-prefill",
   "gpu-kv-mb",
   "max-batch",
@@ -197,6 +199,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       offload: flags.offload,
       offloadDistance: flags["offload-distance"],
       prefetchBlocks: flags["prefetch-blocks"],
+      orbitWindowMax: flags["orbit-window-max"],
       layerwisePrefill: flags["layerwise-prefill"] === "on", // with slo and a host tier (checked)
       tokenflowSafety: flags["tokenflow-safety"],
       tokenflowIntervalS: flags["tokenflow-interval-s"],
@@ -326,6 +329,8 @@ const ENGINE_FLAGS = `engine and scheduling:
                          distance to fit the device budget at the least step time (default none)
   --offload-distance N   uniform: every N-th layer's KV on the host (default 2)
   --prefetch-blocks N    prefetch region, blocks per arena (default: one layer's share of the pool)
+  --orbit-window-max N   orbit: the longest decode window the planner may choose for a plan, in
+                         steps (Δ_max; it picks the window itself, from 16 up; default 128)
   --layerwise-prefill on|off   slo (LayerKV): admit a prompt whose full KV does not fit on the
                          device with some layers offloaded to the host tier, grown chunk by chunk
                          as its prefill writes them (uses the prefetch region even with

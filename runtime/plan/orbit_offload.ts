@@ -1,6 +1,7 @@
 // OrbitFlow's planner driving the offload executor (`--offload orbit`). Before each step the
 // scheduler shows it the running batch; it asks the planner Worker for a new plan only when the
-// batch changed, the plan's window ran out, or measured steps drifted from the plan's prediction
+// batch changed, the window the planner chose for the plan ran out, or measured steps drifted
+// from the plan's prediction
 // (replan.ts), and answers each request's distance from the newest finished plan. It never waits
 // for a solve: until the first plan arrives every request keeps all its layers, and a request the
 // plan does not know (just admitted, still prefilling) keeps them too.
@@ -26,8 +27,10 @@ export interface OrbitOffloadOptions {
   region: { readonly regionBlocks: number; readonly regionTotal: number };
   /** The cost model as of now (re-fitted every step). */
   costs: () => CostModel | undefined;
-  /** Decode steps a plan must hold for (default 32). */
+  /** Decode steps a plan must hold for at least, Δ_min (default 16). */
   window?: number;
+  /** The longest window the planner may choose, Δ_max (`--orbit-window-max`; default 128). */
+  maxWindow?: number;
   /** The solver's time limit (default 100 ms); past it the last plan stays in force. */
   timeoutMs?: number;
   /** Drift of measured vs predicted step time that asks for a new plan (default replan.ts's). */
@@ -58,6 +61,10 @@ export interface PlannerStats {
   pauses: number;
 }
 
+/** OrbitFlow's Δ_min and Δ_max (the planner picks the window between them; §3.3.1). */
+export const DEFAULT_MIN_WINDOW = 16;
+export const DEFAULT_MAX_WINDOW = 128;
+
 /** Steps a plan must have been measured over before drift can call for a new one. */
 const MIN_OBSERVED = 3;
 /** Weight of the newest step in the smoothed step time (one noisy step must not re-plan). */
@@ -66,6 +73,7 @@ const SMOOTHING = 0.3;
 export class OrbitOffload implements OffloadPlanner {
   private readonly client: PlanSource;
   private readonly window: number;
+  private readonly maxWindow: number;
   /** Steps seen (beforeStep calls): the clock of plan windows. */
   private step = 0;
   private inForce?: PlanInForce & { seq: number };
@@ -91,7 +99,8 @@ export class OrbitOffload implements OffloadPlanner {
 
   constructor(private readonly opts: OrbitOffloadOptions) {
     this.client = opts.client ?? new PlannerClient();
-    this.window = opts.window ?? 32;
+    this.window = opts.window ?? DEFAULT_MIN_WINDOW;
+    this.maxWindow = Math.max(this.window, opts.maxWindow ?? DEFAULT_MAX_WINDOW);
   }
 
   beforeStep(running: readonly Request[]): void {
@@ -200,7 +209,8 @@ export class OrbitOffload implements OffloadPlanner {
       seq,
       batch: this.asked.get(seq) ?? [...plan.distances.keys()],
       fromStep: this.step,
-      window: this.window,
+      // The window the planner chose for this plan (plan_batch.ts): when it runs out, re-plan.
+      window: plan.window,
       predictedStepMs: plan.predictedStepMs,
     };
     for (const s of this.asked.keys()) if (s <= seq) this.asked.delete(s);
@@ -259,6 +269,7 @@ export class OrbitOffload implements OffloadPlanner {
       regionReservedBlocks: this.opts.region.regionTotal,
       costs,
       window: this.window,
+      maxWindow: this.maxWindow,
       timeoutMs: this.opts.timeoutMs ?? 100,
     };
   }

@@ -38,8 +38,13 @@ export interface PlanInput {
    */
   regionReservedBlocks?: number;
   costs: PlanCosts;
-  /** Decode steps the plan must hold for (OrbitFlow's decode window). */
+  /**
+   * Decode steps the plan must hold for at least (OrbitFlow's Δ_min). The planner chooses the
+   * window itself (plan_batch.ts), from this up to maxWindow.
+   */
   window: number;
+  /** The longest window the planner may choose (Δ_max; default: `window`, a fixed window). */
+  maxWindow?: number;
   /** Distances to choose from (default: candidateDistances(numLayers)). */
   candidates?: number[];
   /** The solver's time limit; past it the best plan found so far, if any, is returned. */
@@ -75,6 +80,8 @@ export interface Plan {
   predictedStepMs: number;
   /** Predicted step time at the window's end: what the solver minimized. */
   windowEndStepMs: number;
+  /** Decode steps the plan was chosen to hold for (the planner's window, Δ). */
+  window: number;
   /** Device blocks the plan needs at the window's end (resident plus the region term). */
   deviceBlocks: number;
   /** The prefetch region the plan needs at the window's end. */

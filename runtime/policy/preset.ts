@@ -81,6 +81,8 @@ export interface PresetOptions {
   offloadDistance?: number | OffloadDistanceOf;
   /** Prefetch region blocks per arena (`--prefetch-blocks`). */
   prefetchBlocks?: number;
+  /** The longest decode window OrbitFlow's planner may choose (`--orbit-window-max`; orbit only). */
+  orbitWindowMax?: number;
   /**
    * LayerKV's layer-wise prefill (`--layerwise-prefill`; slo only, with a host tier): a request
    * whose full KV does not fit on the device is admitted with some layers offloaded, grown chunk

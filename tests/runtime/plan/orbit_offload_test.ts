@@ -98,6 +98,7 @@ function planner(total: number, opts: { window?: number; regionBlocks?: number }
     region: { regionBlocks, regionTotal: regionBlocks },
     costs: costModel,
     window: opts.window,
+    maxWindow: opts.window, // a fixed window unless a test asks for the planner's choice
     client: source,
   });
   return { orbit, source };
