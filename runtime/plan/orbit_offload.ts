@@ -59,6 +59,21 @@ export interface PlannerStats {
   pauseRequested?: number;
   /** Requests paused because no plan fitted them. */
   pauses: number;
+  /** Paused requests readmitted once a completion and a feasible plan including them came. */
+  resumes: number;
+  /** Plans asked for to check whether a paused request may come back. */
+  resumeChecks: number;
+}
+
+/** A request paused for want of a plan, waiting for the resume rule. */
+interface Victim {
+  req: Request;
+  /** Completions counted when it paused, and at its last resume check (-1: none yet). */
+  completions: number;
+  checkedAt: number;
+  checking?: boolean;
+  /** A completion came and a feasible plan included it: it may be admitted. */
+  cleared?: boolean;
 }
 
 /** OrbitFlow's Δ_min and Δ_max (the planner picks the window between them; §3.3.1). */
@@ -84,10 +99,14 @@ export class OrbitOffload implements OffloadPlanner {
   private solveTimes: number[] = [];
   private running = new Set<number>();
   private closed = false;
-  /** The plan whose pause was acted on, and the batch size admissions wait to fall below. */
+  /** The plan whose pause was acted on. */
   private pausedForSeq = 0;
-  private holdWhileAtLeast = Infinity;
   private pauses = 0;
+  /** Requests paused for want of a plan, in pause order, until they run again or end. */
+  private readonly victims = new Map<number, Victim>();
+  /** Requests that have left the batch finished (the resume rule waits for one). */
+  private completions = 0;
+  private last: readonly Request[] = [];
   private readonly counts: Omit<PlannerStats, "pauseRequested" | "pauses"> = {
     requested: { "no-plan": 0, batch: 0, window: 0, drift: 0 },
     solves: 0,
@@ -95,6 +114,8 @@ export class OrbitOffload implements OffloadPlanner {
     solveMsTotal: 0,
     abandoned: 0,
     failed: 0,
+    resumes: 0,
+    resumeChecks: 0,
   };
 
   constructor(private readonly opts: OrbitOffloadOptions) {
@@ -106,9 +127,19 @@ export class OrbitOffload implements OffloadPlanner {
   beforeStep(running: readonly Request[]): void {
     this.step++;
     this.running = new Set(running.map((r) => r.id));
+    for (const r of this.last) if (!this.running.has(r.id) && r.finish) this.completions++;
+    this.last = [...running];
     this.install();
+    this.trackVictims();
     if (this.closed) return;
     const decoding = running.filter((r) => r.state === "decoding");
+    this.replan(decoding, running);
+    // Asked last, so that a plan for the batch alone does not replace it while a solve runs.
+    this.checkResume(decoding, running);
+  }
+
+  /** Asks for a plan of the decoding batch when replan.ts says it is time. */
+  private replan(decoding: readonly Request[], running: readonly Request[]): void {
     if (decoding.length === 0) return;
     const batch = decoding.map((r) => r.id);
     const reason = shouldReplan(
@@ -142,23 +173,31 @@ export class OrbitOffload implements OffloadPlanner {
 
   /**
    * OrbitFlow's Pause-Resume: the request the newest plan could not place is paused (once per
-   * plan), and admissions wait while a plan needs a pause, and after one until the batch is
-   * smaller than when it paused, so the paused request does not come straight back into the
-   * batch that could not hold it.
+   * plan). It waits at the head of the queue until it may come back (feasible()).
    */
   toPause(running: readonly Request[]): Request[] {
     const id = this.pauseRequested();
     if (id === undefined || this.pausedForSeq === this.client.latestSeq) return [];
     this.pausedForSeq = this.client.latestSeq;
-    this.holdWhileAtLeast = running.length;
     this.pauses++;
-    return running.filter((r) => r.id === id);
+    const named = running.filter((r) => r.id === id);
+    for (const req of named) {
+      this.victims.set(req.id, { req, completions: this.completions, checkedAt: -1 });
+    }
+    return named;
   }
 
+  /**
+   * Whether admissions may go on: not while a plan needs a pause, nor while a paused request waits
+   * for its resume (OrbitFlow §3.4): it comes back only once some request in flight has
+   * completed since it paused and a plan including it is feasible (checkResume), so it does not
+   * come straight back into the batch that could not hold it. It heads the queue, so nothing
+   * overtakes it meanwhile.
+   */
   feasible(): boolean {
     if (this.pauseRequested() !== undefined) return false;
-    if (this.running.size < this.holdWhileAtLeast) this.holdWhileAtLeast = Infinity;
-    return this.running.size < this.holdWhileAtLeast;
+    for (const v of this.victims.values()) if (!v.cleared) return false;
+    return true;
   }
 
   /** The running request the newest plan would pause, because no plan fits the whole batch. */
@@ -198,6 +237,49 @@ export class OrbitOffload implements OffloadPlanner {
   close(): void {
     this.closed = true;
     this.client.close();
+  }
+
+  /** Forgets victims that run again (resumed) or ended; one cleared and running counts a resume. */
+  private trackVictims(): void {
+    for (const [id, v] of this.victims) {
+      if (this.running.has(id) && v.cleared) this.counts.resumes++;
+      if (this.running.has(id) || v.req.finish) this.victims.delete(id);
+    }
+  }
+
+  /**
+   * The resume rule's plan check: for the longest-waiting victim not cleared, once a request has
+   * completed since it paused (and since its last check), asks for a plan of the decoding batch
+   * with it; a feasible answer that places it clears it. With nothing running there is nothing to
+   * wait for, and it is cleared at once.
+   */
+  private checkResume(decoding: readonly Request[], running: readonly Request[]): void {
+    const v = [...this.victims.values()].find((v) => !v.cleared);
+    if (!v || v.checking) return;
+    if (running.length === 0) {
+      v.cleared = true;
+      return;
+    }
+    if (this.completions <= Math.max(v.completions, v.checkedAt)) return;
+    if (this.pauseRequested() !== undefined) return;
+    const input = this.inputOf([...decoding, v.req], running);
+    if (!input) return;
+    const checkedBefore = v.checkedAt;
+    v.checkedAt = this.completions;
+    v.checking = true;
+    const seq = this.client.request({ ...input, noPause: true });
+    this.asked.set(seq, input.requests.map((r) => r.id));
+    this.counts.resumeChecks++;
+    this.client.settled(seq).then((outcome) => {
+      v.checking = false;
+      // No answer at all (replaced, abandoned, failed): check again at the next step.
+      if (outcome !== "planned" && outcome !== "kept-last") v.checkedAt = checkedBefore;
+      const plan = this.client.latest();
+      if (outcome !== "planned" || this.client.latestSeq !== seq || !plan) return;
+      if (plan.feasible && plan.pause === undefined && plan.distances.has(v.req.id)) {
+        v.cleared = true;
+      }
+    });
   }
 
   /** Puts a newly finished plan in force: its window starts now, and its drift is measured anew. */
@@ -248,12 +330,14 @@ export class OrbitOffload implements OffloadPlanner {
     const planned = new Set(decoding);
     const others = running.filter((r) => !planned.has(r))
       .reduce((n, r) => n + this.opts.pool.heldBy(r.id), 0);
+    // A paused request (a resume check) is planned with all of its context back.
+    const context = (r: Request) => r.state === "paused" ? r.prefillTarget : r.computed;
     const requests: PlanRequest[] = decoding.map((r) => ({
       id: r.id,
-      tokens: r.computed,
+      tokens: context(r),
       // What it holds now; the planner grows it by the tokens of its window (blockTokens), up
       // to the context it stops at.
-      blocksPerLayer: Math.ceil(r.computed / blockSize),
+      blocksPerLayer: Math.ceil(context(r) / blockSize),
       finalTokens: r.promptLength + r.spec.maxTokens,
       bufferedTokens: r.buffer.occupancy().tokens,
       tbtSloMs: r.spec.slo.tbtMs,

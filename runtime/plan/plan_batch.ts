@@ -46,7 +46,7 @@ export function planBatch(input: PlanInput, choose: Chooser): Plan {
   // input.timeoutMs bounds every solve together.
   const left = () => Math.max(0, input.timeoutMs - (performance.now() - t0));
   const first = planWindowed(input, choose, left);
-  if (first.feasible || first.status === "no-plan-in-time") {
+  if (first.feasible || first.status === "no-plan-in-time" || input.noPause) {
     return { ...first, solveMs: performance.now() - t0 };
   }
   const pause = pauseVictim(input);

@@ -58,6 +58,11 @@ export interface PlanInput {
    * further (default orbit_planner.ts's DEFAULT_GAP, 0.5%; 0: the exact optimum).
    */
   optimalityGap?: number;
+  /**
+   * Answer for this batch or not at all: when it has no plan, name no request to pause (the
+   * resume check of a paused request, orbit_offload.ts). Default false.
+   */
+  noPause?: boolean;
 }
 
 export type PlanStatus =

@@ -46,6 +46,7 @@ class InlineSource implements PlanSource {
   private plan?: Plan;
   private held?: { seq: number; input: PlanInput };
   private readonly waiters = new Map<number, (o: Outcome) => void>();
+  private readonly outcomes = new Map<number, Outcome>();
 
   get busy(): boolean {
     return this.held !== undefined;
@@ -65,7 +66,9 @@ class InlineSource implements PlanSource {
     const plan = orbitPlan(h.input);
     const kept = plan.feasible || plan.pause !== undefined;
     if (kept) [this.plan, this.latestSeq] = [plan, h.seq];
-    this.waiters.get(h.seq)?.(kept ? "planned" : "kept-last");
+    const outcome = kept ? "planned" : "kept-last";
+    this.outcomes.set(h.seq, outcome);
+    this.waiters.get(h.seq)?.(outcome);
   }
 
   latest(): Plan | undefined {
@@ -73,7 +76,8 @@ class InlineSource implements PlanSource {
   }
 
   settled(seq: number): Promise<Outcome> {
-    if (seq <= this.latestSeq) return Promise.resolve("planned");
+    const known = this.outcomes.get(seq);
+    if (known) return Promise.resolve(known);
     return new Promise((resolve) => this.waiters.set(seq, resolve));
   }
 
@@ -218,29 +222,64 @@ Deno.test("orbit offload: with no plan for the whole batch, the planner names th
   assertEquals(orbit.toPause(batch).map((r) => r.id), [2]);
   assertEquals(orbit.toPause(batch), [], "the same plan's pause is acted on once");
   assertEquals(orbit.stats().pauses, 1);
-  // Once it has left the batch it is no longer named (while the next plan is being solved), and
-  // admissions go on: the batch is smaller than the one that could not hold it.
+  // Once it has left the batch it is no longer named (while the next plan is being solved); it
+  // is not readmitted yet: nothing has completed since it paused.
+  batch[1].pause();
   source.hold = true;
   orbit.beforeStep([batch[0], batch[2]]);
   assertEquals(orbit.pauseRequested(), undefined);
-  assertEquals(orbit.feasible(), true, "two left of the three it paused at");
+  assertEquals(orbit.feasible(), false, "no completion since the pause");
   orbit.close();
 });
 
-Deno.test("orbit offload: after a pause, admissions wait until the batch is smaller than it was", () => {
-  const { orbit, source } = planner(30, { regionBlocks: 4 });
-  const batch = [decoding(1, 20), decoding(2, 24), decoding(3, 20)];
-  orbit.beforeStep(batch);
-  assertEquals(orbit.toPause(batch).map((r) => r.id), [2]);
-  source.hold = true;
-  // Another request was admitted meanwhile (say, before the pause took effect): still 3 running.
-  const refilled = [batch[0], batch[2], decoding(4, 4)];
-  orbit.beforeStep(refilled);
-  assertEquals(orbit.feasible(), false, "as many running as when it paused");
-  orbit.beforeStep([batch[0], batch[2]]);
+/** A decoding request with `computed` context tokens, its generated ids delivered. */
+function grown(id: number, computed: number, maxTokens: number): Request {
+  const req = decoding(id, computed, maxTokens);
+  for (let i = 6; i < computed; i++) req.generated.push(1);
+  return req;
+}
+
+Deno.test("orbit offload: a paused request comes back only after a completion and a feasible plan including it (OrbitFlow §3.4)", async () => {
+  // A 4-block region holds nobody's layer (6+ blocks), so nobody offloads; 74 blocks hold three
+  // requests whose plans end at 6 blocks a layer (24 each). Request 2 goes on further (7 a layer
+  // by its window's end) and is the largest: with four running it is paused.
+  const { orbit, source } = planner(78, { window: 4, regionBlocks: 4 });
+  const [a, b, c, d] = [grown(1, 20, 18), grown(2, 22, 40), grown(3, 20, 18), grown(4, 20, 18)];
+  orbit.beforeStep([a, b, c, d]);
+  assertEquals(orbit.toPause([a, b, c, d]).map((r) => r.id), [2]);
+  b.pause();
+  const asked = () => source.asked.length;
+  // It has left; the three left fit. No completion yet: it waits, and so does everyone behind it.
+  for (let i = 0; i < 5; i++) orbit.beforeStep([a, c, d]);
+  await null;
+  assertEquals(orbit.feasible(), false, "left the batch, but nothing completed");
+  assertEquals(source.asked.filter((i) => i.noPause).length, 0, "no resume check before one");
+  // Request 1 completes: a plan with request 2 back is checked, and infeasible (24 + 24 + 28 > 74).
+  a.end("length");
+  orbit.beforeStep([c, d]);
+  await null;
+  const check = source.asked.at(-1)!;
+  assert(check.noPause, "a resume check, naming no one to pause, asked last");
+  assertEquals(check.requests.map((r) => r.id).sort(), [2, 3, 4]);
+  assertEquals(check.requests.find((r) => r.id === 2)!.blocksPerLayer, 6, "all its context back");
+  assertEquals(orbit.feasible(), false, "a completion, but no feasible plan with it");
+  assertEquals(orbit.pauseRequested(), undefined, "an infeasible check pauses no one");
+  // Steps go on with no completion: it is not checked again.
+  const n = asked();
+  for (let i = 0; i < 3; i++) orbit.beforeStep([c, d]);
+  assertEquals(source.asked.slice(n).filter((i) => i.noPause).length, 0);
+  // Request 3 completes: the plan with it fits, and it may come back.
+  c.end("length");
+  orbit.beforeStep([d]);
+  await null;
+  assert(source.asked.at(-1)!.noPause);
+  assertEquals(orbit.feasible(), true, "a completion and a feasible plan including it");
+  // Readmitted: it is running again and counted.
+  b.state = "prefilling";
+  orbit.beforeStep([d, b]);
+  const stats = orbit.stats();
+  assertEquals([stats.pauses, stats.resumeChecks, stats.resumes], [1, 2, 1]);
   assertEquals(orbit.feasible(), true);
-  orbit.beforeStep(refilled);
-  assertEquals(orbit.feasible(), true, "the hold ended once the batch shrank");
   orbit.close();
 });
 
