@@ -60,9 +60,9 @@ export interface PlannerStats {
   /** Requests paused because no plan fitted them. */
   pauses: number;
   /** Paused requests readmitted once a completion and a feasible plan including them came. */
-  resumes: number;
+  resumes?: number;
   /** Plans asked for to check whether a paused request may come back. */
-  resumeChecks: number;
+  resumeChecks?: number;
 }
 
 /** A request paused for want of a plan, waiting for the resume rule. */
@@ -107,7 +107,7 @@ export class OrbitOffload implements OffloadPlanner {
   /** Requests that have left the batch finished (the resume rule waits for one). */
   private completions = 0;
   private last: readonly Request[] = [];
-  private readonly counts: Omit<PlannerStats, "pauseRequested" | "pauses"> = {
+  private readonly counts: Required<Omit<PlannerStats, "pauseRequested" | "pauses">> = {
     requested: { "no-plan": 0, batch: 0, window: 0, drift: 0 },
     solves: 0,
     lastSolveMs: 0,
