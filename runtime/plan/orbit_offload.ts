@@ -14,6 +14,7 @@
 
 import type { CostModel, EngineInfo, StepPlan } from "../../engine/engine.ts";
 import type { Request } from "../request/request.ts";
+import type { RemovableStats } from "../kv/removable.ts";
 import type { OffloadPlanner } from "./offload_planner.ts";
 import { PlannerClient } from "./planner_client.ts";
 import type { PlanInput, PlanRequest } from "./plan_types.ts";
@@ -63,6 +64,8 @@ export interface PlannerStats {
   resumes?: number;
   /** Plans asked for to check whether a paused request may come back. */
   resumeChecks?: number;
+  /** What paused requests kept and gave up (the runtime's removable cache; kv/removable.ts). */
+  lazyPause?: RemovableStats | null;
 }
 
 /** A request paused for want of a plan, waiting for the resume rule. */
@@ -107,7 +110,9 @@ export class OrbitOffload implements OffloadPlanner {
   /** Requests that have left the batch finished (the resume rule waits for one). */
   private completions = 0;
   private last: readonly Request[] = [];
-  private readonly counts: Required<Omit<PlannerStats, "pauseRequested" | "pauses">> = {
+  private readonly counts: Required<
+    Omit<PlannerStats, "pauseRequested" | "pauses" | "lazyPause">
+  > = {
     requested: { "no-plan": 0, batch: 0, window: 0, drift: 0 },
     solves: 0,
     lastSolveMs: 0,

@@ -293,7 +293,12 @@ const MAX_TOKENS = 20;
  * 16-block prefetch region: they fit only if someone offloads. Until the first plan has come (or
  * `release()`) the engine holds its steps back, so the test does not race the Worker's start.
  */
-function tightRuntime(offload: RuntimeOptions["offload"]) {
+function tightRuntime(
+  offload: RuntimeOptions["offload"],
+  more: Partial<RuntimeOptions> = {},
+  stepMs = 0, // each step's time once planned: long enough, plans come back within a step or two
+  deviceBlocks = 80,
+) {
   let released = false;
   const deadline = performance.now() + 20_000;
   const planned = () =>
@@ -302,13 +307,14 @@ function tightRuntime(offload: RuntimeOptions["offload"]) {
   const engine = new FakeEngine({
     numLayers: LAYERS,
     blockSize: BLOCK,
-    blocksPerArena: [80],
+    blocksPerArena: [deviceBlocks],
     maxBlocksPerSeq: 16,
     maxSlots: 4,
     maxRows: 32,
     hostBlocks: 200,
   }, async () => {
     while (!planned()) await new Promise((r) => setTimeout(r, 5));
+    if (stepMs > 0) await new Promise((r) => setTimeout(r, stepMs));
   });
   const info = engine.info as { costModel?: CostModel; kvBlockBytes: number };
   info.costModel = costModel();
@@ -321,13 +327,14 @@ function tightRuntime(offload: RuntimeOptions["offload"]) {
     maxQueue: 10,
     maxTokensLimit: 100,
     eosIds: [],
+    ...more,
   });
   return { runtime, engine, release: () => released = true };
 }
 
-async function runBatch(runtime: Runtime): Promise<number[][]> {
+async function runBatch(runtime: Runtime, maxTokens = MAX_TOKENS): Promise<number[][]> {
   const handles = PROMPTS.map((ids, i) =>
-    runtime.submit({ ids, maxTokens: MAX_TOKENS, sampling: greedy(i), stopIds: [] })
+    runtime.submit({ ids, maxTokens, sampling: greedy(i), stopIds: [] })
   );
   return await Promise.all(handles.map(async (h) => {
     const got: number[] = [];
@@ -372,6 +379,31 @@ Deno.test("orbit offload: over-subscribed device, same tokens as without offload
     await runtime.close();
   }
   assert(engine.closed);
+});
+
+Deno.test("orbit offload: a request the planner pauses keeps its KV until room is claimed, gives up layers, resumes with the same tokens", async () => {
+  const want = PROMPTS.map((p, i) => toyGeneration(p, 40, i, 1000));
+  // Three requests of 46 tokens (48 blocks each) on 120 blocks beside a 2-block region, which
+  // holds no one's layer: once no plan holds all three for its window (about 25 tokens in), the
+  // planner pauses one. The other two then grow into its blocks (96 of theirs and its own 28 or
+  // so): its layers go, as few as make the room, their full blocks already on the host
+  // (write-through puts them there as they fill).
+  const { runtime } = tightRuntime("orbit", { prefetchBlocks: 2, writeThrough: true }, 10, 122);
+  try {
+    assertEquals(await runBatch(runtime, 40), want);
+    await settled(runtime);
+    const s = runtime.stats();
+    const lazy = s.planner!.lazyPause!;
+    assert(s.planner!.pauses > 0, `the planner paused no one: ${JSON.stringify(s.planner)}`);
+    assertEquals(lazy.held, s.planner!.pauses, "every planner pause kept its KV");
+    assert(lazy.layersEvicted > 0 && lazy.layersEvicted < 4 * lazy.held, JSON.stringify(lazy));
+    assertEquals(lazy.resumed, lazy.held, JSON.stringify(lazy));
+    assertEquals(lazy.blocksRestored, lazy.blocksEvicted, "what was taken came back, no more");
+    assertEquals(s.kvBlocksUsed, 0, "device blocks left allocated");
+    assertEquals(s.hostBlocksUsed, 0, "host blocks left allocated");
+  } finally {
+    await runtime.close();
+  }
 });
 
 Deno.test("orbit offload: close() during a solve stops the planner's Worker", async () => {
