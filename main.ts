@@ -34,6 +34,8 @@ const EngineFlags = z.object({
   // Absent: --recompute auto chooses per request; given: it is the fixed choice.
   preempt: z.enum(["recompute", "swap", "partial"]).optional(),
   recompute: z.enum(["off", "auto"]).optional(),
+  // eLLM's token-wise caching of running requests; --preempt partial is its weaker baseline.
+  "token-cache": z.enum(["on", "off"]).default("off"),
   "write-through": z.enum(["on", "off"]).default("on"),
   "swap-reuse": z.enum(["on", "off"]).default("on"),
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
@@ -104,6 +106,7 @@ const STRING_FLAGS = [
   "host-kv-mb",
   "preempt",
   "recompute",
+  "token-cache",
   "write-through",
   "swap-reuse",
   "offload",
@@ -194,6 +197,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       prefixCache: flags["prefix-cache"] === "on",
       preempt: flags.preempt,
       recompute: recomputeOf(flags),
+      tokenCache: flags["token-cache"] === "on",
       writeThrough: flags["write-through"] === "on",
       swapReuse: flags["swap-reuse"] === "on",
       offload: flags.offload,
@@ -321,6 +325,9 @@ const ENGINE_FLAGS = `engine and scheduling:
                          oldest blocks or drop it all, whichever the cost model (profiled at load)
                          predicts cheapest, its buffered playout counted; replaces --preempt
                          (default auto unless --preempt is given)
+  --token-cache on|off   eLLM: under memory pressure, running requests keep only their newest
+                         tokens' KV and recompute the oldest in each step they decode, the
+                         uncached share chosen every step against the batch size (default off)
   --write-through on|off copy full KV blocks to the host tier as they fill (default on)
   --swap-reuse on|off    keep host copies after a swap-in (default on)
   --offload none|uniform|orbit   keep some layers' KV on the host tier, copied into a prefetch

@@ -77,6 +77,7 @@ export function assemble(engine: StepEngine, options: RuntimeOptions): Assembly 
     limits: info,
     policy: preset.policy,
     preempt: preset.preempt,
+    tokenCache: preset.tokenCache,
     prefixCache,
     host: host && swapper
       ? {

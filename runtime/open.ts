@@ -54,6 +54,7 @@ export async function openRuntime(
       `context ${i.maxContext}, batch ${i.maxSlots}, scheduler ${policy}, prefix cache ${
         prefixCache ? "on" : "off"
       }` +
+      (options.runtime.tokenCache ? ", token-wise caching on (eLLM)" : "") +
       (i.hostBlocks > 0
         ? `; host KV ${i.hostBlocks} blocks, preempt by ${
           recompute === "auto" ? "cost (recompute auto)" : preempt ?? "recompute"

@@ -23,6 +23,7 @@ import type { PrefixCache } from "./prefix_cache.ts";
 import type { Batch } from "./batch.ts";
 import type { Request } from "./request/request.ts";
 import type { RemovableCache, RemovableStats } from "./kv/removable.ts";
+import type { TokenCached } from "./token_cached.ts";
 
 /** What preemption works with: the batch, the pool and the tiers a victim's KV can go to. */
 export interface PreemptionParts {
@@ -35,6 +36,8 @@ export interface PreemptionParts {
   host: { tier: HostTier; swaps: Swapper } | null;
   placement: Placement | null;
   prefix: PrefixCache | null;
+  /** eLLM's token-wise caching of running requests (`--token-cache`), if on. */
+  tokenCached?: TokenCached | null;
   /** Where lazily paused requests keep their KV (absent: every pause frees it at once). */
   removable?: RemovableCache | null;
 }
@@ -58,8 +61,12 @@ export class Preemption {
       if (this.parts.removable?.evictFor(req, tokens)) continue;
       const candidates = batch.running.filter((r) => r === req || !inStep.has(r));
       const victim = policy.pickVictim(candidates, req);
-      const drop = victim === req ? 0 : this.oldestToDrop(victim, req, tokens);
-      const how = this.howToPreempt(victim, drop);
+      // A token-cached victim's uncached positions are dropped ones now: never swapped whole.
+      const lacking = this.parts.tokenCached?.settle(victim) ?? 0;
+      const drop = victim === req ? 0 : Math.max(this.oldestToDrop(victim, req, tokens), lacking);
+      const how = lacking > 0
+        ? { kind: drop > 0 ? "dropOldest" as const : "dropAll" as const, blocks: drop }
+        : this.howToPreempt(victim, drop);
       if (how.kind === "dropOldest") {
         this.dropOldest(victim, how.blocks);
         continue;
@@ -75,6 +82,8 @@ export class Preemption {
    * `lazily` (the offload planner's pauses), kept in the removable cache when there is one.
    */
   pause(req: Request, lazily = false): void {
+    const lacking = this.parts.tokenCached?.settle(req) ?? 0;
+    if (lacking > 0) return this.dropOldest(req, lacking);
     const { removable } = this.parts;
     if (lazily && removable && req.computed > 0 && !req.refill && req.dropped === 0) {
       this.pauseHolding(req, removable);
@@ -86,6 +95,11 @@ export class Preemption {
   /** What the removable cache kept and gave up (null without one). */
   get removable(): RemovableStats | null {
     return this.parts.removable ? { ...this.parts.removable.stats } : null;
+  }
+
+  /** Takes held requests' layers, as few as let `req` hold `tokens` positions; false: none taken. */
+  evictHeld(req: Request, tokens: number): boolean {
+    return this.parts.removable?.evictFor(req, tokens) ?? false;
   }
 
   /** Whether `req` waits holding KV in the removable cache (it resumes through resumeHeld). */

@@ -3,6 +3,8 @@
 //   1. reap:    free what finished or cancelled requests held;
 //   2. pause:   requests the policy (buffer-aware preemption) or the offload planner names leave
 //               the batch, their streams playing on from their buffers;
+//      (with --token-cache, eLLM's rule then says how much of each running request's oldest KV
+//      stays uncached: token_cached.ts; its decode rows come after rows that recompute it)
 //   3. admit:   in the policy's order (default: the queue's, paused requests first), while a slot
 //               is free and the policy's admission blocks are, sharing what the prefix cache holds;
 //   4. build:   a decode row for every decoding request, then prefill chunks in admission order,
@@ -30,6 +32,7 @@ import { Preemption } from "./preemption.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
 import type { Request } from "./request/request.ts";
 import { type BuiltStep, StepBuilder } from "./step_builder.ts";
+import { TokenCached } from "./token_cached.ts";
 
 export interface SchedulerLimits {
   maxSlots: number;
@@ -64,6 +67,8 @@ export interface SchedulerParts {
   costModel?: () => CostModel | undefined;
   /** Bytes of one KV block (one layer), for predicted copy times. */
   kvBlockBytes?: number;
+  /** eLLM's token-wise caching of running requests (token_cache.ts). Default false. */
+  tokenCache?: boolean;
 }
 
 export class Scheduler {
@@ -87,6 +92,8 @@ export class Scheduler {
   private readonly placement: Placement | null;
   private readonly preemption: Preemption;
   private readonly step: StepBuilder;
+  /** eLLM: running requests holding only their newest KV (null: `--token-cache off`). */
+  readonly tokenCached: TokenCached | null;
 
   constructor(parts: SchedulerParts) {
     const { pool, limits, policy } = parts;
@@ -107,6 +114,18 @@ export class Scheduler {
       costModel: parts.costModel ?? (() => undefined),
       kvBlockBytes: parts.kvBlockBytes ?? 0,
     });
+    this.tokenCached = parts.tokenCache
+      ? new TokenCached({
+        pool,
+        maxRows: limits.maxRows,
+        stepMs: (rows) => this.context.stepMs(rows, 0),
+        admissionTokens: (req) => policy.admissionTokens(req),
+        retable: (req) => this.step.retable(req),
+        host: this.host?.tier ?? null,
+        placement: this.placement,
+        prefix: this.prefix,
+      })
+      : null;
     this.preemption = new Preemption({
       batch: this.batch,
       pool,
@@ -117,6 +136,7 @@ export class Scheduler {
       host: this.host,
       placement: this.placement,
       prefix: this.prefix,
+      tokenCached: this.tokenCached,
       // OrbitFlow's lazy pause: the planner's victims keep their KV until room is claimed.
       removable: this.placement && this.host ? new RemovableCache(pool, this.host.tier) : null,
     });
@@ -187,6 +207,7 @@ export class Scheduler {
   schedule(): BuiltStep | null {
     this.reap();
     this.pauseByPolicy();
+    this.tokenCached?.adjust(this.running, this.waiting, this.batch.freeSlots);
     this.admit();
     const step = this.build();
     if (step || this.running.length > 0 || this.waiting.length === 0) return step;
@@ -207,6 +228,7 @@ export class Scheduler {
     for (const req of this.running.filter((r) => r.cancelled || r.finish)) {
       req.end("cancelled");
       this.placement?.forget(req, false);
+      this.tokenCached?.forget(req);
       this.host?.tier.release(req);
       this.pool.release(req.id);
       this.batch.leave(req);
@@ -267,6 +289,8 @@ export class Scheduler {
       if (!drop) distance = this.placement?.growLayerwise(req, prefix, full) ?? 0;
       if (distance > 0) break;
       if (!resumesInPlace) this.pool.release(req.id);
+      // Layers of requests paused holding their KV (OrbitFlow's removable cache) go first.
+      if (!drop && this.preemption.evictHeld(req, full)) continue;
       if (!drop) return false;
       this.pool.release(drop.id);
       drop.forgetKv();
@@ -322,7 +346,9 @@ export class Scheduler {
       // Before this step's rows: only blocks written by earlier steps are complete.
       for (const req of this.running) {
         // A request still recomputing its oldest blocks has none of them to copy yet.
-        if (!req.refill) this.host!.swaps.writeThrough(req, writeThrough);
+        if (!req.refill && !this.tokenCached?.holds(req)) {
+          this.host!.swaps.writeThrough(req, writeThrough);
+        }
       }
     }
     this.step.begin();
@@ -349,8 +375,13 @@ export class Scheduler {
   /** A decode row for `req`: the newest sampled id goes in at its next position, and is sampled. */
   private decode(req: Request): void {
     const pos = req.promptLength + req.issued - 1;
+    // eLLM: the uncached oldest positions ride in the step before the row that reads their KV.
+    const recompute = this.tokenCached?.recompute(req) ?? 0;
+    if (recompute + 1 > this.step.room) return;
     if (!this.grow(req, pos + 1)) return;
     if (this.placement && !this.placement.claim(req)) return;
+    for (let p = 0; p < recompute; p++) this.row(req, p, req.tokenAt(p));
+    this.tokenCached?.recomputed(req);
     this.row(req, pos, null);
     req.computeTo(pos + 1);
     this.prefix?.offer(req);

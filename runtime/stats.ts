@@ -9,6 +9,7 @@ import type { SwapStats } from "./kv/swap.ts";
 import type { PlannerStats } from "./plan/orbit_offload.ts";
 import type { Request, RequestState } from "./request/request.ts";
 import type { PacerOccupancy } from "./request/token_buffer.ts";
+import type { TokenCached } from "./token_cached.ts";
 
 export interface RequestStats {
   id: number;
@@ -55,6 +56,12 @@ export interface RuntimeStats {
    * only with `layerwisePrefill`.
    */
   layerwiseAdmissions?: number;
+  /**
+   * eLLM's token-wise caching (only with `tokenCache`): times running requests left more of their
+   * KV uncached and took some back, recompute rows of uncached positions, and the uncached ratio
+   * the rule chose last.
+   */
+  tokenCache?: { uncachings: number; recachings: number; recomputeRows: number; ratio: number };
   /**
    * Preemptions by what became of the victim's KV (with `recompute: "auto"`, the cost model's
    * choice): swapped to the host, its oldest blocks dropped, or all dropped. They add up to
@@ -108,6 +115,7 @@ export function runtimeStats(
     partialResumes: scheduler.partialResumes,
     policyPauses: scheduler.policyPauses,
     ...(layerwise ? { layerwiseAdmissions: scheduler.layerwiseAdmissions } : {}),
+    ...(scheduler.tokenCached ? { tokenCache: tokenCacheStats(scheduler.tokenCached) } : {}),
     preemptChoices: { ...scheduler.preemptChoices },
     recomputedTokens: scheduler.recomputedTokens,
     effectiveTokens,
@@ -119,6 +127,15 @@ export function runtimeStats(
       priority: r.priority,
       buffered: r.buffer.occupancy(),
     })),
+  };
+}
+
+function tokenCacheStats(t: TokenCached): NonNullable<RuntimeStats["tokenCache"]> {
+  return {
+    uncachings: t.uncachings,
+    recachings: t.recachings,
+    recomputeRows: t.rows,
+    ratio: t.last?.ratio ?? 0,
   };
 }
 

@@ -44,13 +44,18 @@ export class StepBuilder {
 
   /** `req` took its slot: whole table rows for every layer, and its sampling parameters. */
   seated(req: Request): void {
+    this.retable(req);
+    this.sampling.push({ slot: req.slot, params: req.spec.sampling });
+  }
+
+  /** `req`'s tables changed anywhere (token_cached.ts): whole table rows for every layer. */
+  retable(req: Request): void {
     for (let layer = 0; layer < this.pool.numLayers; layer++) {
       const row = new Array(this.limits.maxBlocksPerSeq).fill(NOT_RESIDENT);
       // DROPPED and OFFLOADED entries hold no device block.
       this.pool.table(req.id, layer).forEach((b, i) => row[i] = b < 0 ? NOT_RESIDENT : b);
       this.tables.push({ slot: req.slot, layer, first: 0, blocks: row });
     }
-    this.sampling.push({ slot: req.slot, params: req.spec.sampling });
   }
 
   /** `req`'s tables grew by `added` blocks per layer (the new tail of each table). */

@@ -216,7 +216,11 @@ export class BlockPool {
     for (const b of added) this.refs[arena][b] = 1;
     this.freeCount[arena] -= added.length;
     const table = this.layersOf(seqId)[layer];
-    table.splice(0, drops, ...added.slice(0, drops));
+    // Dropped entries first, where they are (the leading ones, or those after aliased ones).
+    let next = 0;
+    for (let i = 0; i < table.length && next < drops; i++) {
+      if (table[i] === DROPPED) table[i] = added[next++];
+    }
     table.push(...added.slice(drops));
     return added;
   }
@@ -240,6 +244,31 @@ export class BlockPool {
       }
     }
     return freed;
+  }
+
+  /**
+   * eLLM's token-wise caching (runtime/token_cached.ts): gives the first `count` entries of every
+   * layer of `seqId`, which must read DROPPED, the same `count` new blocks, held once per layer.
+   * Every layer then writes its KV for those positions over the last layer's, in the step that
+   * reads it. Needs every layer in one arena. Returns the blocks, or null (nothing changed) when
+   * too few are free.
+   */
+  alias(seqId: SeqId, count: number): number[] | null {
+    if (this.numArenas !== 1) throw new Error("aliased blocks need every layer in one arena");
+    const layers = this.layersOf(seqId);
+    if (layers.some((t) => t.length < count || t.slice(0, count).some((b) => b !== DROPPED))) {
+      throw new Error(`alias: the first ${count} entries of ${seqId} are not all dropped`);
+    }
+    if (count > this.freeCount[0]) this.reclaimer?.(0, count - this.freeCount[0]);
+    if (count > this.freeCount[0]) return null;
+    const blocks = pickRuns(this.freeMap[0], count);
+    for (const b of blocks) {
+      this.freeMap[0][b] = 0;
+      this.refs[0][b] = this.numLayers;
+    }
+    this.freeCount[0] -= count;
+    for (const table of layers) table.splice(0, count, ...blocks);
+    return blocks;
   }
 
   /**
@@ -464,9 +493,7 @@ function range(start: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => start + i);
 }
 
-/** Leading DROPPED entries of a table (dropped blocks are always its oldest). */
+/** DROPPED entries of a table: its oldest, or (token-wise caching) those after aliased ones. */
 function dropsIn(table: readonly number[]): number {
-  let n = 0;
-  while (n < table.length && table[n] === DROPPED) n++;
-  return n;
+  return table.reduce((n, b) => n + (b === DROPPED ? 1 : 0), 0);
 }

@@ -84,6 +84,14 @@ export function presetProblems(name: PolicyName, options: PresetOptions, tiers: 
   if (options.recompute === "auto" && (options.preempt ?? "recompute") !== "recompute") {
     problem("preempt", "is chosen per request by --recompute auto; pass one or the other", true);
   }
+  // Token-wise caching shares one scratch block between every layer of a request: a layer whose
+  // KV lives on the host cannot take part, and such requests would never be token-cached.
+  if (options.tokenCache && (p.offloads || p.layerwisePrefill)) {
+    problem(
+      "token-cache",
+      "cannot work with layers offloaded to the host: drop --offload or --layerwise-prefill",
+    );
+  }
   if (tiers.costModel === false) {
     if (p.offload === "orbit") {
       problem("offload", "orbit needs the engine's cost model (profiled at load)");

@@ -92,6 +92,12 @@ export interface PresetOptions {
    * measured worse: docs/benchmarks/policies.md).
    */
   layerwisePrefill?: boolean;
+  /**
+   * eLLM's token-wise caching (`--token-cache`; runtime/token_cache.ts): under memory pressure a
+   * running request keeps only its newest tokens' KV and recomputes the rest in each step it
+   * decodes, the uncached share chosen every step against the batch size. Default false.
+   */
+  tokenCache?: boolean;
   /** TokenFlow's μ, the safety factor on predicted switch costs (`--tokenflow-safety`; tokenflow only). */
   tokenflowSafety?: number;
   /** TokenFlow's Δt, seconds between decisions (`--tokenflow-interval-s`; tokenflow only). */
@@ -104,6 +110,8 @@ export interface Preset {
   readonly policy: SchedulingPolicy;
   readonly preempt: PreemptRule;
   readonly placing: Placing;
+  /** eLLM's token-wise caching of running requests (`tokenCache`). */
+  readonly tokenCache?: boolean;
 }
 
 /** A preset's factory, and the options beyond the shared ones that it takes. */
@@ -122,6 +130,7 @@ export function makePreset(name: string, policy: SchedulingPolicy, o: PresetOpti
     policy: o.priority === false ? policy : withPriority(policy, { agingMs: o.priorityAgingMs }),
     preempt: { fixed: o.preempt ?? "recompute", auto: o.recompute === "auto" },
     placing: placingOf(o),
+    tokenCache: o.tokenCache ?? false,
   };
 }
 

@@ -36,3 +36,14 @@ Deno.test("flags: the offload, layer-wise and preemption rules, each on its flag
     "preempt: is chosen per request by --recompute auto; pass one or the other",
   ]);
 });
+
+Deno.test("flags: --token-cache (eLLM), off by default, refused where layers live on the host", () => {
+  assertEquals(problems({ "token-cache": "on" }), []);
+  assertEquals(problems({ "token-cache": "on", preempt: "partial" }), []);
+  assertEquals(problems({ "token-cache": "on", offload: "uniform" }), [
+    "token-cache: cannot work with layers offloaded to the host: drop --offload or --layerwise-prefill",
+  ]);
+  assertEquals(problems({ "token-cache": "maybe" }).length, 1);
+  const parsed = COMMAND_FLAGS.serve.schema.safeParse({});
+  assertEquals(parsed.success && parsed.data["token-cache"], "off");
+});

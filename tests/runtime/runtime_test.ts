@@ -39,6 +39,7 @@ interface RuntimeSetup {
   offloadDistance?: number | ((req: { id: number; generated: number }) => number);
   prefetchBlocks?: number;
   layerwisePrefill?: boolean;
+  tokenCache?: boolean;
 }
 
 async function withEngine(
@@ -57,6 +58,7 @@ async function withEngine(
     offloadDistance,
     prefetchBlocks,
     layerwisePrefill,
+    tokenCache,
     ...engineOpts
   } = opts;
   const engine = await Engine.load({
@@ -76,6 +78,7 @@ async function withEngine(
     offloadDistance,
     prefetchBlocks,
     layerwisePrefill,
+    tokenCache,
     maxQueue: 1000,
     maxTokensLimit: 100_000,
     eosIds: [],
@@ -302,6 +305,12 @@ for (const writeThrough of [false, true]) {
 Deno.test("temperature 0: requests whose oldest KV was dropped and recomputed get the tokens they get alone", async () => {
   const s = await tokensUnderPressure({ preempt: "partial" }, 700);
   assert(s.partialResumes >= 1, `only ${s.partialResumes} partial resumes`);
+});
+
+Deno.test("temperature 0: running requests whose oldest KV is uncached and recomputed in each step they decode (eLLM) get the tokens they get alone", async () => {
+  const s = await tokensUnderPressure({ tokenCache: true }, 1100);
+  assert(s.tokenCache!.uncachings >= 1, `only ${s.tokenCache!.uncachings} uncachings`);
+  assert(s.tokenCache!.recomputeRows >= 16, `only ${s.tokenCache!.recomputeRows} recompute rows`);
 });
 
 /**

@@ -25,6 +25,8 @@ interface Setup {
   /** Every running request's offload distance, or a distance per request that changes as it runs. */
   offloadDistance?: number | "changing";
   prefetchBlocks?: number;
+  /** eLLM's token-wise caching of running requests. */
+  tokenCache?: boolean;
 }
 
 /**
@@ -211,6 +213,7 @@ async function runScenario(
     swapped: number;
     droppedOldest: number;
     droppedAll: number;
+    uncachings: number;
   }
 > {
   const engine = new FakeEngine(
@@ -297,6 +300,7 @@ async function runScenario(
     swapped: choices.swap,
     droppedOldest: choices.dropOldest,
     droppedAll: choices.dropAll,
+    uncachings: stats.tokenCache?.uncachings ?? 0,
   };
 }
 
@@ -349,6 +353,16 @@ const PROPERTY_CASES: (Setup & { seed: number })[] = [
   },
   // No cost model on the fake engine: slo's gate is open, so this is fcfs through the runtime.
   { policy: "slo", preempt: "partial", prefixCache: true, seed: 41 },
+  { policy: "fcfs", tokenCache: true, seed: 51 },
+  {
+    policy: "fcfs",
+    tokenCache: true,
+    recompute: "auto",
+    writeThrough: true,
+    prefixCache: true,
+    hostCache: true,
+    seed: 52,
+  },
 ];
 
 for (const { seed, ...setup } of PROPERTY_CASES) {
@@ -357,6 +371,7 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     setup.preempt === "swap" ? "swapping to the host" : "",
     setup.preempt === "partial" ? "dropping only the oldest KV" : "",
     setup.recompute === "auto" ? "swap or drop chosen by cost" : "",
+    setup.tokenCache ? "running requests' oldest KV uncached (eLLM)" : "",
     setup.writeThrough ? "write-through" : "",
     setup.prefixCache ? `the prefix cache${setup.hostCache ? " on both tiers" : ""}` : "",
     setup.offloadDistance === "changing"
@@ -379,6 +394,7 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
       swapped: 0,
       droppedOldest: 0,
       droppedAll: 0,
+      uncachings: 0,
     };
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
@@ -419,6 +435,7 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
       );
       if (!setup.offloadDistance) assert(total.refilled > 100, `only ${total.refilled} refills`);
     }
+    if (setup.tokenCache) assert(total.uncachings > 300, `only ${total.uncachings} uncachings`);
     if (setup.writeThrough) {
       assert(total.written > 1000, `only ${total.written} blocks written through`);
       if (setup.preempt === "partial") {

@@ -456,3 +456,32 @@ Deno.test("property: random grow / growAll / releaseLayer / release keep the poo
   }
   assert(refused > TRIALS && granted > 10 * TRIALS, `too few refusals (${refused}) or grants`);
 });
+
+Deno.test("alias (eLLM): dropped leading entries of every layer share k new blocks, freed once by the last layer's release", () => {
+  const pool = onePool(3, 21, 2); // 3 layers, 21 blocks, 2 positions each
+  pool.growAll("a", 10); // 5 blocks per layer: 15 used
+  assertEquals(pool.dropLeading("a", 3), 9);
+  const scratch = pool.alias("a", 2)!;
+  assertEquals(scratch.length, 2);
+  for (let layer = 0; layer < 3; layer++) {
+    const t = pool.table("a", layer);
+    assertEquals(t.slice(0, 2), scratch, `layer ${layer}`);
+    assertEquals(t[2], -1); // still dropped: grow refills it, after the aliased entries
+    for (const b of scratch) assertEquals(pool.holders(layer, b), 3);
+  }
+  assertEquals(pool.used, 6 + 2);
+  const added = pool.growAll("a", 10)!;
+  assertEquals(added.map((a) => a.length), [1, 1, 1]);
+  for (let layer = 0; layer < 3; layer++) assertEquals(pool.table("a", layer)[2], added[layer][0]);
+  assertEquals(pool.used, 6 + 2 + 3);
+  assertEquals(pool.release("a"), 11);
+  assertEquals(pool.used, 0);
+  // Only over dropped entries, and only when the blocks are free.
+  pool.growAll("b", 4);
+  assertThrows(() => pool.alias("b", 1), Error, "not all dropped");
+  pool.growAll("c", 34); // 17 blocks per layer would not fit: nothing taken
+  assertEquals(pool.used, 6);
+  pool.dropLeading("b", 1);
+  pool.growAll("fill", 12); // 6 blocks per layer: the 18 free ones
+  assertEquals(pool.alias("b", 1), null);
+});
