@@ -60,6 +60,7 @@ export class RemovableCache {
    * (no room was needed, or none could be made).
    */
   evictFor(needy: Request, tokens: number): boolean {
+    if (this.held.length === 0 || (this.held.length === 1 && this.held[0] === needy)) return false;
     const need = this.needOf(needy, tokens);
     if (need.every((n) => n <= 0)) return false;
     let taken = false;
