@@ -41,6 +41,7 @@ const EngineFlags = z.object({
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
   "offload-distance": z.coerce.number().int().min(1).optional(),
   "prefetch-blocks": z.coerce.number().int().min(1).optional(),
+  "orbit-window-max": z.coerce.number().int().min(1).optional(),
   // Off by default: it measured worse than slo's admission alone (docs/benchmarks/policies.md).
   "layerwise-prefill": z.enum(["on", "off"]).default("off"),
 });
@@ -111,6 +112,7 @@ const STRING_FLAGS = [
   "offload",
   "offload-distance",
   "prefetch-blocks",
+  "orbit-window-max",
   "layerwise-prefill",
   "gpu-kv-mb",
   "max-batch",
@@ -201,6 +203,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       offload: flags.offload,
       offloadDistance: flags["offload-distance"],
       prefetchBlocks: flags["prefetch-blocks"],
+      orbitWindowMax: flags["orbit-window-max"],
       layerwisePrefill: flags["layerwise-prefill"] === "on", // slo or tokenflow, a host tier (checked)
       tokenflowSafety: flags["tokenflow-safety"],
       tokenflowIntervalS: flags["tokenflow-interval-s"],
@@ -333,6 +336,8 @@ const ENGINE_FLAGS = `engine and scheduling:
                          distance to fit the device budget at the least step time (default none)
   --offload-distance N   uniform: every N-th layer's KV on the host (default 2)
   --prefetch-blocks N    prefetch region, blocks per arena (default: one layer's share of the pool)
+  --orbit-window-max N   orbit: the longest decode window the planner may choose for a plan, in
+                         steps (Δ_max; it picks the window itself, from 16 up; default 128)
   --layerwise-prefill on|off   slo or tokenflow, with --host-kv-mb (LayerKV): every prefill is
                          given a layer split by the cost model, the free blocks and a forecast of
                          the running requests' growth: the layers whose KV stays on the device,

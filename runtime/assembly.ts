@@ -66,6 +66,7 @@ export function assemble(engine: StepEngine, options: RuntimeOptions): Assembly 
       region: offloader!,
       // Read at each re-plan: re-fitted every step.
       costs: () => costs.current,
+      maxWindow: options.orbitWindowMax,
     })
     : null;
   const swapper = host ? new Swapper(host, options.swapReuse ?? true) : null;

@@ -1,9 +1,17 @@
 // Keeps the engine's cost model true to what steps really take: the model profiled at load is
-// re-fitted from every delivered step's measured time (the planner of the policies reads it).
+// re-fitted from every delivered step's measured time (the planner of the policies reads it):
+// a step whose KV copies are a measurable part of it re-fits the copy bandwidths (OrbitFlow §3.4),
+// any other the layer line, so that no step's error is counted against both.
 // Pure bookkeeping over plain data; the fitting itself is engine/kv/cost_model.ts.
 
 import type { CostModel, KvPrefetch } from "../engine/engine.ts";
-import { observeStep, predictStepMs, type StepLoad } from "../engine/kv/cost_model.ts";
+import {
+  copiesMeasurable,
+  observeCopies,
+  observeStep,
+  predictStepMs,
+  type StepLoad,
+} from "../engine/kv/cost_model.ts";
 import type { BuiltStep } from "./step_builder.ts";
 
 export class CostTracker {
@@ -47,7 +55,9 @@ export class CostTracker {
     const predicted = predictStepMs(this.model, load);
     this.errorSum += Math.abs(predicted - ms) / Math.max(ms, 1e-3);
     this.observed++;
-    this.model = observeStep(this.model, load, ms);
+    this.model = copiesMeasurable(this.model, load)
+      ? observeCopies(this.model, load, ms)
+      : observeStep(this.model, load, ms);
   }
 }
 

@@ -9,7 +9,8 @@
 //               the rest and resumes by computing the dropped positions again (eLLM).
 //
 // A victim leaves the batch and waits at the head of the queue; its stream plays on from its
-// token buffer.
+// token buffer. A request the offload planner pauses (OrbitFlow) may instead keep its KV in the
+// removable cache (kv/removable.ts), which gives it up layer by layer only when room is claimed.
 
 import type { BlockPool } from "./kv/block_pool.ts";
 import type { HostTier } from "./kv/host_tier.ts";
@@ -21,6 +22,7 @@ import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
 import type { Batch } from "./batch.ts";
 import type { Request } from "./request/request.ts";
+import type { RemovableCache, RemovableStats } from "./kv/removable.ts";
 import type { TokenCached } from "./token_cached.ts";
 
 /** What preemption works with: the batch, the pool and the tiers a victim's KV can go to. */
@@ -36,6 +38,8 @@ export interface PreemptionParts {
   prefix: PrefixCache | null;
   /** eLLM's token-wise caching of running requests (`--token-cache`), if on. */
   tokenCached?: TokenCached | null;
+  /** Where lazily paused requests keep their KV (absent: every pause frees it at once). */
+  removable?: RemovableCache | null;
 }
 
 export class Preemption {
@@ -53,6 +57,8 @@ export class Preemption {
   makeRoom(req: Request, tokens: number, inStep: ReadonlySet<Request>): boolean {
     const { pool, batch, policy } = this.parts;
     while (!pool.canGrowAll(req.id, tokens)) {
+      // Layers of requests paused holding their KV go first, as few as make the room.
+      if (this.parts.removable?.evictFor(req, tokens)) continue;
       const candidates = batch.running.filter((r) => r === req || !inStep.has(r));
       const victim = policy.pickVictim(candidates, req);
       // A token-cached victim's uncached positions are dropped ones now: never swapped whole.
@@ -71,11 +77,53 @@ export class Preemption {
     return true;
   }
 
-  /** Pauses a running request a policy or planner named, its KV treated as the rule says. */
-  pause(req: Request): void {
+  /**
+   * Pauses a running request a policy or planner named, its KV treated as the rule says; with
+   * `lazily` (the offload planner's pauses), kept in the removable cache when there is one.
+   */
+  pause(req: Request, lazily = false): void {
     const lacking = this.parts.tokenCached?.settle(req) ?? 0;
     if (lacking > 0) return this.dropOldest(req, lacking);
+    const { removable } = this.parts;
+    if (lazily && removable && req.computed > 0 && !req.refill && req.dropped === 0) {
+      this.pauseHolding(req, removable);
+      return;
+    }
     this.preempt(req, this.howToPreempt(req, 0).kind === "swap");
+  }
+
+  /** What the removable cache kept and gave up (null without one). */
+  get removable(): RemovableStats | null {
+    return this.parts.removable ? { ...this.parts.removable.stats } : null;
+  }
+
+  /** Takes held requests' layers, as few as let `req` hold `tokens` positions; false: none taken. */
+  evictHeld(req: Request, tokens: number): boolean {
+    return this.parts.removable?.evictFor(req, tokens) ?? false;
+  }
+
+  /** Whether `req` waits holding KV in the removable cache (it resumes through resumeHeld). */
+  holding(req: Request): boolean {
+    return this.parts.removable?.holds(req) ?? false;
+  }
+
+  /**
+   * Readmits a request paused holding its KV, every layer able to hold `tokens` positions, its
+   * taken layers coming back from the host; false (nothing changed) when the room is not there.
+   */
+  resumeHeld(req: Request, tokens: number): boolean {
+    return this.parts.removable?.resume(req, tokens) ?? false;
+  }
+
+  /** OrbitFlow's lazy pause: `req` leaves the batch keeping its device KV (kv/removable.ts). */
+  private pauseHolding(req: Request, removable: RemovableCache): void {
+    const { batch, placement, prefix } = this.parts;
+    placement?.forget(req, true); // its layers' copies out land; its host copy stays
+    prefix?.stop(req); // its blocks may leave the device
+    batch.leave(req);
+    req.pauseKeepingNewest(0);
+    batch.requeue(req);
+    removable.hold(req);
   }
 
   /**

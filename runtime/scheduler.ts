@@ -23,6 +23,7 @@ import type { HostTier } from "./kv/host_tier.ts";
 import type { PrefixEntry } from "./kv/prefix_index.ts";
 import type { Swapper } from "./kv/swap.ts";
 import type { Placement } from "./placement.ts";
+import { RemovableCache, type RemovableStats } from "./kv/removable.ts";
 import { policyContext } from "./policy/context.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
 import { type PreemptRule, RECOMPUTE } from "./policy/preset.ts";
@@ -136,6 +137,8 @@ export class Scheduler {
       placement: this.placement,
       prefix: this.prefix,
       tokenCached: this.tokenCached,
+      // OrbitFlow's lazy pause: the planner's victims keep their KV until room is claimed.
+      removable: this.placement && this.host ? new RemovableCache(pool, this.host.tier) : null,
     });
   }
 
@@ -149,6 +152,11 @@ export class Scheduler {
   /** Admitted requests, oldest admission first. */
   get running(): readonly Request[] {
     return this.batch.running;
+  }
+
+  /** OrbitFlow's lazy pauses: what paused requests kept and gave up (null without them). */
+  get removable(): RemovableStats | null {
+    return this.preemption.removable;
   }
 
   get hasWork(): boolean {
@@ -237,13 +245,14 @@ export class Scheduler {
    * feasible plan) names; they keep their streams and wait at the head of the queue.
    */
   private pauseByPolicy(): void {
+    const planned = new Set(this.placement?.toPause(this.running) ?? []);
     const named = new Set([
       ...this.policy.pauseBeforeStep?.(this.running, this.waiting, this.context) ?? [],
-      ...this.placement?.toPause(this.running) ?? [],
+      ...planned,
     ]);
     for (const req of named) {
       if (!this.running.includes(req) || req.finish || req.refill) continue;
-      this.preemption.pause(req);
+      this.preemption.pause(req, planned.has(req));
       this.policyPauses++;
     }
   }
@@ -270,6 +279,7 @@ export class Scheduler {
 
   /** Admits `req` into a free slot if the policy's admission blocks are free; false if not. */
   private tryAdmit(req: Request): boolean {
+    if (this.preemption.holding(req)) return this.resumeHeld(req);
     const resumesInPlace = req.dropped > 0; // it kept its newest blocks: refill the oldest
     const full = this.policy.admissionTokens(req);
     let prefix: PrefixEntry[];
@@ -287,6 +297,8 @@ export class Scheduler {
       // Nothing runs, so nothing will free blocks: paused requests holding some give them up.
       const drop = this.running.length === 0 ? this.heldKvToDrop(req) : null;
       if (!resumesInPlace) this.pool.release(req.id);
+      // Layers of requests paused holding their KV (OrbitFlow's removable cache) go first.
+      if (!drop && this.preemption.evictHeld(req, full)) continue;
       if (!drop) return false;
       this.pool.release(drop.id);
       drop.forgetKv();
@@ -307,6 +319,18 @@ export class Scheduler {
     req.admit(slot, order, cached);
     this.prefix?.admitted(req, prefix);
     if (distance > 0) this.placement!.admittedLayerwise(req, distance);
+    this.step.seated(req);
+    return true;
+  }
+
+  /**
+   * Readmits a request paused holding its KV (OrbitFlow's removable cache): its taken layers come
+   * back from the host, and it computes only its last position again.
+   */
+  private resumeHeld(req: Request): boolean {
+    if (!this.preemption.resumeHeld(req, this.policy.admissionTokens(req))) return false;
+    const { slot, order } = this.batch.seat(req);
+    req.admit(slot, order, Math.min(req.computed, req.prefillTarget - 1));
     this.step.seated(req);
     return true;
   }

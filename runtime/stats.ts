@@ -108,7 +108,7 @@ export function runtimeStats(
     hostBlocksCached: host?.pool.idle ?? 0,
     swaps: a.swapper ? { ...a.swapper.stats } : null,
     offload: a.offloader ? { ...a.offloader.stats } : null,
-    ...(a.planner ? { planner: a.planner.stats() } : {}),
+    ...(a.planner ? { planner: { ...a.planner.stats(), lazyPause: scheduler.removable } } : {}),
     kvBytesMoved: kvBytesMoved(a),
     prefix: a.prefix?.stats() ?? null,
     steps: loop.steps,

@@ -133,6 +133,62 @@ export function observeStep(m: CostModel, load: StepLoad, ms: number): CostModel
   return { ...m, layer: lineOf(s), layerFit: s };
 }
 
+/** Weight of one step's measured copy time in the re-fitted bandwidths (an EWMA: ~10 steps). */
+export const BANDWIDTH_WEIGHT = 0.1;
+/** One step may say its copies ran at most this many times slower or faster than predicted. */
+const MAX_COPY_RATIO = 4;
+/** Copies predicted below this share of their step are too small to measure a bandwidth by. */
+export const MIN_COPY_SHARE = 0.02;
+
+/** Whether `load`'s copies are a large enough part of its step to re-fit bandwidths from. */
+export function copiesMeasurable(m: CostModel, load: StepLoad): boolean {
+  const x = copyMs(m, load);
+  return x > 0 && x >= MIN_COPY_SHARE * predictStepMs(m, load);
+}
+
+/**
+ * The copy bandwidths re-fitted to one observed step of `ms` that moved KV (OrbitFlow §3.4: the
+ * effective bandwidth is updated by an EWMA from measured iterations). WebGPU times a step, not the
+ * copies inside it, so their measured time is what the step took beyond its predicted compute and
+ * tail (the layer line is re-fitted from steps without copies). Each line the step used moves its
+ * per-byte cost toward that by BANDWIDTH_WEIGHT; per-copy costs stay as profiled. A step without
+ * copies returns `m`.
+ */
+export function observeCopies(m: CostModel, load: StepLoad, ms: number): CostModel {
+  const x = copyMs(m, load), c = computeMs(m, load);
+  if (!(ms >= 0) || !(x > 0) || load.rows < 1) return m;
+  // ms = c + x' − overlap·min(c, x'), solved for the copies' measured time x'.
+  const s = m.overlap;
+  const below = s < 1 ? (ms - c) / (1 - s) : Infinity; // x' <= c
+  const measured = below <= c ? below : ms - (1 - s) * c;
+  const fixed = fixedCopyMs(m, load);
+  const ratio = Math.min(
+    MAX_COPY_RATIO,
+    Math.max(1 / MAX_COPY_RATIO, (measured - fixed) / Math.max(x - fixed, 1e-9)),
+  );
+  const refit = (line: Line): Line => ({
+    fixedMs: line.fixedMs,
+    perUnitMs: line.perUnitMs * (1 - BANDWIDTH_WEIGHT + BANDWIDTH_WEIGHT * ratio),
+  });
+  const next = { ...m };
+  if ((load.bytesIn ?? 0) > 0) next.hostToDevice = refit(m.hostToDevice);
+  if ((load.bytesOut ?? 0) > 0) next.deviceToHost = refit(m.deviceToHost);
+  if ((load.bytesPrefetch ?? 0) > 0) {
+    if (m.prefetch) next.prefetch = refit(m.prefetch);
+    else if (!((load.bytesIn ?? 0) > 0)) next.hostToDevice = refit(m.hostToDevice);
+  }
+  return next;
+}
+
+/** The per-copy part of copyMs (what does not depend on bytes). */
+function fixedCopyMs(m: CostModel, load: StepLoad): number {
+  const bytesIn = load.bytesIn ?? 0, bytesOut = load.bytesOut ?? 0;
+  const bytesPrefetch = load.bytesPrefetch ?? 0;
+  return (load.copiesIn ?? (bytesIn > 0 ? 2 : 0)) * m.hostToDevice.fixedMs +
+    (load.copiesOut ?? (bytesOut > 0 ? 2 : 0)) * m.deviceToHost.fixedMs +
+    (load.copiesPrefetch ?? (bytesPrefetch > 0 ? 2 : 0)) * (m.prefetch ?? m.hostToDevice).fixedMs;
+}
+
 /** Bytes per ms of a copy line, as GB/s (1e9 bytes), for reports. */
 export function gbPerS(line: Line): number {
   return line.perUnitMs > 0 ? 1 / line.perUnitMs / 1e6 : Infinity;

@@ -1,19 +1,20 @@
 // OrbitFlow's planner driving the offload executor (`--offload orbit`). Before each step the
 // scheduler shows it the running batch; it asks the planner Worker for a new plan only when the
-// batch changed, the plan's window ran out, or measured steps drifted from the plan's prediction
+// batch changed, the window the planner chose for the plan ran out, or measured steps drifted
+// from the plan's prediction
 // (replan.ts), and answers each request's distance from the newest finished plan. It never waits
 // for a solve: until the first plan arrives every request keeps all its layers, and a request the
 // plan does not know (just admitted, still prefilling) keeps them too.
 //
 // What the planner is told: the decoding requests (their context and where it stops, blocks per
 // layer, buffered tokens, SLO, reading rate), the device blocks they may hold, and the cost
-// model as re-fitted from the steps so far. The prefetch region is reserved in the pool for good,
-// and the plan counts its own region on top of the resident blocks, so the budget is the pool less
-// the reserved region and less what requests outside the plan hold: a plan that fits it always
-// fits the pool (it may offload a little more than strictly needed).
+// model as re-fitted from the steps so far. The budget is the pool less what requests outside the
+// plan hold; the prefetch region is reserved in the pool for good, so it is the budget's buffer
+// term (OrbitFlow §3.3.1, Eq. 1), subtracted once, by the planner (regionReservedBlocks).
 
 import type { CostModel, EngineInfo, StepPlan } from "../../engine/engine.ts";
 import type { Request } from "../request/request.ts";
+import type { RemovableStats } from "../kv/removable.ts";
 import type { OffloadPlanner } from "./offload_planner.ts";
 import { PlannerClient } from "./planner_client.ts";
 import type { PlanInput, PlanRequest } from "./plan_types.ts";
@@ -27,8 +28,10 @@ export interface OrbitOffloadOptions {
   region: { readonly regionBlocks: number; readonly regionTotal: number };
   /** The cost model as of now (re-fitted every step). */
   costs: () => CostModel | undefined;
-  /** Decode steps a plan must hold for (default 32). */
+  /** Decode steps a plan must hold for at least, Δ_min (default 16). */
   window?: number;
+  /** The longest window the planner may choose, Δ_max (`--orbit-window-max`; default 128). */
+  maxWindow?: number;
   /** The solver's time limit (default 100 ms); past it the last plan stays in force. */
   timeoutMs?: number;
   /** Drift of measured vs predicted step time that asks for a new plan (default replan.ts's). */
@@ -57,7 +60,28 @@ export interface PlannerStats {
   pauseRequested?: number;
   /** Requests paused because no plan fitted them. */
   pauses: number;
+  /** Paused requests readmitted once a completion and a feasible plan including them came. */
+  resumes?: number;
+  /** Plans asked for to check whether a paused request may come back. */
+  resumeChecks?: number;
+  /** What paused requests kept and gave up (the runtime's removable cache; kv/removable.ts). */
+  lazyPause?: RemovableStats | null;
 }
+
+/** A request paused for want of a plan, waiting for the resume rule. */
+interface Victim {
+  req: Request;
+  /** Completions counted when it paused, and at its last resume check (-1: none yet). */
+  completions: number;
+  checkedAt: number;
+  checking?: boolean;
+  /** A completion came and a feasible plan included it: it may be admitted. */
+  cleared?: boolean;
+}
+
+/** OrbitFlow's Δ_min and Δ_max (the planner picks the window between them; §3.3.1). */
+export const DEFAULT_MIN_WINDOW = 16;
+export const DEFAULT_MAX_WINDOW = 128;
 
 /** Steps a plan must have been measured over before drift can call for a new one. */
 const MIN_OBSERVED = 3;
@@ -67,6 +91,7 @@ const SMOOTHING = 0.3;
 export class OrbitOffload implements OffloadPlanner {
   private readonly client: PlanSource;
   private readonly window: number;
+  private readonly maxWindow: number;
   /** Steps seen (beforeStep calls): the clock of plan windows. */
   private step = 0;
   private inForce?: PlanInForce & { seq: number };
@@ -77,30 +102,49 @@ export class OrbitOffload implements OffloadPlanner {
   private solveTimes: number[] = [];
   private running = new Set<number>();
   private closed = false;
-  /** The plan whose pause was acted on, and the batch size admissions wait to fall below. */
+  /** The plan whose pause was acted on. */
   private pausedForSeq = 0;
-  private holdWhileAtLeast = Infinity;
   private pauses = 0;
-  private readonly counts: Omit<PlannerStats, "pauseRequested" | "pauses"> = {
+  /** Requests paused for want of a plan, in pause order, until they run again or end. */
+  private readonly victims = new Map<number, Victim>();
+  /** Requests that have left the batch finished (the resume rule waits for one). */
+  private completions = 0;
+  private last: readonly Request[] = [];
+  private readonly counts: Required<
+    Omit<PlannerStats, "pauseRequested" | "pauses" | "lazyPause">
+  > = {
     requested: { "no-plan": 0, batch: 0, window: 0, drift: 0 },
     solves: 0,
     lastSolveMs: 0,
     solveMsTotal: 0,
     abandoned: 0,
     failed: 0,
+    resumes: 0,
+    resumeChecks: 0,
   };
 
   constructor(private readonly opts: OrbitOffloadOptions) {
     this.client = opts.client ?? new PlannerClient();
-    this.window = opts.window ?? 32;
+    this.window = opts.window ?? DEFAULT_MIN_WINDOW;
+    this.maxWindow = Math.max(this.window, opts.maxWindow ?? DEFAULT_MAX_WINDOW);
   }
 
   beforeStep(running: readonly Request[]): void {
     this.step++;
     this.running = new Set(running.map((r) => r.id));
+    for (const r of this.last) if (!this.running.has(r.id) && r.finish) this.completions++;
+    this.last = [...running];
     this.install();
+    this.trackVictims();
     if (this.closed) return;
     const decoding = running.filter((r) => r.state === "decoding");
+    this.replan(decoding, running);
+    // Asked last, so that a plan for the batch alone does not replace it while a solve runs.
+    this.checkResume(decoding, running);
+  }
+
+  /** Asks for a plan of the decoding batch when replan.ts says it is time. */
+  private replan(decoding: readonly Request[], running: readonly Request[]): void {
     if (decoding.length === 0) return;
     const batch = decoding.map((r) => r.id);
     const reason = shouldReplan(
@@ -134,23 +178,31 @@ export class OrbitOffload implements OffloadPlanner {
 
   /**
    * OrbitFlow's Pause-Resume: the request the newest plan could not place is paused (once per
-   * plan), and admissions wait while a plan needs a pause, and after one until the batch is
-   * smaller than when it paused, so the paused request does not come straight back into the
-   * batch that could not hold it.
+   * plan). It waits at the head of the queue until it may come back (feasible()).
    */
   toPause(running: readonly Request[]): Request[] {
     const id = this.pauseRequested();
     if (id === undefined || this.pausedForSeq === this.client.latestSeq) return [];
     this.pausedForSeq = this.client.latestSeq;
-    this.holdWhileAtLeast = running.length;
     this.pauses++;
-    return running.filter((r) => r.id === id);
+    const named = running.filter((r) => r.id === id);
+    for (const req of named) {
+      this.victims.set(req.id, { req, completions: this.completions, checkedAt: -1 });
+    }
+    return named;
   }
 
+  /**
+   * Whether admissions may go on: not while a plan needs a pause, nor while a paused request waits
+   * for its resume (OrbitFlow §3.4): it comes back only once some request in flight has
+   * completed since it paused and a plan including it is feasible (checkResume), so it does not
+   * come straight back into the batch that could not hold it. It heads the queue, so nothing
+   * overtakes it meanwhile.
+   */
   feasible(): boolean {
     if (this.pauseRequested() !== undefined) return false;
-    if (this.running.size < this.holdWhileAtLeast) this.holdWhileAtLeast = Infinity;
-    return this.running.size < this.holdWhileAtLeast;
+    for (const v of this.victims.values()) if (!v.cleared) return false;
+    return true;
   }
 
   /** The running request the newest plan would pause, because no plan fits the whole batch. */
@@ -192,6 +244,49 @@ export class OrbitOffload implements OffloadPlanner {
     this.client.close();
   }
 
+  /** Forgets victims that run again (resumed) or ended; one cleared and running counts a resume. */
+  private trackVictims(): void {
+    for (const [id, v] of this.victims) {
+      if (this.running.has(id) && v.cleared) this.counts.resumes++;
+      if (this.running.has(id) || v.req.finish) this.victims.delete(id);
+    }
+  }
+
+  /**
+   * The resume rule's plan check: for the longest-waiting victim not cleared, once a request has
+   * completed since it paused (and since its last check), asks for a plan of the decoding batch
+   * with it; a feasible answer that places it clears it. With nothing running there is nothing to
+   * wait for, and it is cleared at once.
+   */
+  private checkResume(decoding: readonly Request[], running: readonly Request[]): void {
+    const v = [...this.victims.values()].find((v) => !v.cleared);
+    if (!v || v.checking) return;
+    if (running.length === 0) {
+      v.cleared = true;
+      return;
+    }
+    if (this.completions <= Math.max(v.completions, v.checkedAt)) return;
+    if (this.pauseRequested() !== undefined) return;
+    const input = this.inputOf([...decoding, v.req], running);
+    if (!input) return;
+    const checkedBefore = v.checkedAt;
+    v.checkedAt = this.completions;
+    v.checking = true;
+    const seq = this.client.request({ ...input, noPause: true });
+    this.asked.set(seq, input.requests.map((r) => r.id));
+    this.counts.resumeChecks++;
+    this.client.settled(seq).then((outcome) => {
+      v.checking = false;
+      // No answer at all (replaced, abandoned, failed): check again at the next step.
+      if (outcome !== "planned" && outcome !== "kept-last") v.checkedAt = checkedBefore;
+      const plan = this.client.latest();
+      if (outcome !== "planned" || this.client.latestSeq !== seq || !plan) return;
+      if (plan.feasible && plan.pause === undefined && plan.distances.has(v.req.id)) {
+        v.cleared = true;
+      }
+    });
+  }
+
   /** Puts a newly finished plan in force: its window starts now, and its drift is measured anew. */
   private install(): void {
     const seq = this.client.latestSeq;
@@ -201,7 +296,8 @@ export class OrbitOffload implements OffloadPlanner {
       seq,
       batch: this.asked.get(seq) ?? [...plan.distances.keys()],
       fromStep: this.step,
-      window: this.window,
+      // The window the planner chose for this plan (plan_batch.ts): when it runs out, re-plan.
+      window: plan.window,
       predictedStepMs: plan.predictedStepMs,
     };
     for (const s of this.asked.keys()) if (s <= seq) this.asked.delete(s);
@@ -239,12 +335,14 @@ export class OrbitOffload implements OffloadPlanner {
     const planned = new Set(decoding);
     const others = running.filter((r) => !planned.has(r))
       .reduce((n, r) => n + this.opts.pool.heldBy(r.id), 0);
+    // A paused request (a resume check) is planned with all of its context back.
+    const context = (r: Request) => r.state === "paused" ? r.prefillTarget : r.computed;
     const requests: PlanRequest[] = decoding.map((r) => ({
       id: r.id,
-      tokens: r.computed,
+      tokens: context(r),
       // What it holds now; the planner grows it by the tokens of its window (blockTokens), up
       // to the context it stops at.
-      blocksPerLayer: Math.ceil(r.computed / blockSize),
+      blocksPerLayer: Math.ceil(context(r) / blockSize),
       finalTokens: r.promptLength + r.spec.maxTokens,
       bufferedTokens: r.buffer.occupancy().tokens,
       tbtSloMs: r.spec.slo.tbtMs,
@@ -255,10 +353,12 @@ export class OrbitOffload implements OffloadPlanner {
       numLayers,
       blockBytes: kvBlockBytes,
       blockTokens: blockSize,
-      budgetBlocks: Math.max(0, this.opts.pool.total - this.opts.region.regionTotal - others),
+      budgetBlocks: Math.max(0, this.opts.pool.total - others),
       prefetchRegionBlocks: this.opts.region.regionBlocks,
+      regionReservedBlocks: this.opts.region.regionTotal,
       costs,
       window: this.window,
+      maxWindow: this.maxWindow,
       timeoutMs: this.opts.timeoutMs ?? 100,
     };
   }

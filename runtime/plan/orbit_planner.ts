@@ -9,6 +9,8 @@
 //   x[i][c] ∈ {0,1}, Σ_c x[i][c] = 1                     one distance per request
 //   P ≥ Σ_{i,c: l ∈ K_c} b_i x[i][c]          for each l  the prefetch region: the busiest layer
 //   Σ_{i,c} (L − |K_c|) b_i x[i][c] + P ≤ budget, P ≤ region cap
+//     (with a region the pool reserved, R blocks: Σ ... + R ≤ budget instead, §3.3.1 Eq. 1's
+//     buffer counted once, and P only bounded by the cap)
 //   X_l = Σ_{i,c: l ∈ K_c} k_i x[i][c]                    copy time before layer l
 //   e_l ≥ X_l − s·comp,  e_l ≥ (1 − s)·X_l,  e_l ≥ 0      what the copy adds to layer l
 //   E ≥ Σ_l e_l                                            what copies add to the step, T = F + E
@@ -69,7 +71,9 @@ export function ilpModel(terms: PlanTerms): Model {
   const variables = new Map<string, Coefficients>();
   const usedLayers = new Set(candidates.flatMap((c) => offloadedLayers(c, L)));
 
-  constraints.set("mem", { max: input.budgetBlocks });
+  // A region the pool reserved is the budget's buffer term, counted once (plan_terms.ts); else P is.
+  const reserved = input.regionReservedBlocks;
+  constraints.set("mem", { max: input.budgetBlocks - (reserved ?? 0) });
   constraints.set("E", { min: 0 });
   for (const l of usedLayers) {
     constraints.set(`buf${l}`, { max: 0 });
@@ -103,7 +107,7 @@ export function ilpModel(terms: PlanTerms): Model {
   constraints.set("viol", { max: terms.maxViolations });
 
   // P: the prefetch region.
-  const p = new Map<string, number>([["mem", 1]]);
+  const p = new Map<string, number>(reserved === undefined ? [["mem", 1]] : []);
   for (const l of usedLayers) p.set(`buf${l}`, -1);
   if (Number.isFinite(input.prefetchRegionBlocks)) {
     constraints.set("region", { max: input.prefetchRegionBlocks });

@@ -1,6 +1,15 @@
 // The planning around a solver: skip it when every request fits whole, and when nothing fits,
 // name the request to pause (OrbitFlow's Pause-Resume) and plan the others without it. The ILP
 // (orbit_planner.ts) and brute force (brute_force_plan.ts) are two choosers behind this.
+//
+// The window is the planner's choice too (OrbitFlow §3.3.1, the self-determined decode window Δ
+// in [Δ_min, Δ_max]): a plan must hold, within the budget and the SLO bound, until its window's
+// end, where blocks have grown and a deposit covers fewer steps. The planner takes the longest
+// window, from Δ_min doubling up to Δ_max, whose plan costs the next step no more than
+// WINDOW_SLACK over the plan for Δ_min: with ample memory and SLO margin the plan runs long
+// unchecked; when growth or a tight SLO would force a worse plan, the window stays short and the
+// plan is re-optimized sooner. Plans only get harder as the window grows (blocks and late tokens
+// only grow), so the longest acceptable window is found by bisection over the doublings.
 
 import { KEEP_ALL } from "./offload_pattern.ts";
 import { evaluate, nextStepMs, type PlanTerms, termsOf } from "./plan_terms.ts";
@@ -28,19 +37,49 @@ export function pauseVictim(input: PlanInput): number | undefined {
   return best;
 }
 
+/** A longer window may cost the next step this much more than the shortest window's plan. */
+export const WINDOW_SLACK = 0.02;
+
 /** Plans `input` with `choose`; pauses one request when the whole batch has no plan. */
 export function planBatch(input: PlanInput, choose: Chooser): Plan {
   const t0 = performance.now();
-  const first = planOnce(input, choose);
-  if (first.feasible || first.status === "no-plan-in-time") {
+  // input.timeoutMs bounds every solve together.
+  const left = () => Math.max(0, input.timeoutMs - (performance.now() - t0));
+  const first = planWindowed(input, choose, left);
+  if (first.feasible || first.status === "no-plan-in-time" || input.noPause) {
     return { ...first, solveMs: performance.now() - t0 };
   }
   const pause = pauseVictim(input);
-  // input.timeoutMs bounds both solves together.
-  const timeoutMs = Math.max(0, input.timeoutMs - (performance.now() - t0));
-  const rest = { ...input, timeoutMs, requests: input.requests.filter((r) => r.id !== pause) };
-  const second = planOnce(rest, choose);
+  const rest = { ...input, requests: input.requests.filter((r) => r.id !== pause) };
+  const second = planWindowed(rest, choose, left);
   return { ...second, pause, solveMs: performance.now() - t0 };
+}
+
+/** The windows to choose from: Δ_min doubling while under Δ_max, then Δ_max. */
+export function windowChoices(min: number, max = min): number[] {
+  const out = [min];
+  while (out.at(-1)! * 2 < max) out.push(out.at(-1)! * 2);
+  if (max > min) out.push(max);
+  return out;
+}
+
+/** The plan for the longest acceptable window (header); Δ_min's plan when no longer one is. */
+function planWindowed(input: PlanInput, choose: Chooser, left: () => number): Plan {
+  const windows = windowChoices(input.window, input.maxWindow);
+  const at = (w: number) => planOnce({ ...input, window: w, timeoutMs: left() }, choose);
+  const shortest = at(windows[0]);
+  if (!shortest.feasible || windows.length === 1) return shortest;
+  const limit = shortest.predictedStepMs * (1 + WINDOW_SLACK) + 1e-9;
+  const ok = (p: Plan) => p.feasible && p.predictedStepMs <= limit;
+  // Bisection: windows[lo] is acceptable, windows[hi + 1] (if any) is not.
+  let best = shortest, lo = 0, hi = windows.length - 1;
+  while (lo < hi && left() > 0) {
+    const mid = Math.ceil((lo + hi) / 2);
+    const plan = at(windows[mid]);
+    if (ok(plan)) [best, lo] = [plan, mid];
+    else hi = mid - 1;
+  }
+  return best;
 }
 
 function planOnce(input: PlanInput, choose: Chooser): Plan {
@@ -54,6 +93,7 @@ function planOnce(input: PlanInput, choose: Chooser): Plan {
       distances: new Map(),
       predictedStepMs: NaN,
       windowEndStepMs: NaN,
+      window: input.window,
       deviceBlocks: NaN,
       prefetchBlocks: NaN,
       feasible: false,
@@ -67,6 +107,7 @@ function planOnce(input: PlanInput, choose: Chooser): Plan {
     distances: new Map(input.requests.map((r, i) => [r.id, d[i]])),
     predictedStepMs: nextStepMs(terms, d),
     windowEndStepMs: e.stepMs,
+    window: input.window,
     deviceBlocks: e.deviceBlocks,
     prefetchBlocks: e.prefetchBlocks,
     feasible: e.feasible,

@@ -12,9 +12,9 @@
 
 import {
   candidateDistances,
-  deviceBlocks,
   type Placed,
   prefetchRegionNeeded,
+  residentBlocks,
 } from "./offload_pattern.ts";
 import { predictStepMs, prefetchMs, type StepShape } from "./latency_model.ts";
 import type { PlanInput, PlanRequest } from "./plan_types.ts";
@@ -101,13 +101,22 @@ export function evaluate(terms: PlanTerms, distances: readonly number[]): Evalua
   const batch = placed(distances, terms.endBlocks);
   const stepMs = predictStepMs(input.costs, shape, batch);
   const prefetchBlocks = prefetchRegionNeeded(input.numLayers, batch);
-  const device = deviceBlocks(input.numLayers, batch);
+  const device = regionTermOf(input, prefetchBlocks) + residentBlocks(input.numLayers, batch);
   let violations = 0;
   for (let i = 0; i < distances.length; i++) violations += lateTokens(terms, i, stepMs);
   const feasible = device <= input.budgetBlocks &&
     prefetchBlocks <= input.prefetchRegionBlocks &&
     violations <= terms.maxViolations + EPS;
   return { stepMs, deviceBlocks: device, prefetchBlocks, violations, feasible };
+}
+
+/**
+ * The prefetch region's share of the device budget (OrbitFlow §3.3.1, Eq. 1: resident blocks
+ * plus one buffer). A region the pool has already set aside is that buffer, counted once; without
+ * one, the plan's own need (its busiest layer) is.
+ */
+export function regionTermOf(input: PlanInput, prefetchBlocks: number): number {
+  return input.regionReservedBlocks ?? prefetchBlocks;
 }
 
 /** Predicted time of the next step (current blocks, not the window's end). */

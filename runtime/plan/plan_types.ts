@@ -31,9 +31,20 @@ export interface PlanInput {
   budgetBlocks: number;
   /** Most blocks the prefetch region can hold (Infinity: bounded only by the budget). */
   prefetchRegionBlocks: number;
+  /**
+   * Blocks the pool keeps reserved for the prefetch region whatever the plan (part of
+   * budgetBlocks). When given, they are the region term of the budget, counted once, and a plan's
+   * own region need only fit under prefetchRegionBlocks; absent, the plan's region is the term.
+   */
+  regionReservedBlocks?: number;
   costs: PlanCosts;
-  /** Decode steps the plan must hold for (OrbitFlow's decode window). */
+  /**
+   * Decode steps the plan must hold for at least (OrbitFlow's Δ_min). The planner chooses the
+   * window itself (plan_batch.ts), from this up to maxWindow.
+   */
   window: number;
+  /** The longest window the planner may choose (Δ_max; default: `window`, a fixed window). */
+  maxWindow?: number;
   /** Distances to choose from (default: candidateDistances(numLayers)). */
   candidates?: number[];
   /** The solver's time limit; past it the best plan found so far, if any, is returned. */
@@ -47,6 +58,11 @@ export interface PlanInput {
    * further (default orbit_planner.ts's DEFAULT_GAP, 0.5%; 0: the exact optimum).
    */
   optimalityGap?: number;
+  /**
+   * Answer for this batch or not at all: when it has no plan, name no request to pause (the
+   * resume check of a paused request, orbit_offload.ts). Default false.
+   */
+  noPause?: boolean;
 }
 
 export type PlanStatus =
@@ -69,7 +85,9 @@ export interface Plan {
   predictedStepMs: number;
   /** Predicted step time at the window's end: what the solver minimized. */
   windowEndStepMs: number;
-  /** Device blocks the plan needs at the window's end (resident plus prefetch region). */
+  /** Decode steps the plan was chosen to hold for (the planner's window, Δ). */
+  window: number;
+  /** Device blocks the plan needs at the window's end (resident plus the region term). */
   deviceBlocks: number;
   /** The prefetch region the plan needs at the window's end. */
   prefetchBlocks: number;

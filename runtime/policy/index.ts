@@ -77,6 +77,9 @@ export function presetProblems(name: PolicyName, options: PresetOptions, tiers: 
   if (options.prefetchBlocks !== undefined && p.offload === "none" && !p.layerwisePrefill) {
     problem("prefetch-blocks", "needs --offload uniform or orbit, or --layerwise-prefill", true);
   }
+  if (options.orbitWindowMax !== undefined && p.offload !== "orbit") {
+    problem("orbit-window-max", "caps the planning window of --offload orbit", true);
+  }
   // --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake.
   if (options.recompute === "auto" && (options.preempt ?? "recompute") !== "recompute") {
     problem("preempt", "is chosen per request by --recompute auto; pass one or the other", true);

@@ -81,6 +81,8 @@ export interface PresetOptions {
   offloadDistance?: number | OffloadDistanceOf;
   /** Prefetch region blocks per arena (`--prefetch-blocks`). */
   prefetchBlocks?: number;
+  /** The longest decode window OrbitFlow's planner may choose (`--orbit-window-max`; orbit only). */
+  orbitWindowMax?: number;
   /**
    * LayerKV's layer-wise prefill (`--layerwise-prefill`; slo and tokenflow, with a host tier):
    * every admission is given a layer split (runtime/layer_split.ts): some layers' KV kept on the

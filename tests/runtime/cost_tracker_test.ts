@@ -1,5 +1,6 @@
 // The runtime re-fits the engine's cost model from measured step times: a model profiled on a
-// faster day converges to the speed steps really take, and the loop feeds it every step.
+// faster day converges to the speed steps really take, the copy bandwidth too, and the loop feeds
+// it every step.
 
 import type { CostModel } from "../../engine/engine.ts";
 import { predictStepMs, sumsOf } from "../../engine/kv/cost_model.ts";
@@ -7,7 +8,10 @@ import { CostTracker } from "../../runtime/cost_tracker.ts";
 import { Runtime } from "../../runtime/service.ts";
 import type { BuiltStep } from "../../runtime/step_builder.ts";
 import { FakeEngine } from "../helpers/fake_engine.ts";
-import { assert } from "../helpers/testing.ts";
+import { assert, assertEquals } from "../helpers/testing.ts";
+import { testRequest } from "../helpers/requests.ts";
+import { OrbitOffload } from "../../runtime/plan/orbit_offload.ts";
+import type { PlanInput } from "../../runtime/plan/plan_types.ts";
 
 function modelWithLayer(fixedMs: number, perRowMs: number): CostModel {
   const points: [number, number][] = [1, 4, 16].map((n) => [n, fixedMs + perRowMs * n]);
@@ -80,4 +84,65 @@ Deno.test("cost tracker: the runtime feeds it every delivered step", async () =>
   await runtime.close();
   assert(runtime.costs.observed >= 5, `only ${runtime.costs.observed} steps observed`);
   assert(runtime.costs.current !== engine.info.costModel, "the model was never re-fitted");
+});
+
+/** A decode step of `rows` rows that prefetches `blocks` blocks (one run: two copies). */
+function prefetchStep(rows: number, blocks: number): BuiltStep {
+  const step = stepOf(rows, rows);
+  const run = Array.from({ length: blocks }, (_, i) => i);
+  step.plan.prefetch = [{ layer: 1, deviceBlocks: run, hostBlocks: run }];
+  return step;
+}
+
+Deno.test("cost tracker: prefetch bandwidth is re-fitted toward measured copy times (OrbitFlow §3.4)", () => {
+  const BLOCK_BYTES = 1 << 16;
+  const profiled = { ...modelWithLayer(2, 0.3), prefetch: { fixedMs: 0.02, perUnitMs: 1 / 3e6 } };
+  // Today the link is 3× slower than profiled; compute is as profiled.
+  const truth = { ...profiled, prefetch: { fixedMs: 0.02, perUnitMs: 3 / 3e6 } };
+  const tracker = new CostTracker(profiled, BLOCK_BYTES);
+  const load = (step: BuiltStep) => tracker.loadOf(step);
+  const seen: number[] = [];
+  for (let i = 0; i < 120; i++) {
+    const step = prefetchStep(1 + (i % 4), 8 + (i % 3) * 8);
+    tracker.observe(step, predictStepMs(truth, load(step)));
+    seen.push(tracker.current!.prefetch!.perUnitMs);
+  }
+  const want = truth.prefetch.perUnitMs;
+  const off = (x: number) => Math.abs(x / want - 1);
+  assert(off(profiled.prefetch.perUnitMs) > 0.6);
+  assert(off(seen[9]) < off(seen[0]), "moves toward the measured time from the first steps");
+  assert(off(seen.at(-1)!) < 0.1, `bandwidth still ${(off(seen.at(-1)!) * 100).toFixed(0)}% off`);
+  assertEquals(tracker.current!.prefetch!.fixedMs, 0.02, "per-copy cost stays as profiled");
+  assertEquals(tracker.current!.hostToDevice, profiled.hostToDevice, "lines the steps never used");
+});
+
+Deno.test("cost tracker: the orbit planner is given the re-fitted bandwidth", () => {
+  const profiled = { ...modelWithLayer(2, 0.3), prefetch: { fixedMs: 0.02, perUnitMs: 1 / 3e6 } };
+  const tracker = new CostTracker(profiled, 1 << 16);
+  const asked: PlanInput[] = [];
+  const orbit = new OrbitOffload({
+    info: { numLayers: 4, kvBlockBytes: 1 << 16, blockSize: 4 },
+    pool: { total: 100, heldBy: () => 0 },
+    region: { regionBlocks: 10, regionTotal: 10 },
+    costs: () => tracker.current,
+    client: {
+      request: (i: PlanInput) => (asked.push(i), asked.length),
+      latest: () => undefined,
+      latestSeq: 0,
+      busy: false,
+      settled: () => new Promise(() => {}),
+      close: () => {},
+      abandoned: 0,
+      failed: 0,
+    },
+  });
+  for (let i = 0; i < 20; i++) tracker.observe(prefetchStep(2, 16), 200);
+  const req = testRequest(1, { ids: [1, 2, 3], maxTokens: 8 });
+  req.state = "decoding";
+  req.computed = 5;
+  orbit.beforeStep([req]);
+  const given = asked[0].costs.prefetch!.perUnitMs;
+  assertEquals(given, tracker.current!.prefetch!.perUnitMs);
+  assert(given > 2 * profiled.prefetch.perUnitMs, `slow copies measured, ${given} planned with`);
+  orbit.close();
 });

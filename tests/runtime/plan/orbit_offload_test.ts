@@ -46,6 +46,7 @@ class InlineSource implements PlanSource {
   private plan?: Plan;
   private held?: { seq: number; input: PlanInput };
   private readonly waiters = new Map<number, (o: Outcome) => void>();
+  private readonly outcomes = new Map<number, Outcome>();
 
   get busy(): boolean {
     return this.held !== undefined;
@@ -65,7 +66,9 @@ class InlineSource implements PlanSource {
     const plan = orbitPlan(h.input);
     const kept = plan.feasible || plan.pause !== undefined;
     if (kept) [this.plan, this.latestSeq] = [plan, h.seq];
-    this.waiters.get(h.seq)?.(kept ? "planned" : "kept-last");
+    const outcome = kept ? "planned" : "kept-last";
+    this.outcomes.set(h.seq, outcome);
+    this.waiters.get(h.seq)?.(outcome);
   }
 
   latest(): Plan | undefined {
@@ -73,7 +76,8 @@ class InlineSource implements PlanSource {
   }
 
   settled(seq: number): Promise<Outcome> {
-    if (seq <= this.latestSeq) return Promise.resolve("planned");
+    const known = this.outcomes.get(seq);
+    if (known) return Promise.resolve(known);
     return new Promise((resolve) => this.waiters.set(seq, resolve));
   }
 
@@ -98,6 +102,7 @@ function planner(total: number, opts: { window?: number; regionBlocks?: number }
     region: { regionBlocks, regionTotal: regionBlocks },
     costs: costModel,
     window: opts.window,
+    maxWindow: opts.window, // a fixed window unless a test asks for the planner's choice
     client: source,
   });
   return { orbit, source };
@@ -127,7 +132,8 @@ Deno.test("orbit offload: one plan per batch, applied from the next step; unknow
   await null; // the solve's bookkeeping (a Worker's answer would come as a later message)
   assertEquals(source.asked.length, 1);
   const input = source.asked[0];
-  assertEquals(input.budgetBlocks, 60);
+  assertEquals(input.budgetBlocks, 100);
+  assertEquals(input.regionReservedBlocks, 40);
   assertEquals(input.prefetchRegionBlocks, 40);
   assertEquals(input.requests.map((r) => [r.id, r.blocksPerLayer, r.finalTokens]), [
     [1, 3, 46],
@@ -216,29 +222,64 @@ Deno.test("orbit offload: with no plan for the whole batch, the planner names th
   assertEquals(orbit.toPause(batch).map((r) => r.id), [2]);
   assertEquals(orbit.toPause(batch), [], "the same plan's pause is acted on once");
   assertEquals(orbit.stats().pauses, 1);
-  // Once it has left the batch it is no longer named (while the next plan is being solved), and
-  // admissions go on: the batch is smaller than the one that could not hold it.
+  // Once it has left the batch it is no longer named (while the next plan is being solved); it
+  // is not readmitted yet: nothing has completed since it paused.
+  batch[1].pause();
   source.hold = true;
   orbit.beforeStep([batch[0], batch[2]]);
   assertEquals(orbit.pauseRequested(), undefined);
-  assertEquals(orbit.feasible(), true, "two left of the three it paused at");
+  assertEquals(orbit.feasible(), false, "no completion since the pause");
   orbit.close();
 });
 
-Deno.test("orbit offload: after a pause, admissions wait until the batch is smaller than it was", () => {
-  const { orbit, source } = planner(30, { regionBlocks: 4 });
-  const batch = [decoding(1, 20), decoding(2, 24), decoding(3, 20)];
-  orbit.beforeStep(batch);
-  assertEquals(orbit.toPause(batch).map((r) => r.id), [2]);
-  source.hold = true;
-  // Another request was admitted meanwhile (say, before the pause took effect): still 3 running.
-  const refilled = [batch[0], batch[2], decoding(4, 4)];
-  orbit.beforeStep(refilled);
-  assertEquals(orbit.feasible(), false, "as many running as when it paused");
-  orbit.beforeStep([batch[0], batch[2]]);
+/** A decoding request with `computed` context tokens, its generated ids delivered. */
+function grown(id: number, computed: number, maxTokens: number): Request {
+  const req = decoding(id, computed, maxTokens);
+  for (let i = 6; i < computed; i++) req.generated.push(1);
+  return req;
+}
+
+Deno.test("orbit offload: a paused request comes back only after a completion and a feasible plan including it (OrbitFlow §3.4)", async () => {
+  // A 4-block region holds nobody's layer (6+ blocks), so nobody offloads; 74 blocks hold three
+  // requests whose plans end at 6 blocks a layer (24 each). Request 2 goes on further (7 a layer
+  // by its window's end) and is the largest: with four running it is paused.
+  const { orbit, source } = planner(78, { window: 4, regionBlocks: 4 });
+  const [a, b, c, d] = [grown(1, 20, 18), grown(2, 22, 40), grown(3, 20, 18), grown(4, 20, 18)];
+  orbit.beforeStep([a, b, c, d]);
+  assertEquals(orbit.toPause([a, b, c, d]).map((r) => r.id), [2]);
+  b.pause();
+  const asked = () => source.asked.length;
+  // It has left; the three left fit. No completion yet: it waits, and so does everyone behind it.
+  for (let i = 0; i < 5; i++) orbit.beforeStep([a, c, d]);
+  await null;
+  assertEquals(orbit.feasible(), false, "left the batch, but nothing completed");
+  assertEquals(source.asked.filter((i) => i.noPause).length, 0, "no resume check before one");
+  // Request 1 completes: a plan with request 2 back is checked, and infeasible (24 + 24 + 28 > 74).
+  a.end("length");
+  orbit.beforeStep([c, d]);
+  await null;
+  const check = source.asked.at(-1)!;
+  assert(check.noPause, "a resume check, naming no one to pause, asked last");
+  assertEquals(check.requests.map((r) => r.id).sort(), [2, 3, 4]);
+  assertEquals(check.requests.find((r) => r.id === 2)!.blocksPerLayer, 6, "all its context back");
+  assertEquals(orbit.feasible(), false, "a completion, but no feasible plan with it");
+  assertEquals(orbit.pauseRequested(), undefined, "an infeasible check pauses no one");
+  // Steps go on with no completion: it is not checked again.
+  const n = asked();
+  for (let i = 0; i < 3; i++) orbit.beforeStep([c, d]);
+  assertEquals(source.asked.slice(n).filter((i) => i.noPause).length, 0);
+  // Request 3 completes: the plan with it fits, and it may come back.
+  c.end("length");
+  orbit.beforeStep([d]);
+  await null;
+  assert(source.asked.at(-1)!.noPause);
+  assertEquals(orbit.feasible(), true, "a completion and a feasible plan including it");
+  // Readmitted: it is running again and counted.
+  b.state = "prefilling";
+  orbit.beforeStep([d, b]);
+  const stats = orbit.stats();
+  assertEquals([stats.pauses, stats.resumeChecks, stats.resumes], [1, 2, 1]);
   assertEquals(orbit.feasible(), true);
-  orbit.beforeStep(refilled);
-  assertEquals(orbit.feasible(), true, "the hold ended once the batch shrank");
   orbit.close();
 });
 
@@ -252,7 +293,12 @@ const MAX_TOKENS = 20;
  * 16-block prefetch region: they fit only if someone offloads. Until the first plan has come (or
  * `release()`) the engine holds its steps back, so the test does not race the Worker's start.
  */
-function tightRuntime(offload: RuntimeOptions["offload"]) {
+function tightRuntime(
+  offload: RuntimeOptions["offload"],
+  more: Partial<RuntimeOptions> = {},
+  stepMs = 0, // each step's time once planned: long enough, plans come back within a step or two
+  deviceBlocks = 80,
+) {
   let released = false;
   const deadline = performance.now() + 20_000;
   const planned = () =>
@@ -261,13 +307,14 @@ function tightRuntime(offload: RuntimeOptions["offload"]) {
   const engine = new FakeEngine({
     numLayers: LAYERS,
     blockSize: BLOCK,
-    blocksPerArena: [80],
+    blocksPerArena: [deviceBlocks],
     maxBlocksPerSeq: 16,
     maxSlots: 4,
     maxRows: 32,
     hostBlocks: 200,
   }, async () => {
     while (!planned()) await new Promise((r) => setTimeout(r, 5));
+    if (stepMs > 0) await new Promise((r) => setTimeout(r, stepMs));
   });
   const info = engine.info as { costModel?: CostModel; kvBlockBytes: number };
   info.costModel = costModel();
@@ -280,13 +327,14 @@ function tightRuntime(offload: RuntimeOptions["offload"]) {
     maxQueue: 10,
     maxTokensLimit: 100,
     eosIds: [],
+    ...more,
   });
   return { runtime, engine, release: () => released = true };
 }
 
-async function runBatch(runtime: Runtime): Promise<number[][]> {
+async function runBatch(runtime: Runtime, maxTokens = MAX_TOKENS): Promise<number[][]> {
   const handles = PROMPTS.map((ids, i) =>
-    runtime.submit({ ids, maxTokens: MAX_TOKENS, sampling: greedy(i), stopIds: [] })
+    runtime.submit({ ids, maxTokens, sampling: greedy(i), stopIds: [] })
   );
   return await Promise.all(handles.map(async (h) => {
     const got: number[] = [];
@@ -331,6 +379,31 @@ Deno.test("orbit offload: over-subscribed device, same tokens as without offload
     await runtime.close();
   }
   assert(engine.closed);
+});
+
+Deno.test("orbit offload: a request the planner pauses keeps its KV until room is claimed, gives up layers, resumes with the same tokens", async () => {
+  const want = PROMPTS.map((p, i) => toyGeneration(p, 40, i, 1000));
+  // Three requests of 46 tokens (48 blocks each) on 120 blocks beside a 2-block region, which
+  // holds no one's layer: once no plan holds all three for its window (about 25 tokens in), the
+  // planner pauses one. The other two then grow into its blocks (96 of theirs and its own 28 or
+  // so): its layers go, as few as make the room, their full blocks already on the host
+  // (write-through puts them there as they fill).
+  const { runtime } = tightRuntime("orbit", { prefetchBlocks: 2, writeThrough: true }, 10, 122);
+  try {
+    assertEquals(await runBatch(runtime, 40), want);
+    await settled(runtime);
+    const s = runtime.stats();
+    const lazy = s.planner!.lazyPause!;
+    assert(s.planner!.pauses > 0, `the planner paused no one: ${JSON.stringify(s.planner)}`);
+    assertEquals(lazy.held, s.planner!.pauses, "every planner pause kept its KV");
+    assert(lazy.layersEvicted > 0 && lazy.layersEvicted < 4 * lazy.held, JSON.stringify(lazy));
+    assertEquals(lazy.resumed, lazy.held, JSON.stringify(lazy));
+    assertEquals(lazy.blocksRestored, lazy.blocksEvicted, "what was taken came back, no more");
+    assertEquals(s.kvBlocksUsed, 0, "device blocks left allocated");
+    assertEquals(s.hostBlocksUsed, 0, "host blocks left allocated");
+  } finally {
+    await runtime.close();
+  }
 });
 
 Deno.test("orbit offload: close() during a solve stops the planner's Worker", async () => {

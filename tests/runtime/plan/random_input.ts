@@ -41,7 +41,7 @@ export function randomInput(next: () => number, shape: RandomShape): PlanInput {
     if (next() < 0.7) r.tbtSloMs = plainStep * (0.9 + next() * 0.8);
     if (next() < 0.5) r.readingRate = 1000 / (plainStep * (0.5 + next() * 1.5));
   }
-  return {
+  const input: PlanInput = {
     requests,
     numLayers,
     blockBytes: BLOCK_BYTES,
@@ -54,4 +54,10 @@ export function randomInput(next: () => number, shape: RandomShape): PlanInput {
     maxViolationsPerStep: pickOf([0, 0.5, 1, 2]),
     optimalityGap: 0,
   };
+  // A region the pool reserved (counted once in the budget), drawn last so the draws above stay.
+  if (Number.isFinite(input.prefetchRegionBlocks) && next() < 0.5) {
+    input.regionReservedBlocks = input.prefetchRegionBlocks;
+    input.budgetBlocks += input.prefetchRegionBlocks;
+  }
+  return input;
 }

@@ -72,6 +72,10 @@ Deno.test("presets: the rules on options that go together, each once", () => {
   assertEquals(flags("slo", { prefetchBlocks: 4 }, HOST), [
     "prefetch-blocks (ignored): needs --offload uniform or orbit, or --layerwise-prefill",
   ]);
+  assertEquals(flags("fcfs", { offload: "uniform", orbitWindowMax: 64 }, HOST), [
+    "orbit-window-max (ignored): caps the planning window of --offload orbit",
+  ]);
+  assertEquals(flags("fcfs", { offload: "orbit", orbitWindowMax: 64 }, HOST), []);
   assertEquals(flags("fcfs", { recompute: "auto", preempt: "swap" }, HOST), [
     "preempt (ignored): is chosen per request by --recompute auto; pass one or the other",
   ]);
