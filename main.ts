@@ -27,6 +27,12 @@ const EngineFlags = z.object({
   // TokenFlow's μ and Δt (runtime/policy/tokenflow.ts); absent: its defaults, 2 and 0.5 s.
   "tokenflow-safety": z.coerce.number().min(1).optional(),
   "tokenflow-interval-s": z.coerce.number().positive().optional(),
+  // TokenFlow's rules that trade first tokens for smoothness, each measured in the matrix; absent:
+  // the policy's defaults (keep-up off, overload admit, late by-slack, hold-back idle).
+  "tokenflow-keep-up": z.enum(["on", "off"]).optional(),
+  "tokenflow-overload": z.enum(["admit", "hold"]).optional(),
+  "tokenflow-late": z.enum(["by-slack", "behind"]).optional(),
+  "tokenflow-hold-back": z.enum(["idle", "always"]).optional(),
   priority: z.enum(["on", "off"]).default("on"),
   "prefix-cache": z.enum(["on", "off"]).default("on"),
   // Host memory is taken only as KV lands there.
@@ -36,8 +42,9 @@ const EngineFlags = z.object({
   recompute: z.enum(["off", "auto"]).optional(),
   // eLLM's token-wise caching of running requests; --preempt partial is its weaker baseline.
   "token-cache": z.enum(["on", "off"]).default("off"),
-  "write-through": z.enum(["on", "off"]).default("on"),
-  "swap-reuse": z.enum(["on", "off"]).default("on"),
+  // Absent: on when there is a host tier; given without one, refused (they would do nothing).
+  "write-through": z.enum(["on", "off"]).optional(),
+  "swap-reuse": z.enum(["on", "off"]).optional(),
   offload: z.enum(["none", "uniform", "orbit"]).default("none"),
   "offload-distance": z.coerce.number().int().min(1).optional(),
   "prefetch-blocks": z.coerce.number().int().min(1).optional(),
@@ -52,8 +59,19 @@ const EngineFlags = z.object({
  */
 function checkPreset(f: EngineFlagValues, ctx: z.RefinementCtx): void {
   const options = runtimeOptions(f).runtime;
-  for (const p of presetProblems(f.sched, options, { hostTier: f["host-kv-mb"] > 0 })) {
+  const hostTier = f["host-kv-mb"] > 0;
+  for (const p of presetProblems(f.sched, options, { hostTier })) {
     ctx.addIssue({ code: "custom", path: [p.flag], message: p.message });
+  }
+  // The host tier's own flags do nothing without it.
+  for (const flag of ["write-through", "swap-reuse"] as const) {
+    if (!hostTier && f[flag] !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: [flag],
+        message: "needs a host KV tier: pass --host-kv-mb MB",
+      });
+    }
   }
 }
 
@@ -101,6 +119,10 @@ const STRING_FLAGS = [
   "sched",
   "tokenflow-safety",
   "tokenflow-interval-s",
+  "tokenflow-keep-up",
+  "tokenflow-overload",
+  "tokenflow-late",
+  "tokenflow-hold-back",
   "priority",
   "prefix-cache",
   "host-kv-mb",
@@ -173,6 +195,9 @@ function parseFlags<T extends z.ZodType>(schema: T, args: string[]): z.infer<T> 
 
 type EngineFlagValues = z.infer<typeof EngineFlags>;
 
+/** An on|off flag as a boolean; absent stays absent (the option's default). */
+const onOff = (v: "on" | "off" | undefined) => (v === undefined ? undefined : v === "on");
+
 /** --recompute as given; absent, "auto" unless a fixed --preempt was given. */
 function recomputeOf(flags: EngineFlagValues): "off" | "auto" {
   return flags.recompute ?? (flags.preempt === undefined ? "auto" : "off");
@@ -198,8 +223,8 @@ function runtimeOptions(flags: EngineFlagValues) {
       preempt: flags.preempt,
       recompute: recomputeOf(flags),
       tokenCache: flags["token-cache"] === "on",
-      writeThrough: flags["write-through"] === "on",
-      swapReuse: flags["swap-reuse"] === "on",
+      writeThrough: (flags["write-through"] ?? "on") === "on",
+      swapReuse: (flags["swap-reuse"] ?? "on") === "on",
       offload: flags.offload,
       offloadDistance: flags["offload-distance"],
       prefetchBlocks: flags["prefetch-blocks"],
@@ -207,6 +232,10 @@ function runtimeOptions(flags: EngineFlagValues) {
       layerwisePrefill: flags["layerwise-prefill"] === "on", // slo or tokenflow, a host tier (checked)
       tokenflowSafety: flags["tokenflow-safety"],
       tokenflowIntervalS: flags["tokenflow-interval-s"],
+      tokenflowKeepUp: onOff(flags["tokenflow-keep-up"]),
+      tokenflowOverload: flags["tokenflow-overload"],
+      tokenflowLate: flags["tokenflow-late"],
+      tokenflowHoldBack: flags["tokenflow-hold-back"],
     },
   };
 }
@@ -314,6 +343,15 @@ const ENGINE_FLAGS = `engine and scheduling:
                          request its buffer must cover before it is paused (μ ≥ 1; default 2)
   --tokenflow-interval-s S   tokenflow: how often its decisions take effect, seconds (Δt;
                          default 0.5)
+  --tokenflow-keep-up on|off   tokenflow: stop admitting at the largest batch that keeps up with
+                         its fastest reader (default off: it delays first tokens)
+  --tokenflow-overload admit|hold   tokenflow: when readers ask more than the adapter makes, admit
+                         new requests as memory allows, or hold them (default admit)
+  --tokenflow-late by-slack|behind   tokenflow: a new request past its TTFT SLO is admitted before
+                         paused requests (by-slack: it stalls already), or after them (default
+                         by-slack)
+  --tokenflow-hold-back idle|always   tokenflow: hold requests far ahead of their readers back only
+                         while none waits to be admitted, or always (default idle)
   --priority on|off      order and preempt by each request's \`priority\` (lower first, as vLLM),
                          aged one level per second of waiting so none starves (default on; off
                          ignores it)
@@ -328,8 +366,9 @@ const ENGINE_FLAGS = `engine and scheduling:
   --token-cache on|off   eLLM: under memory pressure, running requests keep only their newest
                          tokens' KV and recompute the oldest in each step they decode, the
                          uncached share chosen every step against the batch size (default off)
-  --write-through on|off copy full KV blocks to the host tier as they fill (default on)
-  --swap-reuse on|off    keep host copies after a swap-in (default on)
+  --write-through on|off copy full KV blocks to the host tier as they fill (default on; needs
+                         --host-kv-mb)
+  --swap-reuse on|off    keep host copies after a swap-in (default on; needs --host-kv-mb)
   --offload none|uniform|orbit   keep some layers' KV on the host tier, copied into a prefetch
                          region just before each layer runs (needs --host-kv-mb): uniform, every
                          request at --offload-distance; orbit, a planner picks each request's

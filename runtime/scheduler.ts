@@ -360,7 +360,7 @@ export class Scheduler {
       }
     }
     this.step.begin();
-    const held = this.policy.holdBack?.(this.running, this.context);
+    const held = this.policy.holdBack?.(this.running, this.context, this.waiting);
     this.holding = held?.size ?? 0;
     for (const req of [...this.running]) {
       if (req.state !== "decoding" || req.issued >= req.spec.maxTokens) continue;

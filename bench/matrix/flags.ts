@@ -13,7 +13,7 @@ import { DEFAULT_BUDGET_MB } from "./cells.ts";
  * request priorities ignored (vLLM's default `fcfs` scheduling policy).
  */
 export const VLLM_V1_FLAGS =
-  "--sched fcfs --priority off --prefix-cache on --preempt recompute --host-kv-mb 0 --write-through off";
+  "--sched fcfs --priority off --prefix-cache on --preempt recompute --host-kv-mb 0";
 
 export const BASELINE = "fcfs-vllm";
 

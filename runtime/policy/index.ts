@@ -45,6 +45,10 @@ const FLAG: Record<OwnOption, string> = {
   layerwisePrefill: "layerwise-prefill",
   tokenflowSafety: "tokenflow-safety",
   tokenflowIntervalS: "tokenflow-interval-s",
+  tokenflowKeepUp: "tokenflow-keep-up",
+  tokenflowOverload: "tokenflow-overload",
+  tokenflowLate: "tokenflow-late",
+  tokenflowHoldBack: "tokenflow-hold-back",
 };
 
 /** Everything wrong with `options` for preset `name` over `tiers`, in flag order. */
@@ -69,6 +73,9 @@ export function presetProblems(name: PolicyName, options: PresetOptions, tiers: 
     )
       .map(([n]) => n);
     problem(FLAG[own], `is part of --sched ${takers.join(" or ")}`);
+  }
+  if (options.preempt === "swap" && !tiers.hostTier) {
+    problem("preempt", "swap needs a host KV tier: pass --host-kv-mb MB", true);
   }
   if (p.layerwisePrefill && !tiers.hostTier) {
     problem("layerwise-prefill", "needs a host KV tier: pass --host-kv-mb MB");

@@ -65,5 +65,9 @@ export interface SchedulingPolicy {
    * Decoding requests that sit this step out, keeping their KV: their readers have more than
    * enough buffered, so a token made now would only wait. Called once per step.
    */
-  holdBack?(running: readonly Request[], ctx: PolicyContext): ReadonlySet<Request>;
+  holdBack?(
+    running: readonly Request[],
+    ctx: PolicyContext,
+    waiting: readonly Request[],
+  ): ReadonlySet<Request>;
 }

@@ -102,6 +102,18 @@ export interface PresetOptions {
   tokenflowSafety?: number;
   /** TokenFlow's Δt, seconds between decisions (`--tokenflow-interval-s`; tokenflow only). */
   tokenflowIntervalS?: number;
+  /** tokenflow only (runtime/policy/tokenflow.ts): stop admission at the largest batch that keeps
+   * up with its fastest reader (`--tokenflow-keep-up`; default false). */
+  tokenflowKeepUp?: boolean;
+  /** tokenflow only: when the working set reads faster than the adapter makes, admit new requests
+   * as memory allows or hold them (`--tokenflow-overload`; default "admit"). */
+  tokenflowOverload?: "admit" | "hold";
+  /** tokenflow only: a new request past its TTFT SLO is offered admission by slack (before paused
+   * requests) or behind the paused ones (`--tokenflow-late`; default "by-slack"). */
+  tokenflowLate?: "by-slack" | "behind";
+  /** tokenflow only: hold requests back just in time always, or only while none waits
+   * (`--tokenflow-hold-back`; default "idle"). */
+  tokenflowHoldBack?: "idle" | "always";
 }
 
 /** One `--sched` name's policy, made. */
@@ -121,7 +133,14 @@ export interface PresetEntry {
 }
 
 /** Options only some presets take. */
-export type OwnOption = "layerwisePrefill" | "tokenflowSafety" | "tokenflowIntervalS";
+export type OwnOption =
+  | "layerwisePrefill"
+  | "tokenflowSafety"
+  | "tokenflowIntervalS"
+  | "tokenflowKeepUp"
+  | "tokenflowOverload"
+  | "tokenflowLate"
+  | "tokenflowHoldBack";
 
 /** A preset over `policy`, with what every preset shares: priorities, preemption, placement. */
 export function makePreset(name: string, policy: SchedulingPolicy, o: PresetOptions): Preset {

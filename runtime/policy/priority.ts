@@ -144,6 +144,8 @@ export function withPriority(
     ...(policy.mayAdmit
       ? { mayAdmit: (req, running, ctx) => policy.mayAdmit!(req, running, ctx) }
       : {}),
-    ...(policy.holdBack ? { holdBack: (running, ctx) => policy.holdBack!(running, ctx) } : {}),
+    ...(policy.holdBack
+      ? { holdBack: (running, ctx, waiting) => policy.holdBack!(running, ctx, waiting) }
+      : {}),
   };
 }

@@ -17,13 +17,26 @@
 // A pause is made only for a request that the admission gate will let in that very step, and for
 // one such request per step: each pause adds a move out to the step every reader waits for, and a
 // request paused for nobody only spends its playout.
+// A pause for a request never admitted also waits for its prefill: the victim comes back only once
+// the newcomer has banked playout of its own, so its buffer must cover μ·prefill(due) on top.
 // μ is the safety factor (TokenFlow's buffer conservativeness; 2 by default). Unpaced readers
-// bank nothing, so they are never paused for others. Two guards keep this from making things worse:
-//   - a full batch must not be slower per request than its fastest reader (else all of them
-//     stall): admission stops at the largest batch whose predicted step keeps up;
-//   - when the working set's reading rates add up to more than the adapter can make at the
-//     largest batch of them that fits in device memory, the policy falls back to queue order,
-//     pauses nobody and admits no new request until it can keep up (the paper's overload fallback).
+// bank nothing, so they are never paused for others.
+//
+// TTFT is an SLO like TBT: a request waiting for its first token is stalling too. So by default
+// (each rule a flag, measured in the workload matrix: docs/benchmarks/matrix.md):
+//   - new requests are admitted as memory allows, as fcfs admits them, even when the batch then
+//     runs slower than its fastest reader (`keepUp` off; on: admission stops at the largest batch
+//     whose predicted step keeps up) or when the working set's reading rates add up to more than
+//     the adapter makes at the largest batch of them that fits in device memory (`overload`
+//     "admit"; "hold": the paper's fallback, which admits no new request until it can keep up).
+//     Either guard trades first tokens for smoothness: the matrix measured TTFT p99 up to 3×
+//     fcfs's with them on. When overloaded, nobody is paused for anyone;
+//   - waiting requests are offered admission by slack: seconds of playout left for a paused one,
+//     seconds left to its TTFT SLO for a new one. A new request past its SLO has negative slack and
+//     goes first (`late` "by-slack"); with `late` "behind" it goes after the paused ones, whose
+//     readers are still reading;
+//   - a request is held back just in time only while no request waits (`holdBack` "idle"): when
+//     one does, finishing sooner frees memory for it, and tokens made ahead cost nothing then.
 // A declared rate counts only if the adapter can serve it: a reader faster than the adapter makes
 // tokens for one request alone (a batch of one) is kept up with by no batch, so its rate cannot
 // choose a batch size. It is served as fast as the adapter can, exactly like an unpaced reader: it
@@ -42,9 +55,24 @@ export interface TokenFlowParams {
   intervalS: number;
   /** μ ≥ 1: how many times the predicted switch cost a buffer must cover. */
   safety: number;
+  /** Admission stops at the largest batch that keeps up with its fastest reader. */
+  keepUp: boolean;
+  /** When the working set reads faster than the adapter makes: admit new requests, or hold them. */
+  overload: "admit" | "hold";
+  /** Where a new request past its TTFT SLO stands against paused ones. */
+  late: "by-slack" | "behind";
+  /** Hold requests back just in time always, or only while no request waits for admission. */
+  holdBack: "idle" | "always";
 }
 
-export const TOKENFLOW_DEFAULTS: TokenFlowParams = { intervalS: 0.5, safety: 2 };
+export const TOKENFLOW_DEFAULTS: TokenFlowParams = {
+  intervalS: 0.5,
+  safety: 2,
+  keepUp: false,
+  overload: "admit",
+  late: "by-slack",
+  holdBack: "idle",
+};
 
 /** Seconds of playout in `req`'s buffer (0 for an unpaced reader). */
 const bufferedS = (req: Request) => req.buffer.occupancy().seconds;
@@ -52,7 +80,16 @@ const bufferedS = (req: Request) => req.buffer.occupancy().seconds;
 /** A request that has run before and waits to resume (as opposed to one never admitted). */
 const isPaused = (req: Request) => req.state === "paused";
 
-export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): SchedulingPolicy {
+/** Far beyond any playout a buffer holds: a late request's slack with `late` "behind". */
+const LATE_OFFSET_S = 1e6;
+
+export function tokenflowPolicy(
+  given: Partial<TokenFlowParams> = {},
+): SchedulingPolicy {
+  // Absent (undefined) options take their defaults.
+  const params = Object.fromEntries(
+    Object.entries(TOKENFLOW_DEFAULTS).map(([k, v]) => [k, given[k as keyof TokenFlowParams] ?? v]),
+  ) as unknown as TokenFlowParams;
   const { intervalS: dt, safety: mu } = params;
   if (!(mu >= 1 && mu < Infinity)) throw new RangeError(`--tokenflow-safety: μ ≥ 1, got ${mu}`);
   if (!(dt > 0 && dt < Infinity)) {
@@ -70,6 +107,11 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     const recompute = chunks * (ctx.stepMs(ctx.maxRows, 1) ?? 0);
     return { outS: copyOut / 1000, inS: Math.min(copyIn, recompute) / 1000 };
   };
+  /** Seconds of `req`'s prefill (its whole prompt, in full chunks). */
+  const prefillS = (req: Request, ctx: PolicyContext) =>
+    Math.ceil((req.prefillTarget - req.computed) / ctx.maxRows) *
+    (ctx.stepMs(ctx.maxRows, 1) ?? 0) /
+    1000;
   const lowWater = (req: Request, ctx: PolicyContext) => mu * (switchCost(req, ctx).inS + dt);
   const margin = (req: Request, ctx: PolicyContext) => {
     const c = switchCost(req, ctx);
@@ -120,7 +162,9 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
   const slack = (req: Request, ctx: PolicyContext) => {
     if (isPaused(req)) return bufferedS(req) - switchCost(req, ctx).inS;
     const ttft = req.spec.slo.ttftMs;
-    return ttft === undefined ? 0 : (ttft - (ctx.now() - req.arrivedAt)) / 1000;
+    const left = ttft === undefined ? 0 : (ttft - (ctx.now() - req.arrivedAt)) / 1000;
+    // Behind: after every paused request (whose slack is playout, far below this), oldest first.
+    return params.late === "behind" && left < 0 ? LATE_OFFSET_S - left : left;
   };
 
   function byUrgency(waiting: readonly Request[], ctx: PolicyContext): Request[] {
@@ -132,8 +176,12 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
   /** The admission gate: whether `req` may join `running` now. */
   function admits(req: Request, running: readonly Request[], ctx: PolicyContext): boolean {
     if (running.length === 0) return true;
-    // Overloaded: no new request joins (paused ones still resume, in urgency order).
-    if (!isPaused(req) && overloaded(running, [], ctx, askedRate(req, ctx))) return false;
+    // Overloaded: with "hold", no new request joins (paused ones still resume, in urgency order).
+    if (
+      params.overload === "hold" && !isPaused(req) &&
+      overloaded(running, [], ctx, askedRate(req, ctx))
+    ) return false;
+    if (!params.keepUp) return true;
     // Would one more make every step slower than the fastest reader among them?
     const rate = perRequestRate(running.length + 1, ctx);
     const fastest = Math.max(askedRate(req, ctx), ...running.map((r) => askedRate(r, ctx)));
@@ -156,7 +204,8 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
     // Just in time: a token made while its reader still has more than the useful horizon
     // buffered would only wait (and counts for nothing in effective throughput), so such a
     // request sits steps out, keeping its KV, until its buffer is back under the horizon.
-    holdBack(running, ctx) {
+    holdBack(running, ctx, waiting) {
+      if (params.holdBack === "idle" && waiting.some((w) => isDue(w, ctx))) return new Set();
       return new Set(
         running.filter((r) =>
           r.state === "decoding" && askedRate(r, ctx) > 0 && bufferedS(r) >= horizon(r, ctx)
@@ -188,7 +237,7 @@ export function tokenflowPolicy(params: TokenFlowParams = TOKENFLOW_DEFAULTS): S
               .filter((r) =>
                 isPaused(due)
                   ? bufferedS(r) >= margin(r, ctx) + dt && bufferedS(r) > bufferedS(due)
-                  : bufferedS(r) >= horizon(r, ctx)
+                  : bufferedS(r) >= horizon(r, ctx) + mu * prefillS(due, ctx)
               );
             // Not enough room even with every affordable pause: pause nobody for it.
             if (room.length === 0) return [];
@@ -214,10 +263,22 @@ export const tokenflow: PresetEntry = {
     makePreset(
       "tokenflow",
       tokenflowPolicy({
-        safety: o.tokenflowSafety ?? TOKENFLOW_DEFAULTS.safety,
-        intervalS: o.tokenflowIntervalS ?? TOKENFLOW_DEFAULTS.intervalS,
+        safety: o.tokenflowSafety,
+        intervalS: o.tokenflowIntervalS,
+        keepUp: o.tokenflowKeepUp,
+        overload: o.tokenflowOverload,
+        late: o.tokenflowLate,
+        holdBack: o.tokenflowHoldBack,
       }),
       o,
     ),
-  takes: ["tokenflowSafety", "tokenflowIntervalS", "layerwisePrefill"],
+  takes: [
+    "tokenflowSafety",
+    "tokenflowIntervalS",
+    "tokenflowKeepUp",
+    "tokenflowOverload",
+    "tokenflowLate",
+    "tokenflowHoldBack",
+    "layerwisePrefill",
+  ],
 };

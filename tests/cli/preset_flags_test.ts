@@ -49,3 +49,44 @@ Deno.test("flags: --token-cache (eLLM), off by default, refused where layers liv
   const parsed = COMMAND_FLAGS.serve.schema.safeParse({});
   assertEquals(parsed.success && parsed.data["token-cache"], "off");
 });
+
+Deno.test("flags: TokenFlow's trade-off rules are tokenflow's, absent by default", () => {
+  const rules = {
+    "tokenflow-keep-up": "on",
+    "tokenflow-overload": "hold",
+    "tokenflow-late": "behind",
+    "tokenflow-hold-back": "always",
+  };
+  assertEquals(problems(rules), []);
+  assertEquals(problems({ sched: "fcfs", ...rules }).sort(), [
+    "tokenflow-hold-back: is part of --sched tokenflow",
+    "tokenflow-keep-up: is part of --sched tokenflow",
+    "tokenflow-late: is part of --sched tokenflow",
+    "tokenflow-overload: is part of --sched tokenflow",
+  ]);
+  assertEquals(problems({ "tokenflow-late": "never" }).length, 1);
+});
+
+Deno.test("flags: the host tier's own flags are refused without one, where they would do nothing", () => {
+  assertEquals(problems({ "host-kv-mb": "0", "write-through": "off" }), [
+    "write-through: needs a host KV tier: pass --host-kv-mb MB",
+  ]);
+  assertEquals(problems({ "host-kv-mb": "0", "swap-reuse": "on" }), [
+    "swap-reuse: needs a host KV tier: pass --host-kv-mb MB",
+  ]);
+  assertEquals(problems({ "host-kv-mb": "0", preempt: "swap" }), [
+    "preempt: swap needs a host KV tier: pass --host-kv-mb MB",
+  ]);
+  assertEquals(problems({ "write-through": "off", "swap-reuse": "off", preempt: "swap" }), []);
+  // The baseline every report compares with parses as it is.
+  assertEquals(
+    problems({
+      sched: "fcfs",
+      priority: "off",
+      "prefix-cache": "on",
+      preempt: "recompute",
+      "host-kv-mb": "0",
+    }),
+    [],
+  );
+});

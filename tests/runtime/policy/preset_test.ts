@@ -132,7 +132,7 @@ Deno.test("presets: TokenFlow's μ and Δt are its options; a larger horizon hol
   // 3 s of playout.
   for (let i = 0; i < 30; i++) reader.accept({ id: i, logprob: 0, top: [] });
   const held = (o: Parameters<typeof choosePreset>[1]) =>
-    choosePreset("tokenflow", { priority: false, ...o }, HOST).policy.holdBack!([reader], ctx)
+    choosePreset("tokenflow", { priority: false, ...o }, HOST).policy.holdBack!([reader], ctx, [])
       .has(reader);
   assert(held({}), "defaults: μ 2, Δt 0.5 s: a horizon of 2.5 s");
   assert(!held({ tokenflowSafety: 4, tokenflowIntervalS: 1 }), "μ 4, Δt 1 s: 7 s");

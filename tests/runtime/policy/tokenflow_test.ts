@@ -218,7 +218,7 @@ function linearCosts(fixedMs: number, perRowMs: number) {
   };
 }
 
-Deno.test("tokenflow: no more run at once than keep up with their fastest reader", async () => {
+Deno.test("tokenflow --tokenflow-keep-up on: no more run at once than keep up with their fastest reader", async () => {
   const clock = useFakeTime(0);
   try {
     // 10 + 40 ms per row: 11 tokens/s each at 2 rows, 7.7 at 3 — below a 10 tokens/s reader.
@@ -236,6 +236,7 @@ Deno.test("tokenflow: no more run at once than keep up with their fastest reader
     );
     const rt = new Runtime(engine, {
       policy: "tokenflow",
+      tokenflowKeepUp: true,
       maxQueue: 10,
       maxTokensLimit: 10_000,
       eosIds: [],
@@ -262,8 +263,8 @@ function policyRequest(id: number, rate: number, state: Request["state"]): Reque
   return r;
 }
 
-Deno.test("tokenflow: when the working set reads faster than a full batch makes, no new request joins", () => {
-  const policy = tokenflowPolicy();
+Deno.test("tokenflow --tokenflow-overload hold: when the working set reads faster than a full batch makes, no new request joins", () => {
+  const policy = tokenflowPolicy({ overload: "hold", keepUp: true });
   const req = policyRequest;
   // Two slots; a full batch of two takes 50 ms a step: 40 tokens/s in all.
   const ctx: PolicyContext = {
@@ -291,7 +292,8 @@ Deno.test("tokenflow: when the working set reads faster than a full batch makes,
 });
 
 Deno.test("tokenflow: a reader no batch keeps up with, not even one alone, asks nothing of the batch", () => {
-  const policy = tokenflowPolicy();
+  // The rule matters where a rate can keep requests out: with both guards on.
+  const policy = tokenflowPolicy({ overload: "hold", keepUp: true });
   const req = policyRequest;
   // A step of n rows takes 10 + 2n ms: 83 tokens/s alone, 50 each at five.
   const ctx: PolicyContext = {
@@ -318,7 +320,7 @@ Deno.test("tokenflow: a reader no batch keeps up with, not even one alone, asks 
   // Nor is it held back or paused for its (tiny) buffer.
   const greedy = req(5, 10_000, "decoding");
   greedy.buffer.occupancy = () => ({ tokens: 50_000, seconds: 5 });
-  assertEquals(policy.holdBack!([greedy], ctx).size, 0);
+  assertEquals(policy.holdBack!([greedy], ctx, []).size, 0);
   assertEquals(policy.pauseBeforeStep!([greedy], [fresh], { ...ctx, freeSlots: 0 }), []);
 });
 
@@ -348,7 +350,8 @@ Deno.test("tokenflow: a reader far behind its stream holds it back just in time,
 });
 
 Deno.test("tokenflow: a pause is made only for a request admitted in its place that step, one rotation a step", () => {
-  const policy = tokenflowPolicy();
+  // The last case needs a gate that refuses: --tokenflow-keep-up on.
+  const policy = tokenflowPolicy({ keepUp: true });
   const req = (id: number, rate: number, state: Request["state"], bufferedS: number) => {
     const r = policyRequest(id, rate, state);
     r.buffer.occupancy = () => ({ tokens: Math.round(bufferedS * rate), seconds: bufferedS });
@@ -473,4 +476,87 @@ Deno.test("tokenflow: a burst of 64 requests read at 10000 tokens/s with max que
   } finally {
     clock.uninstall();
   }
+});
+
+// Issue 19: TTFT is an SLO like TBT, and a request waiting for its first token is stalling too.
+// The default rules below, each against the flag that restores the rule it replaced.
+
+/** Two slots' worth of readers on an adapter making 40 tokens/s at a full batch of two. */
+const TWO_SLOTS: PolicyContext = {
+  now: () => 0,
+  maxSlots: 2,
+  freeSlots: 1,
+  maxRows: 16,
+  blockSize: 4,
+  freeBlocksPerLayer: 100,
+  hostTier: false,
+  stepMs: (rows) => 25 * rows,
+  copyMs: () => 0,
+};
+
+Deno.test("tokenflow default: a new request joins as memory allows, overloaded or not, and a slow batch does not keep it out", () => {
+  const busy = [policyRequest(1, 15, "decoding"), policyRequest(4, 30, "decoding")];
+  const fresh = policyRequest(3, 5, "waiting");
+  // 15 + 30 + 5 > 40 tokens/s, and a batch of three (13 tokens/s each) is slower than 30.
+  assert(tokenflowPolicy().mayAdmit!(fresh, busy, TWO_SLOTS));
+  assertEquals(tokenflowPolicy({ overload: "hold" }).mayAdmit!(fresh, busy, TWO_SLOTS), false);
+  assertEquals(tokenflowPolicy({ keepUp: true }).mayAdmit!(fresh, busy, TWO_SLOTS), false);
+});
+
+/** A request whose buffer holds `bufferedS` seconds of playout. */
+function buffered(id: number, state: Request["state"], bufferedS: number, prompt = 3): Request {
+  const r = testRequest(id, {
+    ids: Array.from({ length: prompt }, (_, i) => 1 + i),
+    readingRate: 5,
+  });
+  r.state = state;
+  r.buffer.occupancy = () => ({ tokens: Math.round(bufferedS * 5), seconds: bufferedS });
+  return r;
+}
+
+Deno.test("tokenflow default: a new request past its TTFT SLO is offered admission before a paused one (it stalls already); --tokenflow-late behind puts it after", () => {
+  const late = testRequest(1, { ids: [1, 2, 3], slo: { ttftMs: 1000 } }, 0);
+  const onTime = testRequest(2, { ids: [1, 2, 3], slo: { ttftMs: 10_000 } }, 0);
+  const paused = buffered(3, "paused", 2);
+  const ctx = { ...TWO_SLOTS, now: () => 3000 };
+  // Slack: late -2 s, paused 2 s of playout, on time 7 s.
+  assertEquals(tokenflowPolicy().order!([paused, onTime, late], ctx), [late, paused, onTime]);
+  assertEquals(
+    tokenflowPolicy({ late: "behind" }).order!([paused, onTime, late], ctx),
+    [paused, onTime, late],
+  );
+});
+
+Deno.test("tokenflow default: nobody is held back just in time while a request waits to be admitted; --tokenflow-hold-back always holds anyway", () => {
+  const ahead = buffered(1, "decoding", 60);
+  const waiting = [testRequest(2, { ids: [1, 2, 3] })];
+  assertEquals(tokenflowPolicy().holdBack!([ahead], TWO_SLOTS, waiting).size, 0);
+  assertEquals(tokenflowPolicy().holdBack!([ahead], TWO_SLOTS, []).size, 1);
+  assertEquals(
+    tokenflowPolicy({ holdBack: "always" }).holdBack!([ahead], TWO_SLOTS, waiting).size,
+    1,
+  );
+});
+
+Deno.test("tokenflow: a running request is paused for a new one only if its playout also covers the newcomer's prefill", () => {
+  // No slot free, and blocks for all but one of the long newcomer's 40; a step of n rows takes
+  // 20 + 10n ms, so a 16-row prefill chunk takes 180 ms.
+  const ctx: PolicyContext = {
+    ...TWO_SLOTS,
+    maxSlots: 4,
+    freeSlots: 0,
+    freeBlocksPerLayer: 39,
+    stepMs: (rows) => 20 + 10 * rows,
+  };
+  const policy = tokenflowPolicy();
+  // Without a host tier, moving the victim back in is recomputing its 3 tokens: one chunk,
+  // τ_in = 0.18 s; its horizon is μ·(τ_in + Δt) + μ·τ_in + 3Δt = 3.22 s. The short newcomer's
+  // prefill is one chunk (μ·0.18 = 0.36 s more), the 160-token one's ten (μ·1.8 = 3.6 s more).
+  const victim = buffered(1, "decoding", 4);
+  const short = testRequest(2, { ids: [1, 2, 3] });
+  const long = testRequest(3, { ids: Array.from({ length: 160 }, (_, i) => i + 1) });
+  assertEquals(policy.pauseBeforeStep!([victim], [short], ctx), [victim]);
+  assertEquals(policy.pauseBeforeStep!([victim], [long], ctx), []);
+  // With playout for the long prefill too, it steps out for it.
+  assertEquals(policy.pauseBeforeStep!([buffered(4, "decoding", 7)], [long], ctx).length, 1);
 });
