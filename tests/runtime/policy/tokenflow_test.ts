@@ -263,21 +263,24 @@ function policyRequest(id: number, rate: number, state: Request["state"]): Reque
   return r;
 }
 
+/** Two slots' worth of readers on an adapter making 40 tokens/s at a full batch of two. */
+const TWO_SLOTS: PolicyContext = {
+  now: () => 0,
+  maxSlots: 2,
+  freeSlots: 1,
+  maxRows: 16,
+  blockSize: 4,
+  freeBlocksPerLayer: 100,
+  hostTier: false,
+  stepMs: (rows) => 25 * rows,
+  copyMs: () => 0,
+};
+
 Deno.test("tokenflow --tokenflow-overload hold: when the working set reads faster than a full batch makes, no new request joins", () => {
   const policy = tokenflowPolicy({ overload: "hold", keepUp: true });
   const req = policyRequest;
   // Two slots; a full batch of two takes 50 ms a step: 40 tokens/s in all.
-  const ctx: PolicyContext = {
-    now: () => 0,
-    maxSlots: 2,
-    freeSlots: 1,
-    maxRows: 16,
-    blockSize: 4,
-    freeBlocksPerLayer: 100,
-    hostTier: false,
-    stepMs: (rows) => 25 * rows,
-    copyMs: () => 0,
-  };
+  const ctx = TWO_SLOTS;
   const running = [req(1, 15, "decoding")];
   const paused = req(2, 15, "paused");
   const fresh = req(3, 5, "waiting");
@@ -480,19 +483,6 @@ Deno.test("tokenflow: a burst of 64 requests read at 10000 tokens/s with max que
 
 // Issue 19: TTFT is an SLO like TBT, and a request waiting for its first token is stalling too.
 // The default rules below, each against the flag that restores the rule it replaced.
-
-/** Two slots' worth of readers on an adapter making 40 tokens/s at a full batch of two. */
-const TWO_SLOTS: PolicyContext = {
-  now: () => 0,
-  maxSlots: 2,
-  freeSlots: 1,
-  maxRows: 16,
-  blockSize: 4,
-  freeBlocksPerLayer: 100,
-  hostTier: false,
-  stepMs: (rows) => 25 * rows,
-  copyMs: () => 0,
-};
 
 Deno.test("tokenflow default: a new request joins as memory allows, overloaded or not, and a slow batch does not keep it out", () => {
   const busy = [policyRequest(1, 15, "decoding"), policyRequest(4, 30, "decoding")];
