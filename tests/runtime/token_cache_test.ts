@@ -11,7 +11,7 @@ import type { StepPlan } from "../../engine/engine.ts";
 import { Runtime } from "../../runtime/service.ts";
 import { chooseUncached, type TokenCacheInput } from "../../runtime/token_cache.ts";
 import { presetProblems } from "../../runtime/policy/index.ts";
-import { assert, assertEquals } from "../helpers/testing.ts";
+import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
 import { greedy } from "../helpers/requests.ts";
 
 // ---- the rule ----
@@ -191,4 +191,21 @@ Deno.test("token-wise caching: running requests decode with their oldest KV unca
   assert(mixed.length > 0, "no step carried recompute rows beside another request's decode row");
   // Token-wise caching let the third request in without preempting anyone for it.
   assert(on.stats.preemptions <= off.stats.preemptions, `${on.stats.preemptions} preemptions`);
+});
+
+Deno.test("--token-cache is refused at start-up where it would do nothing: layers in several arenas, or one layer", () => {
+  const open = (shape: FakeEngineShape) => () =>
+    new Runtime(new FakeEngine(shape), {
+      policy: "fcfs",
+      tokenCache: true,
+      maxQueue: 1,
+      maxTokensLimit: 8,
+      eosIds: [],
+    });
+  assertThrows(
+    open({ numLayers: 2, blocksPerArena: [16, 16], layerArena: [0, 1] }),
+    RangeError,
+    "--token-cache",
+  );
+  assertThrows(open({ numLayers: 1 }), RangeError, "--token-cache");
 });
