@@ -182,7 +182,9 @@ export async function benchServe(args: string[], hooks: BenchServeHooks = {}): P
       `deno task bench serve --configs ${quote(configsArg)} --model ${quote(f.model)} ` +
       `--workload trace --trace ${
         quote(`${folder}/workload.jsonl`)
-      } --max-requests ${workload.length}${f.baseline ? ` --baseline ${quote(f.baseline)}` : ""}`,
+      } --max-requests ${workload.length} --request-timeout-s ${f["request-timeout-s"]}` +
+      (f["deadline-s"] !== undefined ? ` --deadline-s ${f["deadline-s"]}` : "") +
+      (f.baseline ? ` --baseline ${quote(f.baseline)}` : ""),
   };
   const report = buildReport(input);
   await Deno.writeTextFile(`${folder}/report.md`, report.markdown);
