@@ -111,6 +111,8 @@ const ServeFlags = EngineFlags.extend({
   "header-timeout-s": z.coerce.number().positive().default(10),
   "keepalive-timeout-s": z.coerce.number().positive().default(5),
   "metrics-auth": z.enum(["on", "off"]).default("off"),
+  // A comment line on a silent stream, before a proxy's idle timeout (commonly 60 s) cuts it.
+  "sse-keepalive-s": z.coerce.number().positive().max(3600).default(5),
 }).superRefine(checkPreset);
 export type ServeFlags = z.infer<typeof ServeFlags>;
 
@@ -163,6 +165,7 @@ const STRING_FLAGS = [
   "header-timeout-s",
   "keepalive-timeout-s",
   "metrics-auth",
+  "sse-keepalive-s",
 ];
 const BOOLEAN_FLAGS = ["f32", "json", "chat"];
 
@@ -398,6 +401,8 @@ http:
   --port P               listen port (default 8080; $SLUICE_PORT)
   --api-key K            require "Authorization: Bearer K" on /v1/*, /tokenize and /state
                          ($SLUICE_API_KEY)
+  --sse-keepalive-s S    a stream silent this long (queued, prefilling, paused) sends an SSE
+                         comment line, so proxies do not cut it (default 5)
   --metrics-auth on|off  require the API key on /metrics too (default off)
   --allowed-hosts H,...  Host header values to answer besides the bind address ("*": any)
   --cors-origins O,...   web origins that may call the API (default none; "*": any)

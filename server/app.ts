@@ -43,6 +43,8 @@ export interface ServerConfig {
   corsOrigins?: string[];
   /** With an API key: require it on /metrics too (Prometheus can send it as a bearer token). */
   metricsAuth?: boolean;
+  /** Ms of silence after which a stream sends an SSE comment (default SSE_KEEPALIVE_MS). */
+  sseKeepAliveMs?: number;
 }
 
 export function createApp(
@@ -83,7 +85,7 @@ export function createApp(
   app.route("/", playgroundRoutes());
   app.route("/v1", modelsRoutes(state, config.modelId));
   const live = new LiveRequests();
-  app.route("/v1", completionsRoutes(state, config.modelId, live));
+  app.route("/v1", completionsRoutes(state, config.modelId, live, config.sseKeepAliveMs));
   app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state, config.modelId));
   answerWrongMethods(app); // last: it covers the routes mounted above

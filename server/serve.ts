@@ -43,6 +43,8 @@ export interface ServeOptions {
   "keepalive-timeout-s": number;
   /** Require the API key on /metrics too (it is always required on /state). */
   "metrics-auth": "on" | "off";
+  /** Seconds of silence after which a stream sends a keep-alive comment. */
+  "sse-keepalive-s": number;
 }
 
 export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>): Promise<void> {
@@ -56,6 +58,7 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
     allowedHosts: flags["allowed-hosts"],
     corsOrigins: flags["cors-origins"],
     metricsAuth: flags["metrics-auth"] === "on",
+    sseKeepAliveMs: flags["sse-keepalive-s"] * 1000,
   }, metrics);
 
   const limit = descriptorLimit();

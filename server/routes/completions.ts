@@ -20,6 +20,8 @@ export function completionsRoutes(
   modelId: string,
   /** Where running requests are kept by response id (for POST /v1/requests/{id}/priority). */
   live: LiveRequests,
+  /** Ms of silence after which a stream sends a keep-alive comment. */
+  sseKeepAliveMs?: number,
 ): Hono<ObservedEnv> {
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
     const { runtime, tokenizer, prompts } = readyModel(state);
@@ -36,7 +38,9 @@ export function completionsRoutes(
     c.header("sluice-request-id", req.writer.meta.id);
     const run = { handle, text: req.text, signal: abort.signal, observer: c.get("observer") };
     run.observer.generating();
-    return req.stream ? respondSse(c, req, run, abort) : await respondJson(c, req, run);
+    return req.stream
+      ? respondSse(c, req, run, abort, sseKeepAliveMs)
+      : await respondJson(c, req, run);
   }
 
   return new Hono<ObservedEnv>()

@@ -157,10 +157,10 @@ export async function sseData(res: Response): Promise<string[]> {
   return sseEvents(await res.text());
 }
 
-/** Splits SSE text into its data payloads. */
+/** Splits SSE text into its data payloads; comment lines (keep-alives) carry none. */
 export function sseEvents(text: string): string[] {
   assert(text === "" || text.endsWith("\n\n"), "a stream ends with a blank line");
-  return text.split("\n\n").filter((e) => e.length > 0).map((e) => {
+  return text.split("\n\n").filter((e) => e.length > 0 && !e.startsWith(":")).map((e) => {
     assertMatch(e, /^data: /);
     return e.slice("data: ".length);
   });
@@ -183,6 +183,7 @@ export class SseReader {
       if (end >= 0) {
         const event = this.buffered.slice(0, end + 2);
         this.buffered = this.buffered.slice(end + 2);
+        if (event.startsWith(":")) continue; // a keep-alive comment
         return sseEvents(event)[0];
       }
       const { done, value } = await this.reader.read();
