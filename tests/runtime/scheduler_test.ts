@@ -398,6 +398,13 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     };
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
+      if (setup.tokenCache) {
+        // Token-wise caching is refused unless every layer shares one arena and there are two or
+        // more (tested in token_cache_test.ts): one arena holds what the several did.
+        if (s.shape.numLayers! < 2) continue;
+        s.shape.blocksPerArena = [s.shape.blocksPerArena!.reduce((a, b) => a + b, 0)];
+        s.shape.layerArena = s.shape.layerArena!.map(() => 0);
+      }
       if (setup.hostCache) s.shape.hostBlocks ||= s.shape.maxBlocksPerSeq! * s.shape.numLayers!;
       if (setup.offloadDistance !== undefined) {
         // Offloading needs a host tier; the region comes on top of the pool the requests are
