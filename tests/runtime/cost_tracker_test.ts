@@ -3,30 +3,17 @@
 // it every step.
 
 import type { CostModel } from "../../engine/engine.ts";
-import { predictStepMs, sumsOf } from "../../engine/kv/cost_model.ts";
+import { predictStepMs } from "../../engine/kv/cost_model.ts";
 import { CostTracker } from "../../runtime/cost_tracker.ts";
 import { Runtime } from "../../runtime/service.ts";
 import type { BuiltStep } from "../../runtime/step_builder.ts";
 import { FakeEngine } from "../helpers/fake_engine.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { testRequest } from "../helpers/requests.ts";
+import { costModelWithLayer } from "../helpers/cost_models.ts";
+import { recordingPlanSource } from "../helpers/plan_source.ts";
 import { OrbitOffload } from "../../runtime/plan/orbit_offload.ts";
 import type { PlanInput } from "../../runtime/plan/plan_types.ts";
-
-function modelWithLayer(fixedMs: number, perRowMs: number): CostModel {
-  const points: [number, number][] = [1, 4, 16].map((n) => [n, fixedMs + perRowMs * n]);
-  const layerFit = sumsOf(points, 8);
-  return {
-    numLayers: 4,
-    roundTripMs: 10,
-    layer: { fixedMs, perUnitMs: perRowMs },
-    sample: { fixedMs: 0.5, perUnitMs: 0.1 },
-    hostToDevice: { fixedMs: 0.02, perUnitMs: 1 / 3e6 },
-    deviceToHost: { fixedMs: 0.01, perUnitMs: 1 / 2e6 },
-    overlap: 0,
-    layerFit,
-  };
-}
 
 function stepOf(rows: number, samples: number): BuiltStep {
   return {
@@ -43,8 +30,8 @@ function stepOf(rows: number, samples: number): BuiltStep {
 }
 
 Deno.test("cost tracker: a model profiled twice too fast converges to the measured step times", () => {
-  const truth = modelWithLayer(4, 0.6); // the adapter today
-  const tracker = new CostTracker(modelWithLayer(2, 0.3), 0);
+  const truth = costModelWithLayer(4, 0.6); // the adapter today
+  const tracker = new CostTracker(costModelWithLayer(2, 0.3), 0);
   const loads = [1, 3, 8, 16, 32, 5];
   const errorAt = () => {
     const m = tracker.current!;
@@ -68,7 +55,7 @@ Deno.test("cost tracker: a model profiled twice too fast converges to the measur
 
 Deno.test("cost tracker: the runtime feeds it every delivered step", async () => {
   const engine = new FakeEngine({ maxSlots: 2 });
-  (engine.info as { costModel?: CostModel }).costModel = modelWithLayer(2, 0.3);
+  (engine.info as { costModel?: CostModel }).costModel = costModelWithLayer(2, 0.3);
   const runtime = new Runtime(engine, {
     policy: "fcfs",
     maxQueue: 10,
@@ -96,7 +83,10 @@ function prefetchStep(rows: number, blocks: number): BuiltStep {
 
 Deno.test("cost tracker: prefetch bandwidth is re-fitted toward measured copy times (OrbitFlow §3.4)", () => {
   const BLOCK_BYTES = 1 << 16;
-  const profiled = { ...modelWithLayer(2, 0.3), prefetch: { fixedMs: 0.02, perUnitMs: 1 / 3e6 } };
+  const profiled = {
+    ...costModelWithLayer(2, 0.3),
+    prefetch: { fixedMs: 0.02, perUnitMs: 1 / 3e6 },
+  };
   // Today the link is 3× slower than profiled; compute is as profiled.
   const truth = { ...profiled, prefetch: { fixedMs: 0.02, perUnitMs: 3 / 3e6 } };
   const tracker = new CostTracker(profiled, BLOCK_BYTES);
@@ -117,7 +107,10 @@ Deno.test("cost tracker: prefetch bandwidth is re-fitted toward measured copy ti
 });
 
 Deno.test("cost tracker: the orbit planner is given the re-fitted bandwidth", () => {
-  const profiled = { ...modelWithLayer(2, 0.3), prefetch: { fixedMs: 0.02, perUnitMs: 1 / 3e6 } };
+  const profiled = {
+    ...costModelWithLayer(2, 0.3),
+    prefetch: { fixedMs: 0.02, perUnitMs: 1 / 3e6 },
+  };
   const tracker = new CostTracker(profiled, 1 << 16);
   const asked: PlanInput[] = [];
   const orbit = new OrbitOffload({
@@ -125,16 +118,7 @@ Deno.test("cost tracker: the orbit planner is given the re-fitted bandwidth", ()
     pool: { total: 100, heldBy: () => 0 },
     region: { regionBlocks: 10, regionTotal: 10 },
     costs: () => tracker.current,
-    client: {
-      request: (i: PlanInput) => (asked.push(i), asked.length),
-      latest: () => undefined,
-      latestSeq: 0,
-      busy: false,
-      settled: () => new Promise(() => {}),
-      close: () => {},
-      abandoned: 0,
-      failed: 0,
-    },
+    client: recordingPlanSource(asked),
   });
   for (let i = 0; i < 20; i++) tracker.observe(prefetchStep(2, 16), 200);
   const req = testRequest(1, { ids: [1, 2, 3], maxTokens: 8 });

@@ -6,7 +6,6 @@
 // real, leaks no block, and leaves no Worker behind on close (Deno's sanitizers would fail it).
 
 import type { CostModel } from "../../../engine/engine.ts";
-import { sumsOf } from "../../../engine/kv/cost_model.ts";
 import { orbitPlan } from "../../../runtime/plan/orbit_planner.ts";
 import { OrbitOffload, type PlanSource } from "../../../runtime/plan/orbit_offload.ts";
 import type { Plan, PlanInput } from "../../../runtime/plan/plan_types.ts";
@@ -16,23 +15,12 @@ import type { BuiltStep } from "../../../runtime/step_builder.ts";
 import { Runtime, type RuntimeOptions } from "../../../runtime/service.ts";
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
+import { costModelWithLayer } from "../../helpers/cost_models.ts";
 import { greedy, testRequest } from "../../helpers/requests.ts";
 
 const LAYERS = 4, BLOCK = 4;
 
-function costModel(): CostModel {
-  const layerFit = sumsOf([1, 4, 16].map((n) => [n, 2 + 0.3 * n] as [number, number]), 8);
-  return {
-    numLayers: LAYERS,
-    roundTripMs: 1,
-    layer: { fixedMs: 2, perUnitMs: 0.3 },
-    sample: { fixedMs: 0.5, perUnitMs: 0.1 },
-    hostToDevice: { fixedMs: 0.02, perUnitMs: 1 / 3e6 },
-    deviceToHost: { fixedMs: 0.01, perUnitMs: 1 / 2e6 },
-    overlap: 0,
-    layerFit,
-  };
-}
+const costModel = () => costModelWithLayer(2, 0.3, { roundTripMs: 1 });
 
 /** Plans in the caller's thread, at once or when released: the Worker's behaviour, no Worker. */
 class InlineSource implements PlanSource {

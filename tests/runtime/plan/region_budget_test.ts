@@ -3,30 +3,19 @@
 // what requests outside the plan hold) minus the region, once: not minus the reservation and then
 // minus the plan's own region again.
 
-import type { CostModel } from "../../../engine/engine.ts";
-import { sumsOf } from "../../../engine/kv/cost_model.ts";
-import { OrbitOffload, type PlanSource } from "../../../runtime/plan/orbit_offload.ts";
+import { OrbitOffload } from "../../../runtime/plan/orbit_offload.ts";
 import { ilpModel, orbitPlan } from "../../../runtime/plan/orbit_planner.ts";
 import { offloadedCount } from "../../../runtime/plan/offload_pattern.ts";
 import { evaluate, termsOf } from "../../../runtime/plan/plan_terms.ts";
 import type { PlanInput } from "../../../runtime/plan/plan_types.ts";
+import { costModelWithLayer } from "../../helpers/cost_models.ts";
+import { recordingPlanSource } from "../../helpers/plan_source.ts";
 import { testRequest } from "../../helpers/requests.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 const LAYERS = 4;
 
-function costs(): CostModel {
-  return {
-    numLayers: LAYERS,
-    roundTripMs: 1,
-    layer: { fixedMs: 2, perUnitMs: 0.3 },
-    sample: { fixedMs: 0.5, perUnitMs: 0.1 },
-    hostToDevice: { fixedMs: 0.02, perUnitMs: 1 / 3e6 },
-    deviceToHost: { fixedMs: 0.01, perUnitMs: 1 / 2e6 },
-    overlap: 0,
-    layerFit: sumsOf([[1, 2.3], [8, 4.4]], 8),
-  };
-}
+const costs = () => costModelWithLayer(2, 0.3, { roundTripMs: 1 });
 
 /** Two requests of 10 blocks a layer (80 blocks whole) on `budget` blocks. */
 function input(budget: number, reserved?: number): PlanInput {
@@ -50,16 +39,7 @@ function input(budget: number, reserved?: number): PlanInput {
 
 Deno.test("region budget: the planner is shown the device's blocks and the reserved region apart", () => {
   const asked: PlanInput[] = [];
-  const client: PlanSource = {
-    request: (i: PlanInput) => (asked.push(i), 1),
-    latest: () => undefined,
-    latestSeq: 0,
-    busy: false,
-    settled: () => new Promise(() => {}),
-    close: () => {},
-    abandoned: 0,
-    failed: 0,
-  };
+  const client = recordingPlanSource(asked);
   const orbit = new OrbitOffload({
     info: { numLayers: LAYERS, kvBlockBytes: 4096, blockSize: 4 },
     // Request 9 (prefilling, outside the plan) holds 12 blocks.

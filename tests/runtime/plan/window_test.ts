@@ -4,30 +4,23 @@
 // steps its deposited tokens cover under a tight SLO; the offload driver re-plans at the window
 // the planner chose.
 
-import type { CostModel } from "../../../engine/engine.ts";
-import { sumsOf } from "../../../engine/kv/cost_model.ts";
 import { orbitPlan } from "../../../runtime/plan/orbit_planner.ts";
 import { OrbitOffload } from "../../../runtime/plan/orbit_offload.ts";
 import { windowChoices } from "../../../runtime/plan/plan_batch.ts";
 import type { PlanInput, PlanRequest } from "../../../runtime/plan/plan_types.ts";
+import { costModelWithLayer } from "../../helpers/cost_models.ts";
 import { testRequest } from "../../helpers/requests.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 const LAYERS = 4, BLOCK = 4;
 
-function costs(): CostModel {
-  return {
-    numLayers: LAYERS,
+// Slow copies: a prefetched layer costs the step visibly (~2 ms for 14 blocks).
+const costs = () =>
+  costModelWithLayer(2, 0.3, {
     roundTripMs: 1,
-    layer: { fixedMs: 2, perUnitMs: 0.3 },
-    sample: { fixedMs: 0.5, perUnitMs: 0.1 },
-    // Slow copies: a prefetched layer costs the step visibly (~2 ms for 14 blocks).
     hostToDevice: { fixedMs: 0.02, perUnitMs: 1 / 3e4 },
     deviceToHost: { fixedMs: 0.01, perUnitMs: 1 / 2e4 },
-    overlap: 0,
-    layerFit: sumsOf([[1, 2.3], [8, 4.4]], 8),
-  };
-}
+  });
 
 /** Two requests at 40 tokens (10 blocks a layer) going on to 200. */
 function input(budget: number, extra: Partial<PlanRequest> = {}, maxViolationsPerStep = 1) {
