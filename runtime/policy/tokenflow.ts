@@ -98,20 +98,20 @@ export function tokenflowPolicy(
 
   const blocksOf = (req: Request, ctx: PolicyContext) =>
     Math.ceil(req.prefillTarget / ctx.blockSize);
+  /** Ms to compute `tokens` positions in full prefill chunks. */
+  const chunkedMs = (tokens: number, ctx: PolicyContext) =>
+    Math.ceil(tokens / ctx.maxRows) * (ctx.stepMs(ctx.maxRows, 1) ?? 0);
   /** Seconds to move `req`'s KV out (0 when it is simply freed) and back in. */
   const switchCost = (req: Request, ctx: PolicyContext) => {
     const blocks = blocksOf(req, ctx);
     const copyOut = ctx.hostTier ? (ctx.copyMs("out", blocks) ?? 0) : 0;
     const copyIn = ctx.hostTier ? (ctx.copyMs("in", blocks) ?? Infinity) : Infinity;
-    const chunks = Math.ceil(req.prefillTarget / ctx.maxRows);
-    const recompute = chunks * (ctx.stepMs(ctx.maxRows, 1) ?? 0);
+    const recompute = chunkedMs(req.prefillTarget, ctx);
     return { outS: copyOut / 1000, inS: Math.min(copyIn, recompute) / 1000 };
   };
-  /** Seconds of `req`'s prefill (its whole prompt, in full chunks). */
+  /** Seconds of what is left of `req`'s prefill. */
   const prefillS = (req: Request, ctx: PolicyContext) =>
-    Math.ceil((req.prefillTarget - req.computed) / ctx.maxRows) *
-    (ctx.stepMs(ctx.maxRows, 1) ?? 0) /
-    1000;
+    chunkedMs(req.prefillTarget - req.computed, ctx) / 1000;
   const lowWater = (req: Request, ctx: PolicyContext) => mu * (switchCost(req, ctx).inS + dt);
   const margin = (req: Request, ctx: PolicyContext) => {
     const c = switchCost(req, ctx);
