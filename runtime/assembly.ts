@@ -51,14 +51,6 @@ export function assemble(engine: StepEngine, options: RuntimeOptions): Assembly 
     costModel: info.costModel !== undefined,
   });
   const { placing } = preset;
-  // Token-wise caching aliases a request's oldest blocks across layers of one arena: elsewhere it
-  // would silently do nothing.
-  if (preset.tokenCache && (info.blocksPerArena.length !== 1 || info.numLayers < 2)) {
-    throw new RangeError(
-      `--token-cache: needs every layer's KV in one arena and at least 2 layers (this engine: ` +
-        `${info.blocksPerArena.length} arenas, ${info.numLayers} layers)`,
-    );
-  }
   const pool = new BlockPool(info);
   const prefix = options.prefixCache ? new PrefixIndex(pool) : null;
   const host = info.hostBlocks > 0 ? new HostTier(pool, info.hostBlocks) : null;

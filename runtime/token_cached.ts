@@ -45,7 +45,17 @@ export class TokenCached {
   /** Per request: its oldest positions its next decode step computes again (≥ aliased). */
   private readonly stale = new Map<Request, number>();
 
-  constructor(private readonly parts: TokenCachedParts) {}
+  constructor(private readonly parts: TokenCachedParts) {
+    // Uncached positions alias scratch blocks across the layers of one arena: elsewhere the flag
+    // could do nothing, so it is refused.
+    const { pool } = parts;
+    if (pool.numArenas !== 1 || pool.numLayers < 2) {
+      throw new RangeError(
+        `--token-cache: needs every layer's KV in one arena and at least 2 layers (this engine: ` +
+          `${pool.numArenas} arenas, ${pool.numLayers} layers)`,
+      );
+    }
+  }
 
   /** Oldest positions of `req` whose KV is uncached now. */
   uncached(req: Request): number {
@@ -75,7 +85,7 @@ export class TokenCached {
   adjust(running: readonly Request[], waiting: readonly Request[], freeSlots: number): void {
     const { pool, maxRows } = this.parts;
     const L = pool.numLayers, B = pool.blockSize;
-    if (pool.numArenas !== 1 || L < 2 || running.length === 0) return;
+    if (running.length === 0) return;
     const candidates = running.map((req) => {
       const eligible = req.state === "decoding" && !req.refill &&
         !this.parts.placement?.offloads(req);
