@@ -9,7 +9,6 @@
 //   deno run -A tests/sim/matrix_sim.ts [cell ids...]
 
 import { type CostModel, type StepPlan } from "../../engine/engine.ts";
-import { PROFILE_WEIGHT, sumsOf } from "../../engine/kv/cost_model.ts";
 import {
   applyOverrides,
   type Cell,
@@ -24,6 +23,7 @@ import type { RequestRecord } from "../../bench/serve/record.ts";
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
 import { Runtime } from "../../runtime/service.ts";
 import type { RuntimeOptions } from "../../runtime/options.ts";
+import { costModelWithLayer } from "../helpers/cost_models.ts";
 import { FakeEngine } from "../helpers/fake_engine.ts";
 import { useFakeTime } from "../helpers/testing.ts";
 
@@ -54,21 +54,14 @@ const LAYERS = 4;
 export const BUDGET_BLOCKS = { tight: 496, ample: 15_872 };
 
 function costModelOf(c: SimCosts): CostModel {
-  const perLayerFixed = c.fixedMs / LAYERS, perLayerRow = c.perRowMs / LAYERS;
-  const points = [1, 64].map((rows) =>
-    [rows, perLayerFixed + perLayerRow * rows] as [number, number]
-  );
   const copy = { fixedMs: 0, perUnitMs: c.perBlockCopyMs / LAYERS / KV_BLOCK_BYTES };
-  return {
+  return costModelWithLayer(c.fixedMs / LAYERS, c.perRowMs / LAYERS, {
     numLayers: LAYERS,
     roundTripMs: 0,
-    layer: { fixedMs: perLayerFixed, perUnitMs: perLayerRow },
     sample: { fixedMs: 0, perUnitMs: c.perSampleMs },
     hostToDevice: copy,
     deviceToHost: copy,
-    overlap: 0,
-    layerFit: sumsOf(points, PROFILE_WEIGHT),
-  };
+  });
 }
 
 const KV_BLOCK_BYTES = 4096;
