@@ -23,6 +23,7 @@ import type { RequestRecord } from "../../bench/serve/record.ts";
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
 import { Runtime } from "../../runtime/service.ts";
 import type { RuntimeOptions } from "../../runtime/options.ts";
+import type { RuntimeStats } from "../../runtime/stats.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";
 import { FakeEngine } from "../helpers/fake_engine.ts";
 import { useFakeTime } from "../helpers/testing.ts";
@@ -139,14 +140,15 @@ function promptIds(w: WorkloadRequest): number[] {
   return Array.from({ length: w.promptLen ?? 1 }, () => 1 + Math.floor(rand() * 500));
 }
 
-/** Replays `workload` through a runtime made of `config` in fake time; the clients' records. */
+/** Replays `workload` through a runtime made of `config` in fake time: the clients' records, and
+ * the runtime's counters at the end. */
 export async function simulate(
   workload: readonly WorkloadRequest[],
   budgetBlocks: number,
   config: SimConfig,
   costs: SimCosts = DEMO_COSTS,
   timeoutMs = 300_000,
-): Promise<RequestRecord[]> {
+): Promise<{ records: RequestRecord[]; stats: RuntimeStats }> {
   const clock = useFakeTime(0);
   try {
     const engine = new SimEngine(budgetBlocks, config.hostBlocks, costs);
@@ -201,21 +203,9 @@ export async function simulate(
     let settled = false;
     Promise.all(done).then(() => settled = true);
     while (!settled) await clock.tickAsync(100);
-    const st = rt.stats();
-    const preemptions = st.preemptions;
-    if (Deno.env.get("SIM_VERBOSE")) {
-      console.error(
-        config.name,
-        JSON.stringify({
-          choices: st.preemptChoices,
-          pauses: st.policyPauses,
-          recomputed: st.recomputedTokens,
-          steps: st.steps,
-        }),
-      );
-    }
+    const stats = rt.stats();
     await rt.close();
-    return Object.assign(records.sort((a, b) => a.id - b.id), { preemptions });
+    return { records: records.sort((a, b) => a.id - b.id), stats };
   } finally {
     clock.uninstall();
   }
@@ -230,13 +220,10 @@ export async function simulateCell(c: Cell, configs: readonly SimConfig[]): Prom
   const blocks = BUDGET_BLOCKS[c.budget];
   const maxContext = Math.min(2048, Math.floor(blocks / LAYERS) * BLOCK_SIZE);
   const workload = cellWorkload(applyOverrides(c, {}), maxContext);
-  const summaries = new Map();
+  const summaries: CellResult["summaries"] = new Map();
   for (const config of configs) {
-    const records = await simulate(workload, blocks, config);
-    summaries.set(config.name, {
-      ...summarize(records),
-      preemptions: (records as unknown as { preemptions: number }).preemptions,
-    });
+    const { records, stats } = await simulate(workload, blocks, config);
+    summaries.set(config.name, { ...summarize(records), preemptions: stats.preemptions });
   }
   return { cell: c, summaries };
 }
