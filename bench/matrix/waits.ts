@@ -39,7 +39,7 @@ async function main(folder: string, baseline: string): Promise<void> {
     const waits = new Map<string, Waits>();
     for (const name of files) {
       const run = JSON.parse(await Deno.readTextFile(`${folder}/${id}/${name}`));
-      waits.set(run.config?.name ?? name.slice(8, -5), waitsOf(run.records));
+      waits.set(run.config.name, waitsOf(run.records));
     }
     const base = waits.get(baseline);
     for (const [config, w] of waits) {
