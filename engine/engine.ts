@@ -22,7 +22,7 @@ import {
 import type { LlamaConfig } from "./model/config.ts";
 import { LlamaForward } from "./forward/forward.ts";
 import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
-import type { StepRow, StepSample } from "./forward/step.ts";
+import type { StepMask, StepRow, StepSample } from "./forward/step.ts";
 import { openModelDir } from "./formats/open_model.ts";
 import type { LoadProgress } from "./weights/upload.ts";
 import { loadWeights } from "./weights/load_weights.ts";
@@ -132,6 +132,8 @@ export interface StepPlan {
   rows: StepRow[];
   samples: StepSample[];
   wantTopLogprobs: boolean;
+  /** Token masks of some samples (constrained decoding; forward/step.ts). */
+  masks?: StepMask[];
 }
 
 /** The engine as the runtime sees it, in-process or behind a Worker. */

@@ -5,7 +5,7 @@
 //
 // Table writes and sampling parameters wait for the next step that is built, whenever they were
 // made (a request admitted between steps, by submit, rides in with the next step). Rows are the
-// step's own.
+// step's own, and so are the token masks of constrained requests' samples.
 
 import type { SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
 import type { KvPrefetch } from "../engine/kv/kv_copies.ts";
@@ -36,6 +36,7 @@ export class StepBuilder {
   private sampling: { slot: number; params: SamplingParams }[] = [];
   private rows: StepPlan["rows"] = [];
   private samples: StepPlan["samples"] = [];
+  private masks: NonNullable<StepPlan["masks"]> = [];
   private owners: Request[] = [];
   /** Requests with rows in the step being built. */
   readonly inStep = new Set<Request>();
@@ -71,6 +72,7 @@ export class StepBuilder {
   begin(): void {
     this.rows = [];
     this.samples = [];
+    this.masks = [];
     this.owners = [];
     this.inStep.clear();
   }
@@ -87,8 +89,10 @@ export class StepBuilder {
     return req.rowAt(pos);
   }
 
-  /** The last row is sampled, for `req`. */
+  /** The last row is sampled, for `req` (under its grammar's mask if it has one). */
   sample(req: Request): void {
+    const mask = req.grammar?.mask;
+    if (mask) this.masks.push({ sample: this.samples.length, bits: mask });
     this.samples.push({ row: this.rows.length - 1 });
     this.owners.push(req);
     req.issueSample();
@@ -114,6 +118,7 @@ export class StepBuilder {
       rows: this.rows,
       samples: this.samples,
       wantTopLogprobs: this.owners.some((r) => r.spec.topLogprobs > 0),
+      ...(this.masks.length > 0 ? { masks: this.masks } : {}),
     };
     this.tables = [];
     this.sampling = [];

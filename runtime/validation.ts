@@ -4,6 +4,7 @@
 // runtime's defaults. A request that fails is refused with InvalidRequest (the server answers 400).
 
 import type { EngineInfo, SamplingParams } from "../engine/engine.ts";
+import type { CompiledGrammarHandle } from "./grammar/grammars.ts";
 import type { RuntimeOptions } from "./options.ts";
 import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import type { RequestSlo, RequestSpec } from "./request/request.ts";
@@ -24,6 +25,8 @@ export interface SubmitParams {
   priority?: number;
   /** Aborting it cancels the request; its blocks are freed at the next step boundary. */
   signal?: AbortSignal;
+  /** Constrains the output (Runtime.compileGrammar); it ends with "stop" once the grammar is complete. */
+  grammar?: CompiledGrammarHandle;
 }
 
 /** A request the runtime will never run as given (the server answers 400). */
