@@ -1,4 +1,4 @@
-// `deno task bench NAME [flags]` (kernels, decode, kv, serve, matrix, capacity, plan,
+// `deno task bench NAME [flags]` (kernels, decode, kv, serve, matrix, constrained, capacity, plan,
 // responsiveness, greedy-rate, huge-prompts, connection-flood, startup): runs one benchmark, prints
 // its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and runs
 // nothing; a bad flag prints one line and the usage (exit 2) before any work starts.
@@ -63,6 +63,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./matrix.ts");
       return { usage: m.USAGE, run: m.benchMatrix };
+    },
+  },
+  constrained: {
+    summary: "constrained decoding: its cost to unconstrained streams, and grammar compile times",
+    load: async () => {
+      const m = await import("./constrained.ts");
+      return { usage: m.USAGE, run: m.benchConstrained };
     },
   },
   capacity: {
