@@ -43,7 +43,7 @@ export interface ServerConfig {
   corsOrigins?: string[];
   /** With an API key: require it on /metrics too (Prometheus can send it as a bearer token). */
   metricsAuth?: boolean;
-  /** Ms of silence after which a stream sends an SSE comment (default SSE_KEEPALIVE_MS). */
+  /** Ms of silence after which a stream sends an SSE comment (default SSE_KEEPALIVE_MS, server/sse/keep_alive.ts). */
   sseKeepAliveMs?: number;
 }
 
