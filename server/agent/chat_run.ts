@@ -22,7 +22,9 @@ import { ApiError } from "../openai/errors.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
 import type { AssistantEvent, TurnFinish } from "./assistant_events.ts";
 import { chatPrompt } from "./chat_prompt.ts";
+import { AssistantParser, type AssistantParserOptions } from "./assistant_parser.ts";
 import { Handoff } from "./handoff.ts";
+import { chooseToolFormat } from "./tool_format.ts";
 import { refusePendingChat } from "./pending_features.ts";
 
 /** What a chat turn needs from the route that runs it. */
@@ -97,8 +99,20 @@ export async function startChoices(
   refusePendingChat(body);
   const { runtime } = ctx;
   const checkLength = (atLeast: number) => checkPromptLength(runtime, atLeast, "messages");
-  const prompt = chatPrompt(body.messages, { tools: body.tools });
+  const format = chooseToolFormat(ctx.tokenizer.chatTemplate(true));
+  const prompt = chatPrompt(body.messages, {
+    tools: body.tools,
+    toolChoice: body.tool_choice,
+    parallelToolCalls: body.parallel_tool_calls ?? true,
+    format,
+  });
   const ids = await promptIds(ctx.prompts, prompt, checkLength);
+  const parsing: AssistantParserOptions = {
+    format,
+    reasoning: body.reasoning_format === "none" ? "inline" : "split",
+    startsInReasoning: endsInThinking(ctx.tokenizer, ids),
+    toolsEnabled: (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none",
+  };
   const params = { ...submitParams(chat, body, ids), signal };
   const id = chat.idPrefix + crypto.randomUUID().replaceAll("-", "");
   const first = submit(runtime, params, "messages");
@@ -109,11 +123,13 @@ export async function startChoices(
   let prefilled = () => {};
   const firstToken = new Promise<void>((resolve) => prefilled = resolve);
   first.done.then(prefilled, prefilled);
-  const choices = [runChoice(ctx, body, 0, Promise.resolve(first), signal, prefilled)];
+  const choice = (i: number, handle: Promise<RequestHandle>, onFirstToken?: () => void) =>
+    runChoice(ctx, body, parsing, i, handle, signal, onFirstToken);
+  const choices = [choice(0, Promise.resolve(first), prefilled)];
   for (let i = 1; i < n; i++) {
     // The same prompt with the next seed, once choice 1's prompt blocks are there to share.
     const handle = firstToken.then(() => submit(runtime, withSeed(params, i), "messages"));
-    choices.push(runChoice(ctx, body, i, handle, signal));
+    choices.push(choice(i, handle));
   }
   return { id, created: Math.floor(Date.now() / 1000), promptTokens: ids.length, choices };
 }
@@ -123,22 +139,25 @@ function withSeed(params: SubmitParams, offset: number): SubmitParams {
   return { ...params, sampling: { ...params.sampling, seed } };
 }
 
+/** Whether the prompt ends inside `<think>` (the template opened it for the model). */
+function endsInThinking(tokenizer: Tokenizer, ids: number[]): boolean {
+  return tokenizer.decode(ids.slice(-8)).trimEnd().endsWith("<think>");
+}
+
 function runChoice(
   ctx: ChatContext,
   body: ChatRequest,
+  parsing: AssistantParserOptions,
   index: number,
   submitted: Promise<RequestHandle>,
   signal: AbortSignal,
   onFirstToken?: () => void,
 ): ChoiceRun {
   const steps = new Handoff<ChoiceStep>();
-  const parser = turnParser();
+  const parser = new AssistantParser(parsing);
   let completionTokens = 0;
-  let calls = 0;
-  const put = (events: AssistantEvent[], tokens: TokenEvent[]) => {
-    calls += events.filter((e) => e.type === "tool_call").length;
-    return events.length || tokens.length ? steps.put({ events, tokens }) : undefined;
-  };
+  const put = (events: AssistantEvent[], tokens: TokenEvent[]) =>
+    events.length || tokens.length ? steps.put({ events, tokens }) : undefined;
   const done = (async (): Promise<TurnEnd> => {
     try {
       const handle = await submitted;
@@ -155,7 +174,7 @@ function runChoice(
         (piece) => put(parser.push(piece.text), piece.tokens),
       );
       await put(parser.flush(), []);
-      return { finish: reason === "stop" && calls > 0 ? "tool_calls" : reason, completionTokens };
+      return { finish: parser.finish(reason), completionTokens };
     } catch (err) {
       const error = ApiError.from(err);
       return { finish: turnFinishOf(error), completionTokens, error };
@@ -171,17 +190,6 @@ function turnFinishOf(error: ApiError): TurnFinish {
   if (error.status === 499) return "cancelled";
   if (error.status === 503) return "shutdown";
   return "error";
-}
-
-/** Reads a choice's text into events. */
-interface TurnParser {
-  push(text: string): AssistantEvent[];
-  flush(): AssistantEvent[];
-}
-
-/** Text only, until the tool-call and reasoning parser is wired in. */
-function turnParser(): TurnParser {
-  return { push: (text) => text ? [{ type: "text", text }] : [], flush: () => [] };
 }
 
 async function* flatten(steps: AsyncIterable<ChoiceStep>): AsyncIterable<AssistantEvent> {

@@ -1,5 +1,5 @@
 // Fields the schemas accept whose machinery has not landed in this branch yet: the sampler's
-// controls, grammars (structured output, forced tool calls) and the tool-call/reasoning parser.
+// controls, and grammars (structured output, forced tool calls).
 // Until it does each is refused, unless neutral, with a 400 naming it: a client must never take
 // an answer made without them for one made with them. Each line goes when its feature lands.
 
@@ -31,7 +31,9 @@ export function refusePendingChat(body: ChatRequest): void {
     ] as const
   ) if (body[f] != null) throw notYet(f);
   const choice = body.tool_choice;
-  if (body.tools?.length && choice !== "none") throw notYet("tools");
+  if (body.tools?.length && choice !== "none" && choice !== "auto" && choice != null) {
+    throw notYet("tool_choice");
+  }
 }
 
 function notYet(field: string): ApiError {

@@ -82,8 +82,9 @@ export const chat: Kind<ChatRequest> = {
   idPrefix: "chatcmpl-",
   object: "chat.completion",
   chunkObject: "chat.completion.chunk",
+  // Without tools: the chat route renders and runs through agent/chat_run.ts, which has them.
   promptIds: (body, prompts, checkLength) =>
-    promptIds(prompts, chatPrompt(body.messages, { tools: body.tools }), checkLength),
+    promptIds(prompts, chatPrompt(body.messages, { format: "generic" }), checkLength),
   maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens ?? undefined,
   logprobs: (body) => body.logprobs ? body.top_logprobs ?? 0 : null,
   chunkChoice: (piece, names) => ({

@@ -6,6 +6,7 @@
 
 import { Hono } from "hono";
 import { chatPrompt } from "../agent/chat_prompt.ts";
+import { chooseToolFormat } from "../agent/tool_format.ts";
 import { promptIds } from "../completions/kinds.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
@@ -16,7 +17,7 @@ import { readyModel, type ServerState } from "../state/server_state.ts";
 export function tokenizeRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
   return new Hono<ObservedEnv>()
     .post("/tokenize", async (c) => {
-      const { runtime, prompts } = readyModel(state);
+      const { runtime, prompts, tokenizer } = readyModel(state);
       const body = await parseBody(c, TokenizeRequest);
       checkModel(body.model, modelId);
       // The same ids the chat and completions endpoints would run.
@@ -25,6 +26,7 @@ export function tokenizeRoutes(state: ServerState, modelId: string): Hono<Observ
         body.messages
           ? chatPrompt(body.messages, {
             tools: body.tools,
+            format: chooseToolFormat(tokenizer.chatTemplate(true)),
             addGenerationPrompt: body.add_generation_prompt ?? true,
           })
           : { text: body.prompt!, addSpecialTokens: body.add_special_tokens ?? true },

@@ -52,6 +52,8 @@ export interface TestServerOptions {
   connections?: Partial<FrontDoorOptions>;
   /** Which prompts are encoded off the HTTP thread (default: as `serve` does). */
   prompts?: PromptEncoderOptions;
+  /** The model's chat_template in place of the tiny model's ChatML one. */
+  chatTemplate?: string;
 }
 
 export interface TestServer {
@@ -71,6 +73,11 @@ export interface TestServer {
 export async function startServer(opts: TestServerOptions = {}): Promise<TestServer> {
   const dir = await Deno.makeTempDir({ prefix: "sluice-server-" });
   await writeTinyModel(dir, TINY_SPEC);
+  if (opts.chatTemplate !== undefined) {
+    const path = `${dir}/tokenizer_config.json`;
+    const config = JSON.parse(await Deno.readTextFile(path));
+    await Deno.writeTextFile(path, JSON.stringify({ ...config, chat_template: opts.chatTemplate }));
+  }
   const engineSetup = { gpuKvMb: 8, maxSlots: 16, maxRows: 64, ...opts.engine };
   const runtimeOptions: Omit<RuntimeOptions, "eosIds"> = {
     policy: "fcfs",

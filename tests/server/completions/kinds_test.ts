@@ -17,7 +17,7 @@ function failing(fail: () => never): PromptEncoder {
   return { encode: () => Promise.resolve().then(fail) } as unknown as PromptEncoder;
 }
 
-const hi = chatPrompt([{ role: "user", content: "hi" }]);
+const hi = chatPrompt([{ role: "user", content: "hi" }], { format: "generic" });
 
 Deno.test("chat: a template error is a 400 on messages", async () => {
   const prompts = failing(() => {
