@@ -22,7 +22,9 @@ import {
 import type { LlamaConfig } from "./model/config.ts";
 import { LlamaForward } from "./forward/forward.ts";
 import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
-import type { StepRow, StepSample } from "./forward/step.ts";
+import type { StepMask, StepRow, StepSample } from "./forward/step.ts";
+import type { PenaltySeed } from "./forward/sampling_controls.ts";
+import { usesPenalties } from "./gpu/kernels/logit_controls.ts";
 import { openModelDir } from "./formats/open_model.ts";
 import type { LoadProgress } from "./weights/upload.ts";
 import { loadWeights } from "./weights/load_weights.ts";
@@ -34,8 +36,10 @@ export type {
   KvCopyStats,
   KvPrefetch,
   OverlapMeasurement,
+  PenaltySeed,
   SampleRecord,
   SamplingParams,
+  StepMask,
   StepRow,
   StepSample,
   TableWrite,
@@ -129,9 +133,18 @@ export interface StepPlan {
   tables: TableWrite[];
   /** Sampling parameters of slots whose request changed. */
   sampling: { slot: number; params: SamplingParams }[];
+  /**
+   * The token counts the penalties read, for slots whose new request uses them (every such entry
+   * of `sampling` needs one in the same plan): its prompt and the ids it has generated so far (a
+   * resumed request takes a new slot). Applied after `sampling`; from then on the GPU counts each
+   * id the slot samples.
+   */
+  penaltySeeds?: PenaltySeed[];
   rows: StepRow[];
   samples: StepSample[];
   wantTopLogprobs: boolean;
+  /** Token masks of some samples (forward/step.ts); a step without them pays nothing for them. */
+  masks?: StepMask[];
 }
 
 /** The engine as the runtime sees it, in-process or behind a Worker. */
@@ -260,10 +273,12 @@ export class Engine implements StepEngine {
     }
     if (!copyOnly) this.forward.check(plan);
     for (const t of plan.tables) this.kv.checkTable(t.slot, t.layer, t.blocks, t.first);
+    this.checkSampling(plan);
 
     const landed = this.transfers.execute(runs);
     for (const t of plan.tables) this.kv.writeTable(t.slot, t.layer, t.blocks, t.first);
     for (const s of plan.sampling) this.forward.setSampling(s.slot, s.params);
+    for (const s of plan.penaltySeeds ?? []) this.forward.seedPenalties(s);
     const staged = this.transfers.stagePrefetch(prefetchRuns);
     const out = this.transfers.stageAfterLayers(afterRuns);
     const records = copyOnly
@@ -275,6 +290,21 @@ export class Engine implements StepEngine {
     const landedAfter = out?.land();
     if (runs.length === 0 && !landedAfter) return records;
     return Promise.all([records, landed, landedAfter]).then(([r]) => r);
+  }
+
+  /** Throws unless the plan's sampling parameters and penalty seeds can be applied. */
+  private checkSampling(plan: StepPlan): void {
+    const seeded = new Set<number>();
+    for (const seed of plan.penaltySeeds ?? []) {
+      this.forward.checkPenaltySeed(seed);
+      seeded.add(seed.slot);
+    }
+    for (const { slot, params } of plan.sampling) {
+      this.forward.checkSampling(params);
+      if (usesPenalties(params) && !seeded.has(slot)) {
+        throw new Error(`slot ${slot} is given penalties without a penalty seed`);
+      }
+    }
   }
 
   /** KV copies executed since load (counted when submitted). */

@@ -7,7 +7,8 @@
 // made (a request admitted between steps, by submit, rides in with the next step). Rows are the
 // step's own.
 
-import type { SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
+import type { PenaltySeed, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
+import { usesPenalties } from "../engine/gpu/kernels/logit_controls.ts";
 import type { KvPrefetch } from "../engine/kv/kv_copies.ts";
 import type { KvCopy } from "../engine/kv/kv_copies.ts";
 import { NOT_RESIDENT } from "../engine/kv/pool_shape.ts";
@@ -34,6 +35,7 @@ export class StepBuilder {
   /** Host-side updates the next step must carry to the engine. */
   private tables: TableWrite[] = [];
   private sampling: { slot: number; params: SamplingParams }[] = [];
+  private penaltySeeds: PenaltySeed[] = [];
   private rows: StepPlan["rows"] = [];
   private samples: StepPlan["samples"] = [];
   private owners: Request[] = [];
@@ -42,10 +44,22 @@ export class StepBuilder {
 
   constructor(private readonly pool: BlockPool, private readonly limits: StepLimits) {}
 
-  /** `req` took its slot: whole table rows for every layer, and its sampling parameters. */
+  /**
+   * `req` took its slot: whole table rows for every layer, its sampling parameters and, when it
+   * has penalties, the token counts they read. A request is seated with none of its samples in
+   * flight, so `generated` holds every id it has sampled: counts seeded from it are exact however
+   * often it was preempted, and the GPU counts on from there.
+   */
   seated(req: Request): void {
     this.retable(req);
     this.sampling.push({ slot: req.slot, params: req.spec.sampling });
+    if (usesPenalties(req.spec.sampling)) {
+      this.penaltySeeds.push({
+        slot: req.slot,
+        prompt: req.spec.ids,
+        generated: [...req.generated],
+      });
+    }
   }
 
   /** `req`'s tables changed anywhere (token_cached.ts): whole table rows for every layer. */
@@ -111,12 +125,14 @@ export class StepBuilder {
       ...(afterLayer.length > 0 ? { copiesAfterLayer: afterLayer } : {}),
       tables: [...this.tables, ...offload.tables],
       sampling: this.sampling,
+      ...(this.penaltySeeds.length > 0 ? { penaltySeeds: this.penaltySeeds } : {}),
       rows: this.rows,
       samples: this.samples,
       wantTopLogprobs: this.owners.some((r) => r.spec.topLogprobs > 0),
     };
     this.tables = [];
     this.sampling = [];
+    this.penaltySeeds = [];
     return { plan, owners: this.owners, landings };
   }
 }

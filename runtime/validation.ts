@@ -1,9 +1,10 @@
 // Every limit on a request, checked once, before it is queued: its prompt (not empty, in the
 // vocabulary, shorter than the context), max_tokens (within the limit and the room the prompt
-// leaves), top_logprobs, reading rate and priority. What it does not give comes from the
+// leaves), top_logprobs, the sampling controls, reading rate and priority. What it does not give comes from the
 // runtime's defaults. A request that fails is refused with InvalidRequest (the server answers 400).
 
 import type { EngineInfo, SamplingParams } from "../engine/engine.ts";
+import { MAX_LOGIT_BIAS } from "../engine/gpu/kernels/logit_controls.ts";
 import type { RuntimeOptions } from "./options.ts";
 import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import type { RequestSlo, RequestSpec } from "./request/request.ts";
@@ -111,6 +112,7 @@ export function validate(
       "invalid_value",
     );
   }
+  checkSamplingControls(p.sampling, info.vocabSize);
   const readingRate = p.readingRate ?? options.defaultReadingRate ?? 0;
   if (
     readingRate !== 0 && !(readingRate >= MIN_READING_RATE && readingRate <= MAX_READING_RATE)
@@ -132,6 +134,50 @@ export function validate(
     slo: { ...definedOnly(options.defaultSlo), ...definedOnly(p.slo) },
     priority: p.priority,
   };
+}
+
+/** Largest repetition_penalty taken (HF and vLLM take any > 0; past 10 it only bans). */
+export const MAX_REPETITION_PENALTY = 10;
+
+/** Throws InvalidRequest, naming the body parameter, unless the sampling controls are in range. */
+function checkSamplingControls(s: SamplingParams, vocabSize: number): void {
+  const refuse = (param: string, message: string) => {
+    throw new InvalidRequest(message, param, "invalid_value");
+  };
+  const inRange = (v: number | undefined, lo: number, hi: number) =>
+    v === undefined || (Number.isFinite(v) && v >= lo && v <= hi);
+  if (!inRange(s.frequencyPenalty, -2, 2)) {
+    refuse("frequency_penalty", "frequency_penalty must be between -2 and 2");
+  }
+  if (!inRange(s.presencePenalty, -2, 2)) {
+    refuse("presence_penalty", "presence_penalty must be between -2 and 2");
+  }
+  const r = s.repetitionPenalty;
+  if (r !== undefined && !(inRange(r, 0, MAX_REPETITION_PENALTY) && r > 0)) {
+    refuse(
+      "repetition_penalty",
+      `repetition_penalty must be greater than 0 and at most ${MAX_REPETITION_PENALTY}`,
+    );
+  }
+  if (!inRange(s.minP, 0, 1)) refuse("min_p", "min_p must be between 0 and 1");
+  const bias = s.logitBias ?? [];
+  if (bias.length > MAX_LOGIT_BIAS) {
+    refuse("logit_bias", `logit_bias has ${bias.length} entries; the limit is ${MAX_LOGIT_BIAS}`);
+  }
+  const seen = new Set<number>();
+  for (const [id, b] of bias) {
+    if (!Number.isInteger(id) || id < 0 || id >= vocabSize) {
+      refuse(
+        "logit_bias",
+        `logit_bias token ${id} is outside the vocabulary (0..${vocabSize - 1})`,
+      );
+    }
+    if (seen.has(id)) refuse("logit_bias", `logit_bias names token ${id} twice`);
+    seen.add(id);
+    if (!inRange(b, -100, 100)) {
+      refuse("logit_bias", `logit_bias for token ${id} must be between -100 and 100`);
+    }
+  }
 }
 
 /** Throws InvalidRequest unless `priority` is an integer in MIN_PRIORITY..MAX_PRIORITY. */

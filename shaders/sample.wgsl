@@ -1,15 +1,19 @@
 // GPU sampler: one workgroup per sample row s over logits f32 [rows, V].
 //
-// For row s, slot = sampleSlot[s] selects the slot's {temperature, topK, topP, seed}. The row's
-// chosen id goes to nextIds[slot] and a record to out[s * (2 + 2K)]:
+// For row s, slot = sampleSlot[s] selects the slot's {temperature, topK, topP, seed, minP}. The
+// row's chosen id goes to nextIds[slot] and a record to out[s * (2 + 2K)]:
 //   [id, logprob(id), then K pairs (id, logprob) of the K likeliest ids]
-// with logprobs the log-softmax of the raw logits over the whole vocabulary.
+// with logprobs the log-softmax of the logits over the whole vocabulary. The logits are the ones
+// this pass is given: after logit_controls.wgsl (logit bias, penalties, token mask) where a row has
+// any, so logprobs are those of the adjusted logits (as vLLM reports "processed" logprobs).
 //
 // Order: by logit descending, ties to the lower id. temperature <= 0 is greedy (the first id in
-// that order). Otherwise the candidates are the top-k ids (topK > 0), then the smallest prefix of
-// them whose temperature-scaled probability mass, renormalized over the top-k, reaches topP; ids
-// tied with a cutoff's logit are kept (as HF does). The draw is Gumbel-max over the candidates
-// with noise hashed from (seed, samplePos[s], id): reproducible and independent of the batch.
+// that order). Otherwise the candidates are the ids at or above two cutoffs, the top-k (topK > 0)
+// and min-p (minP > 0: logit >= max + T ln(minP), i.e. p >= minP · p_max, vLLM's), then the
+// smallest prefix of those whose temperature-scaled probability mass, renormalized over them,
+// reaches topP; ids tied with a cutoff's logit are kept (as HF does). The draw is Gumbel-max over
+// the candidates with noise hashed from (seed, samplePos[s], id): reproducible and independent of
+// the batch. A row whose logits are all -inf (a token mask that allows nothing) gets id 0.
 //
 // Logits are compared as order-preserving u32 keys (NaN below -inf). Every lane keeps its own
 // sorted top-LIST list; the merged list answers greedy, the top-K records and, when the cutoffs
@@ -32,6 +36,8 @@ struct SlotParams {
   topK: u32,
   topP: f32,
   seed: u32,
+  // <= 0: off.
+  minP: f32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -497,6 +503,20 @@ fn drawSample(lane: u32, row: Row, sp: SlotParams, rowHash: u32, mx: f32, invT: 
     } else {
       tk = radixSelect(lane, row, false, f32(sp.topK), 0u, mx, invT);
       massK = massAbove(lane, row, tk, mx, invT);
+    }
+  }
+  // Min-p: one more key cutoff; when it is the higher one, top-p renormalizes over its survivors.
+  if (sp.minP > 0.0) {
+    let tm = orderKey(mx + sp.temperature * log(min(sp.minP, 1.0)));
+    if (uniformFlag(lane, tm > tk)) {
+      tk = tm;
+      if (sp.topP < 1.0) {
+        if (uniformFlag(lane, listHolds(tk))) {
+          massK = listMass(tk, mx, invT);
+        } else {
+          massK = massAbove(lane, row, tk, mx, invT);
+        }
+      }
     }
   }
   var t = tk;

@@ -1,6 +1,7 @@
 // The Llama forward pass as a list of bound kernels, encoded into one command buffer per step, in
 // the order the model computes (as llama2.c's forward()): embed, then per layer attention and MLP
-// around the residual stream, then, on the sampled rows only, the LM head and the GPU sampler.
+// around the residual stream, then, on the sampled rows only, the LM head, the sampling controls
+// (for rows that have any) and the GPU sampler.
 //
 // A step runs any mix of prefill-chunk rows and decode rows. Decode rows take their input token
 // from `nextIds`, where the previous step's GPU sampler wrote it, so no token crosses to the host
@@ -31,6 +32,7 @@ import type { ModelWeights } from "../weights/model_weights.ts";
 import { embeddingParts, gluParts, matmulParts } from "./matrix_kernels.ts";
 import type { ForwardLimits, StepPlan } from "./step.ts";
 import { StepBuffers } from "./step_buffers.ts";
+import { type PenaltySeed, SamplingControls } from "./sampling_controls.ts";
 
 export class LlamaForward {
   readonly cfg: LlamaConfig;
@@ -41,6 +43,8 @@ export class LlamaForward {
   private readonly samplerPlain: BoundKernel;
   private readonly samplerTop: BoundKernel;
   private readonly io: StepBuffers;
+  /** Logit bias, penalties and masks: passes around the sampler for the rows that have them. */
+  private readonly controls: SamplingControls;
   /** Where each step's sample records are copied for the host to read. */
   private readonly readback: ReadbackRing;
 
@@ -138,6 +142,14 @@ export class LlamaForward {
       topLogprobs: limits.maxTopLogprobs,
     });
 
+    this.controls = new SamplingControls(gpu, {
+      V: cfg.vocabSize,
+      maxSlots: limits.maxSlots,
+      logits: io.logits,
+      sampleSlot: io.sampleSlot,
+      nextIds: io.nextIds,
+    });
+
     const recordBytes = limits.maxSlots * (2 + 2 * limits.maxTopLogprobs) * 4;
     this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes);
   }
@@ -147,13 +159,29 @@ export class LlamaForward {
     return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 1;
   }
 
+  /** Throws what setSampling would throw for `params`, before anything is written. */
+  checkSampling(params: SamplingParams): void {
+    this.controls.checkParams(params);
+  }
+
   setSampling(slot: number, params: SamplingParams): void {
+    this.controls.set(slot, params);
     writeBytes(
       this.gpu,
       this.io.samplingParams,
       slot * SAMPLER_PARAMS_BYTES,
       samplerParamsBytes(params),
     );
+  }
+
+  /** Seeds a slot's token counts for its penalties (see sampling_controls.ts). */
+  seedPenalties(seed: PenaltySeed): void {
+    this.controls.seed(seed);
+  }
+
+  /** Throws what seedPenalties would throw for `seed`. */
+  checkPenaltySeed(seed: PenaltySeed): void {
+    this.controls.checkSeed(seed);
   }
 
   /** Throws what submit would throw for `plan`, before anything is encoded or written. */
@@ -165,6 +193,7 @@ export class LlamaForward {
     if (samples.length > this.limits.maxSlots) {
       throw new Error(`step samples ${samples.length} rows (max ${this.limits.maxSlots})`);
     }
+    this.controls.checkMasks(plan.masks ?? [], samples.length);
     if (this.readback.full) {
       throw new Error(`more than ${this.readback.size} steps unread: await an older step first`);
     }
@@ -211,7 +240,12 @@ export class LlamaForward {
     });
     if (samples.length > 0) {
       for (const k of this.tail) k.encode(pass, samples.length);
+      // Bias, penalties and masks of the rows that have any; nothing at all when none has.
+      const slots = samples.map((smp) => rows[smp.row].slot);
+      this.controls.encodeAdjust(pass, slots, plan.masks);
       (plan.wantTopLogprobs ? this.samplerTop : this.samplerPlain).encode(pass, samples.length);
+      // Each penalized slot's sampled id joins its counts for the next step.
+      this.controls.encodeCount(pass);
     }
     pass.end();
     const K = plan.wantTopLogprobs ? this.limits.maxTopLogprobs : 0;
@@ -254,6 +288,7 @@ export class LlamaForward {
   /** Frees the step's buffers (call after idle()). */
   destroy(): void {
     this.readback.destroy();
+    this.controls.destroy();
     this.io.destroy();
   }
 }

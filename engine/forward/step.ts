@@ -14,12 +14,25 @@ export interface StepSample {
   row: number;
 }
 
+/**
+ * A sample row's token mask (constrained decoding): bit id % 32 of word floor(id / 32) set means
+ * id is allowed (xgrammar's bitmask layout); a disallowed id's logit is -inf before sampling.
+ */
+export interface StepMask {
+  /** Index into the step's samples. */
+  sample: number;
+  /** ceil(V / 32) words, V the logits width (EngineInfo.vocabSize). */
+  bits: Uint32Array;
+}
+
 /** What the forward pass reads of a step plan (the engine's StepPlan adds host-side updates). */
 export interface StepPlan {
   rows: StepRow[];
   samples: StepSample[];
   /** Compute top-k logprobs for this step's samples (costs a few vocab passes per sample). */
   wantTopLogprobs: boolean;
+  /** Token masks of some samples; the others sample unmasked (and pay nothing for it). */
+  masks?: StepMask[];
 }
 
 export interface ForwardLimits {

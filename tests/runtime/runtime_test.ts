@@ -263,7 +263,12 @@ Deno.test("temperature 0: a request whose cached prefix comes back from the host
  * per layer, while they need up to 8 × (prompt + 40)): each must get the same tokens both times,
  * half of them greedy, half sampled. Returns the runtime's stats after the pressured run.
  */
-async function tokensUnderPressure(setup: RuntimeSetup, seed: number) {
+async function tokensUnderPressure(
+  setup: RuntimeSetup,
+  seed: number,
+  sampling = (i: number): SubmitParams["sampling"] =>
+    i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: seed + 11 + i },
+) {
   const maxSlots = 8;
   let stats!: ReturnType<Runtime["stats"]>;
   await withEngine(async (engine) => {
@@ -271,7 +276,7 @@ async function tokensUnderPressure(setup: RuntimeSetup, seed: number) {
     const reqs = [30, 12, 45, 7, 26, 60, 3, 18].map((len, i) => ({
       ids: randomIds(seed + i, len, V),
       maxTokens: 40,
-      sampling: i % 2 ? greedy : { temperature: 0.9, topK: 0, topP: 0.9, seed: seed + 11 + i },
+      sampling: sampling(i),
       stopIds: [] as number[],
     }));
     const alone: number[][] = [];
@@ -293,6 +298,17 @@ for (const policy of ["fcfs", "reserve"] as const) {
     else assertEquals(s.preemptions, 0);
   });
 }
+
+Deno.test("temperature 0: requests with penalties and logit bias, preempted and recomputed in new slots, get the tokens they get alone", async () => {
+  const controls = [
+    { repetitionPenalty: 1.3 },
+    { frequencyPenalty: 0.8, presencePenalty: 0.4 },
+    { repetitionPenalty: 0.9, frequencyPenalty: -0.3, logitBias: [[5, 3]] as [number, number][] },
+    { logitBias: [[17, -100], [40, 2]] as [number, number][] },
+  ];
+  const s = await tokensUnderPressure({}, 900, (i) => ({ ...greedy, ...controls[i % 4] }));
+  assert(s.preemptions >= 2, `only ${s.preemptions} preemptions`);
+});
 
 for (const writeThrough of [false, true]) {
   Deno.test(`temperature 0: requests swapped to the host and back mid-stream get the tokens they get alone${writeThrough ? " (write-through)" : ""}`, async () => {

@@ -59,3 +59,25 @@ Deno.test("step builder: table writes for a seated and a grown request, then its
   assertEquals(builder.row(req, 1, 6), true);
   assertEquals(builder.finish(NOTHING.moves, NOTHING.offload)!.plan.tables, []);
 });
+
+Deno.test("step builder: a seated request with penalties seeds its slot's counts with its prompt and generated ids", () => {
+  const pool = new BlockPool({ blocksPerArena: [16], layerArena: [0], blockSize: 2 });
+  const builder = new StepBuilder(pool, { maxRows: 4, maxBlocksPerSeq: 4 });
+  const sampling = { temperature: 0, topK: 0, topP: 1, seed: 0, presencePenalty: 0.5 };
+  const plain = testRequest(1, { ids: [5, 6] });
+  const penalized = testRequest(2, { ids: [7, 8, 9], sampling });
+  penalized.issueSample();
+  penalized.accept({ id: 3, logprob: 0, top: [] }); // generated before a preemption
+  for (const [req, slot] of [[plain, 0], [penalized, 1]] as const) {
+    pool.growAll(req.id, 2);
+    req.admit(slot, slot, 0);
+    builder.seated(req);
+  }
+  builder.begin();
+  builder.row(penalized, 0, 7);
+  const { plan } = builder.finish(NOTHING.moves, NOTHING.offload)!;
+  assertEquals(plan.penaltySeeds, [{ slot: 1, prompt: [7, 8, 9], generated: [3] }]);
+  builder.begin();
+  builder.row(penalized, 1, 8);
+  assertEquals(builder.finish(NOTHING.moves, NOTHING.offload)!.plan.penaltySeeds, undefined);
+});

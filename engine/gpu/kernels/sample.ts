@@ -1,5 +1,6 @@
-// Binds shaders/sample.wgsl: greedy / temperature / top-k / top-p sampling with top-K logprobs,
-// entirely on the GPU. Also the host-side encoding of per-slot parameters and decoding of records.
+// Binds shaders/sample.wgsl: greedy / temperature / min-p / top-k / top-p sampling with top-K
+// logprobs, entirely on the GPU. Also the host-side encoding of per-slot parameters and decoding of
+// records.
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
@@ -11,8 +12,15 @@ import source from "../../../shaders/sample.wgsl" with { type: "text" };
 export const MAX_TOP_LOGPROBS = 20;
 
 /** Bytes of one slot's parameters in the `params` buffer. */
-export const SAMPLER_PARAMS_BYTES = 16;
+export const SAMPLER_PARAMS_BYTES = 20;
 
+/**
+ * One request's sampling. The optional controls default to off, and a slot that leaves them off
+ * samples exactly as without them: no pass runs for it (engine/forward/sampling_controls.ts).
+ * They apply in this order: logitBias, repetitionPenalty, frequency/presencePenalty (those three
+ * by logit_controls.wgsl), a token mask if the step gives one, then temperature, minP, topK, topP
+ * (sample.wgsl). Limits are the runtime's to check (runtime/validation.ts).
+ */
 export interface SamplingParams {
   /** <= 0: greedy. */
   temperature: number;
@@ -22,6 +30,19 @@ export interface SamplingParams {
   topP: number;
   /** u32; with the sample position it fixes the draw. */
   seed: number;
+  /** Added to the logits of these ids (OpenAI's logit_bias; -100 bans, +100 all but forces). */
+  logitBias?: [id: number, bias: number][];
+  /** logit -= frequencyPenalty · count, over the ids this request generated (OpenAI's). */
+  frequencyPenalty?: number;
+  /** logit -= presencePenalty if the id was generated at all (OpenAI's). */
+  presencePenalty?: number;
+  /**
+   * For ids in the prompt or generated: logit / r if positive, else logit · r (HF's / vLLM's); 1
+   * is off.
+   */
+  repetitionPenalty?: number;
+  /** Keeps ids with p >= minP · p_max after temperature (vLLM's); 0 is off; greedy ignores it. */
+  minP?: number;
 }
 
 export interface SamplerArgs {
@@ -87,7 +108,7 @@ export function bindSampler(gpu: Gpu, args: SamplerArgs): BoundKernel {
   };
 }
 
-/** One slot's sampler parameters as the shader reads them ({f32, u32, f32, u32}). */
+/** One slot's sampler parameters as the shader reads them ({f32, u32, f32, u32, f32}). */
 export function samplerParamsBytes(p: SamplingParams): Uint8Array {
   const bytes = new Uint8Array(SAMPLER_PARAMS_BYTES);
   const view = new DataView(bytes.buffer);
@@ -95,6 +116,7 @@ export function samplerParamsBytes(p: SamplingParams): Uint8Array {
   view.setUint32(4, Math.max(0, Math.floor(p.topK)) >>> 0, true);
   view.setFloat32(8, p.topP, true);
   view.setUint32(12, p.seed >>> 0, true);
+  view.setFloat32(16, p.minP ?? 0, true);
   return bytes;
 }
 
