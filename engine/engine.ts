@@ -143,7 +143,7 @@ export interface StepPlan {
   rows: StepRow[];
   samples: StepSample[];
   wantTopLogprobs: boolean;
-  /** Token masks of some samples (forward/step.ts); a step without them pays nothing for them. */
+  /** Token masks of some samples (constrained decoding; forward/step.ts). */
   masks?: StepMask[];
 }
 

@@ -14,7 +14,7 @@ import { Runtime, type RuntimeOptions } from "./service.ts";
 
 export interface OpenOptions {
   engine: Omit<EngineOptions, "modelDir" | "gpu" | "onLoadProgress">;
-  runtime: Omit<RuntimeOptions, "eosIds">;
+  runtime: Omit<RuntimeOptions, "eosIds" | "vocabulary">;
   /** Run the engine on this thread instead of a Worker (the `generate` command, tests). */
   inProcess?: boolean;
   /** Which prompts are encoded off this thread (tests). */
@@ -62,6 +62,10 @@ export async function openRuntime(
           (offload && offload !== "none" ? `, offload ${offload}` : "")
         : ""),
   );
-  const runtime = new Runtime(engine, { ...options.runtime, eosIds: tokenizer.eosTokenIds });
+  const runtime = new Runtime(engine, {
+    ...options.runtime,
+    eosIds: tokenizer.eosTokenIds,
+    vocabulary: () => tokenizer.vocabulary(),
+  });
   return { runtime, tokenizer, prompts, modelDir };
 }

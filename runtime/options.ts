@@ -2,6 +2,7 @@
 // options (policy/preset.ts, checked there), the memory tiers' switches, and the limits and
 // defaults every request is validated against.
 
+import type { Vocabulary } from "../engine/text/tokenizer.ts";
 import type { PolicyName } from "./policy/index.ts";
 import type { PresetOptions } from "./policy/preset.ts";
 import type { RequestSlo } from "./request/request.ts";
@@ -29,4 +30,6 @@ export interface RuntimeOptions extends PresetOptions {
   defaultSlo?: RequestSlo;
   /** Token ids that end generation unless a request gives its own. */
   eosIds: readonly number[];
+  /** The model's vocabulary, read when the first grammar is compiled (none: no grammars). */
+  vocabulary?: () => Vocabulary;
 }

@@ -9,7 +9,9 @@
 //               is free and the policy's admission blocks are, sharing what the prefix cache holds;
 //   4. build:   a decode row for every decoding request, then prefill chunks in admission order,
 //               each given the blocks it needs first; when the pool is short the policy names a
-//               request to preempt (preemption.ts);
+//               request to preempt (preemption.ts). A constrained request (grammar/) samples only
+//               once its last token is back and its mask computed, so it is never pipelined; its
+//               rows carry their tokens, forced ones (jump-forward) included;
 //   5. deliver: once the engine has run the step, its sampled tokens go to their requests.
 //
 // The scheduler is pure host logic: it returns a plan (step_builder.ts), and the engine runs it.
@@ -381,17 +383,24 @@ export class Scheduler {
     );
   }
 
-  /** A decode row for `req`: the newest sampled id goes in at its next position, and is sampled. */
+  /**
+   * A decode row for `req`: the newest sampled id goes in at its next position, and is sampled.
+   * A constrained request's rows name their tokens: the last sampled one, and those its grammar
+   * forced since, which no row has computed yet.
+   */
   private decode(req: Request): void {
+    if (!req.maySample) return;
     const pos = req.promptLength + req.issued - 1;
+    const first = req.grammar ? Math.min(req.computed, pos) : pos;
     // eLLM: the uncached oldest positions ride in the step before the row that reads their KV.
     const recompute = this.tokenCached?.recompute(req) ?? 0;
-    if (recompute + 1 > this.step.room) return;
+    if (recompute + pos - first + 1 > this.step.room) return;
     if (!this.grow(req, pos + 1)) return;
     if (this.placement && !this.placement.claim(req)) return;
     for (let p = 0; p < recompute; p++) this.row(req, p, req.tokenAt(p));
     this.tokenCached?.recomputed(req);
-    this.row(req, pos, null);
+    for (let p = first; p < pos; p++) this.row(req, p, req.tokenAt(p));
+    this.row(req, pos, req.grammar ? req.tokenAt(pos) : null);
     req.computeTo(pos + 1);
     this.prefix?.offer(req);
     this.step.sample(req);
@@ -405,7 +414,10 @@ export class Scheduler {
       for (let pos = from; pos < to; pos++) this.row(req, pos, req.tokenAt(pos));
       if (req.refill) return;
     }
-    const n = Math.min(req.prefillTarget - req.computed, this.step.room);
+    let n = Math.min(req.prefillTarget - req.computed, this.step.room);
+    // The last position's row samples: a constrained request's waits for its mask.
+    if (!req.maySample) n = Math.min(n, req.prefillTarget - 1 - req.computed);
+    if (n <= 0) return;
     if (!this.grow(req, req.computed + n)) return;
     if (this.placement && !this.placement.claim(req)) return;
     for (let pos = req.computed; pos < req.computed + n; pos++) {

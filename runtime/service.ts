@@ -1,13 +1,17 @@
 // The runtime's facade, the one thing the server talks to: submit a request and get a handle whose
 // tokens arrive through the request's token buffer at the reader's pace; read stats; drain; close.
 // A request is validated first (validation.ts); refusals (a full queue, a closing server) are
-// decided here, after the scheduler has had a chance to admit it. The parts are put together by
+// decided here, after the scheduler has had a chance to admit it. Output constrained to a grammar
+// is compiled first (compileGrammar, grammar/), then submitted with its handle. The parts are put together by
 // assembly.ts and read for stats by stats.ts.
 
 import type { EngineInfo, StepEngine } from "../engine/engine.ts";
 import { assemble, type Assembly } from "./assembly.ts";
 import type { CostTracker } from "./cost_tracker.ts";
 import { effectiveTokens } from "./effective_tokens.ts";
+import { type CompiledGrammarHandle, Grammars } from "./grammar/grammars.ts";
+import { RequestGrammar } from "./grammar/request_grammar.ts";
+import type { GrammarSpec } from "./grammar/spec.ts";
 import type { RuntimeOptions } from "./options.ts";
 import type { PolicyName } from "./policy/index.ts";
 import type { OffloadDistanceOf, OffloadMode } from "./policy/preset.ts";
@@ -31,8 +35,10 @@ import {
 } from "./validation.ts";
 
 export type {
+  CompiledGrammarHandle,
   FinishInfo,
   FinishReason,
+  GrammarSpec,
   OffloadDistanceOf,
   OffloadMode,
   PolicyName,
@@ -94,9 +100,14 @@ export class Runtime {
   private effectiveTokens = 0;
   /** Requests whose token buffer may still be playing out (pruned as they finish). */
   private readonly streams = new Set<Request>();
+  private readonly grammars: Grammars;
 
   constructor(private readonly engine: StepEngine, private readonly options: RuntimeOptions) {
     this.parts = assemble(engine, options);
+    const { vocabulary, eosIds } = options;
+    this.grammars = new Grammars(
+      vocabulary ? { vocabulary, vocabSize: engine.info.vocabSize, stopIds: eosIds } : null,
+    );
   }
 
   /** The engine's limits, with the context a request may have once the prefetch region is set aside. */
@@ -113,16 +124,38 @@ export class Runtime {
     return this.parts.costs;
   }
 
+  /**
+   * Compiles a grammar for SubmitParams.grammar (cached by spec). Rejects with InvalidRequest
+   * (param "response_format", code "invalid_grammar") when it does not compile.
+   */
+  compileGrammar(spec: GrammarSpec): Promise<CompiledGrammarHandle> {
+    return this.grammars.compile(spec);
+  }
+
   /** Validates and queues a request. Throws InvalidRequest or Refused, synchronously. */
   submit(params: SubmitParams): RequestHandle {
     if (this.closing) throw new Refused("Server is shutting down", "shutting_down", 0);
     const { info, options } = this;
     const spec = validate(params, info, info.maxContext, options);
-    const req = new Request(this.nextId++, spec, performance.now());
+    const handle = params.grammar;
+    if (handle && handle.owner !== this.grammars) {
+      throw new InvalidRequest(
+        "The grammar was compiled by another runtime",
+        "response_format",
+        "invalid_grammar",
+      );
+    }
+    const grammar = handle
+      ? new RequestGrammar(this.grammars.matcher(handle), this.grammars.stopIds)
+      : null;
+    const req = new Request(this.nextId++, spec, performance.now(), grammar);
+    // Its masks come between steps: the loop may be asleep waiting for one.
+    grammar?.listen(() => this.parts.loop.kick());
     // Admission first: the queue bound counts only what must really wait.
     const admitted = this.parts.scheduler.submit(req);
     if (admitted === "queued" && this.parts.scheduler.queued > options.maxQueue) {
       this.parts.scheduler.withdraw(req);
+      grammar?.dispose();
       throw new Refused("Server is at capacity; retry shortly", "queue_full", 1);
     }
     const cancel = () => {
@@ -209,6 +242,7 @@ export class Runtime {
     for (const req of this.streams) req.cutStream();
     this.streams.clear();
     await this.parts.loop.stop();
+    await this.grammars.close();
     await this.engine.close();
   }
 }

@@ -5,7 +5,7 @@
 //
 // Table writes and sampling parameters wait for the next step that is built, whenever they were
 // made (a request admitted between steps, by submit, rides in with the next step). Rows are the
-// step's own.
+// step's own, and so are the token masks of constrained requests' samples.
 
 import type { PenaltySeed, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
 import { usesPenalties } from "../engine/gpu/kernels/logit_controls.ts";
@@ -38,6 +38,7 @@ export class StepBuilder {
   private penaltySeeds: PenaltySeed[] = [];
   private rows: StepPlan["rows"] = [];
   private samples: StepPlan["samples"] = [];
+  private masks: NonNullable<StepPlan["masks"]> = [];
   private owners: Request[] = [];
   /** Requests with rows in the step being built. */
   readonly inStep = new Set<Request>();
@@ -85,6 +86,7 @@ export class StepBuilder {
   begin(): void {
     this.rows = [];
     this.samples = [];
+    this.masks = [];
     this.owners = [];
     this.inStep.clear();
   }
@@ -101,8 +103,10 @@ export class StepBuilder {
     return req.rowAt(pos);
   }
 
-  /** The last row is sampled, for `req`. */
+  /** The last row is sampled, for `req` (under its grammar's mask if it has one). */
   sample(req: Request): void {
+    const mask = req.grammar?.mask;
+    if (mask) this.masks.push({ sample: this.samples.length, bits: mask });
     this.samples.push({ row: this.rows.length - 1 });
     this.owners.push(req);
     req.issueSample();
@@ -129,6 +133,7 @@ export class StepBuilder {
       rows: this.rows,
       samples: this.samples,
       wantTopLogprobs: this.owners.some((r) => r.spec.topLogprobs > 0),
+      ...(this.masks.length > 0 ? { masks: this.masks } : {}),
     };
     this.tables = [];
     this.sampling = [];

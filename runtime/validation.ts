@@ -5,6 +5,7 @@
 
 import type { EngineInfo, SamplingParams } from "../engine/engine.ts";
 import { MAX_LOGIT_BIAS } from "../engine/gpu/kernels/logit_controls.ts";
+import type { CompiledGrammarHandle } from "./grammar/grammars.ts";
 import type { RuntimeOptions } from "./options.ts";
 import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import type { RequestSlo, RequestSpec } from "./request/request.ts";
@@ -25,6 +26,8 @@ export interface SubmitParams {
   priority?: number;
   /** Aborting it cancels the request; its blocks are freed at the next step boundary. */
   signal?: AbortSignal;
+  /** Constrains the output (Runtime.compileGrammar); it ends with "stop" once the grammar is complete. */
+  grammar?: CompiledGrammarHandle;
 }
 
 /** A request the runtime will never run as given (the server answers 400). */

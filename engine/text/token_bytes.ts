@@ -10,12 +10,13 @@
 
 import { incompleteUtf8Tail } from "./utf8_tail.ts";
 
-type Family = "byte-level" | "byte-fallback" | "whole-characters";
+/** How a vocabulary's token strings spell text (see above). */
+export type TokenFamily = "byte-level" | "byte-fallback" | "whole-characters";
 
 const utf8 = new TextEncoder();
 
 export class TokenBytes {
-  readonly #family: Family;
+  readonly #family: TokenFamily;
   readonly #tokenText: (id: number) => string | undefined;
   readonly #addedIds: Set<number>;
   readonly #byteOfChar: Map<string, number>;
@@ -39,6 +40,10 @@ export class TokenBytes {
     this.#tokenText = tokenText;
     this.#addedIds = new Set(addedIds);
     this.#byteOfChar = new Map(gpt2ByteAlphabet().map((ch, byte) => [ch, byte]));
+  }
+
+  get family(): TokenFamily {
+    return this.#family;
   }
 
   /** The bytes `id` stands for (whole characters as UTF-8 where it is not byte-encoded). */

@@ -15,9 +15,21 @@ import { ModelLoadError } from "../model/errors.ts";
 import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
 import type { LlamaConfig } from "../model/config.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
-import { TokenBytes } from "./token_bytes.ts";
+import { TokenBytes, type TokenFamily } from "./token_bytes.ts";
 
 export { StreamDecoder } from "./stream_decoder.ts";
+
+/**
+ * The vocabulary as tokenizer.json spells it, for whoever must match token strings against text
+ * (a grammar's token masks): every id's string in id order (added and special tokens included; an
+ * id with no token is ""), how those strings spell text, and whether encoding puts a space before
+ * the text (SentencePiece's "▁" prefix).
+ */
+export interface Vocabulary {
+  tokens: string[];
+  family: TokenFamily;
+  prependSpace: boolean;
+}
 
 /** A message as Hugging Face chat templates read it. */
 export interface ChatMessage {
@@ -92,6 +104,7 @@ export class Tokenizer {
   readonly #bytes: TokenBytes;
   readonly #configPath: string;
   readonly #specialIds: Set<number>;
+  readonly #tokenText: string[];
 
   constructor(files: TokenizerFiles) {
     const tokenizerPath = join(files.dir, "tokenizer.json");
@@ -121,6 +134,7 @@ export class Tokenizer {
       tokenText[id] = text;
     }
     this.vocabSize = maxId + 1;
+    this.#tokenText = tokenText;
     if (this.vocabSize > files.config.vocabSize) {
       throw new ModelLoadError(
         tokenizerPath,
@@ -177,6 +191,16 @@ export class Tokenizer {
   decode(ids: readonly number[], { skipSpecial = false }: { skipSpecial?: boolean } = {}): string {
     if (ids.length === 0) return ""; // the tokenizer throws on an empty list
     return this.#inner.decode([...ids], { skip_special_tokens: skipSpecial });
+  }
+
+  vocabulary(): Vocabulary {
+    const tokens = Array.from({ length: this.vocabSize }, (_, id) => this.#tokenText[id] ?? "");
+    const first = this.encode("a", { addSpecialTokens: false })[0];
+    return {
+      tokens,
+      family: this.#bytes.family,
+      prependSpace: first !== undefined && tokens[first].startsWith("▁"),
+    };
   }
 
   isSpecial(id: number): boolean {

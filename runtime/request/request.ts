@@ -15,8 +15,12 @@
 // through its methods below: the transitions above, the rows and samples of each step, its host
 // copy. (What the prefix cache holds for it is the cache's: runtime/prefix_cache.ts.) (Tests may set a field to stage a scene; runtime/ code may not,
 // which tests/runtime/request_test.ts checks.)
+//
+// A constrained request carries its grammar (grammar/request_grammar.ts), which every delivered
+// token advances; the grammar, not a step, may end it (complete) or hand it a token (forced).
 
 import type { SampleRecord, SamplingParams } from "../../engine/engine.ts";
+import type { RequestGrammar } from "../grammar/request_grammar.ts";
 import { TokenPacer } from "./token_buffer.ts";
 
 export type RequestState = "waiting" | "prefilling" | "decoding" | "paused" | "finished";
@@ -105,10 +109,28 @@ export class Request {
   readonly done: Promise<FinishInfo>;
   private resolveDone!: (f: FinishInfo) => void;
 
-  constructor(readonly id: number, readonly spec: RequestSpec, readonly arrivedAt: number) {
+  /**
+   * @param grammar what its output is constrained to (null: nothing); it is the request's, and
+   * disposed when the request ends.
+   */
+  constructor(
+    readonly id: number,
+    readonly spec: RequestSpec,
+    readonly arrivedAt: number,
+    readonly grammar: RequestGrammar | null = null,
+  ) {
     this.priority = spec.priority ?? 0;
     this.buffer = new TokenPacer({ rate: spec.readingRate });
     this.done = new Promise((r) => this.resolveDone = r);
+    grammar?.listen(() => this.grammarMoved());
+  }
+
+  /**
+   * May sample now: unconstrained, or constrained with its last token back and the mask that
+   * token leads to computed (a constrained request is never pipelined).
+   */
+  get maySample(): boolean {
+    return this.grammar === null || (this.inflight === 0 && this.grammar.mask !== null);
   }
 
   get promptLength(): number {
@@ -278,13 +300,17 @@ export class Request {
     return ++this.swapsOut;
   }
 
-  /** Takes one sampled token back from the GPU; ends the request on a stop id or max tokens. */
+  /**
+   * Takes one sampled token back from the GPU; ends the request on a stop id (its own, or its
+   * grammar's) or max tokens.
+   */
   accept(rec: SampleRecord): void {
     if (this.finish) return;
-    if (this.spec.stopIds.has(rec.id)) {
+    if (this.spec.stopIds.has(rec.id) || this.grammar?.isStop(rec.id)) {
       this.end("stop");
       return;
     }
+    this.grammar?.accept(rec.id);
     this.generated.push(rec.id);
     this.buffer.deposit({
       id: rec.id,
@@ -293,6 +319,21 @@ export class Request {
       generatedAt: performance.now(),
     });
     if (this.generated.length >= this.spec.maxTokens) this.end("length");
+  }
+
+  /**
+   * Its grammar has its next mask (or an error): a complete grammar ends the request, a forced
+   * token is taken as if sampled (certain: logprob 0), with no step to sample it.
+   */
+  private grammarMoved(): void {
+    const g = this.grammar!;
+    if (this.finish) return;
+    if (g.error !== null) this.end("error", g.error);
+    else if (g.complete) this.end("stop");
+    else if (g.forced !== null) {
+      this.issued++; // taken as a sample would be, with nothing in flight
+      this.accept({ id: g.forced, logprob: 0, top: [] });
+    }
   }
 
   /** Shutdown: drops whatever the reader has not taken yet. */
@@ -309,6 +350,7 @@ export class Request {
   end(reason: FinishReason, error?: string): void {
     if (this.finish) return;
     this.state = "finished";
+    this.grammar?.dispose();
     this.finish = {
       reason,
       promptTokens: this.promptLength,

@@ -1,7 +1,9 @@
 // A StepEngine with no GPU, for runtime tests: a toy "model" whose next token is a hash of every
 // token before it, read back through the block tables the runtime uploads. A wrong table entry,
 // a block reused too early, a position written twice or a stale slot all change its output, so
-// tests can compare each request's tokens with the ones its prompt alone determines.
+// tests can compare each request's tokens with the ones its prompt alone determines. A sample
+// with a token mask (constrained decoding) draws, by the same hash, among the ids the mask allows:
+// a random model that can only say what the grammar lets it.
 
 import type {
   CostModel,
@@ -33,10 +35,36 @@ export interface FakeEngineShape {
 
 /** The token the toy model samples after `context` (prompt + generated ids), for `seed`. */
 export function toyNextToken(context: readonly number[], seed: number, vocab: number): number {
+  return toyHash(context, seed) % vocab;
+}
+
+/** As toyNextToken, drawn among the ids `mask` allows (bit id % 32 of word id >> 5). */
+export function toyMaskedToken(
+  context: readonly number[],
+  seed: number,
+  vocab: number,
+  mask: Uint32Array,
+): number {
+  if (mask.length !== Math.ceil(vocab / 32)) {
+    throw new Error(`a mask of ${mask.length} words for a vocabulary of ${vocab}`);
+  }
+  const allowed: number[] = [];
+  for (let id = 0; id < vocab; id++) if (mask[id >>> 5] & (1 << (id & 31))) allowed.push(id);
+  if (allowed.length === 0) throw new Error("a mask that allows no token");
+  return allowed[mix(toyHash(context, seed)) % allowed.length];
+}
+
+/** Murmur3's finalizer: FNV's low bits cycle when one token repeats, and a mask's count is small. */
+function mix(h: number): number {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+function toyHash(context: readonly number[], seed: number): number {
   let h = 0x811c9dc5 ^ seed;
   for (const t of context) h = Math.imul(h ^ t, 0x01000193) >>> 0;
-  h = Math.imul(h ^ context.length, 0x01000193) >>> 0;
-  return h % vocab;
+  return Math.imul(h ^ context.length, 0x01000193) >>> 0;
 }
 
 /** The tokens a request gets when nothing interferes: maxTokens, or up to a stop id. */
@@ -64,6 +92,8 @@ export class FakeEngine implements StepEngine {
   closed = false;
   /** Rows per step, for tests that look at batching. */
   readonly rowsPerStep: number[] = [];
+  /** Per step, the slots it sampled and whether under a mask, for tests of constrained batching. */
+  readonly samplesPerStep: { slot: number; masked: boolean }[][] = [];
   private readonly table: Uint32Array;
   /** Per arena, what was stored at "block:offset": the token, and which layer wrote it. */
   private readonly kv: Map<string, { layer: number; token: number }>[];
@@ -179,9 +209,22 @@ export class FakeEngine implements StepEngine {
       });
       for (const c of after.filter((c) => c.layer === l)) landing.push(...this.copyOut(c));
     }
+    const masks = new Map((plan.masks ?? []).map((m) => [m.sample, m.bits]));
+    if (
+      masks.size !== (plan.masks ?? []).length || [...masks.keys()].some((i) => !plan.samples[i])
+    ) {
+      throw new Error("masks name samples twice or samples that do not exist");
+    }
+    this.samplesPerStep.push(
+      plan.samples.map((s, i) => ({ slot: plan.rows[s.row].slot, masked: masks.has(i) })),
+    );
     const records = plan.samples.map((s, i) => {
       const row = plan.rows[s.row];
-      const id = toyNextToken(seen[i], this.seeds[row.slot], this.info.vocabSize);
+      const { vocabSize } = this.info;
+      const mask = masks.get(i);
+      const id = mask
+        ? toyMaskedToken(seen[i], this.seeds[row.slot], vocabSize, mask)
+        : toyNextToken(seen[i], this.seeds[row.slot], vocabSize);
       this.nextIds[row.slot] = id;
       return { id, logprob: -1, top: [] as [number, number][] };
     });
