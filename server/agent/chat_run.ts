@@ -25,7 +25,7 @@ import { chatPrompt } from "./chat_prompt.ts";
 import { AssistantParser, type AssistantParserOptions } from "./assistant_parser.ts";
 import { Handoff } from "./handoff.ts";
 import { chooseToolFormat } from "./tool_format.ts";
-import { refusePendingChat } from "./pending_features.ts";
+import { turnGrammar } from "./turn_grammar.ts";
 
 /** What a chat turn needs from the route that runs it. */
 export interface ChatContext {
@@ -96,7 +96,6 @@ export async function startChoices(
   body: ChatRequest,
   signal: AbortSignal,
 ): Promise<ChoicesRun> {
-  refusePendingChat(body);
   const { runtime } = ctx;
   const checkLength = (atLeast: number) => checkPromptLength(runtime, atLeast, "messages");
   const format = chooseToolFormat(ctx.tokenizer.chatTemplate(true));
@@ -113,7 +112,8 @@ export async function startChoices(
     startsInReasoning: endsInThinking(ctx.tokenizer, ids),
     toolsEnabled: (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none",
   };
-  const params = { ...submitParams(chat, body, ids), signal };
+  const grammar = await turnGrammar(runtime, body, format, parsing.startsInReasoning ?? false);
+  const params = { ...submitParams(chat, body, ids), grammar, signal };
   const id = chat.idPrefix + crypto.randomUUID().replaceAll("-", "");
   const first = submit(runtime, params, "messages");
   ctx.live.add(id, first);

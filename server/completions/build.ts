@@ -8,7 +8,6 @@ import type { PromptEncoder, Tokenizer } from "../../runtime/service.ts";
 import type { RequestSlo, SubmitParams } from "../../runtime/service.ts";
 import { tokenNames } from "../openai/logprobs.ts";
 import type { SharedFields } from "../openai/schemas.ts";
-import { refusePendingSampling } from "../agent/pending_features.ts";
 import type { CheckLength, Kind } from "./kinds.ts";
 import { TextStream } from "./text_stream.ts";
 import { ResponseWriter } from "./writer.ts";
@@ -58,7 +57,6 @@ export function submitParams<B extends SharedFields>(
   body: B,
   ids: number[],
 ): Omit<SubmitParams, "signal"> {
-  refusePendingSampling(body);
   const slo: RequestSlo = {};
   // Only the targets given: an undefined one would hide the server's default.
   if (body.slo_ttft_ms != null) slo.ttftMs = body.slo_ttft_ms;
@@ -72,6 +70,14 @@ export function submitParams<B extends SharedFields>(
       topK: body.top_k ?? 0,
       topP: body.top_p ?? 1,
       seed: (body.seed ?? Math.floor(Math.random() * 2 ** 31)) >>> 0,
+      // Off unless given; the runtime checks the ids and ranges (400 naming the field).
+      ...(body.logit_bias != null && {
+        logitBias: Object.entries(body.logit_bias).map(([id, bias]) => [Number(id), bias]),
+      }),
+      ...(body.frequency_penalty != null && { frequencyPenalty: body.frequency_penalty }),
+      ...(body.presence_penalty != null && { presencePenalty: body.presence_penalty }),
+      ...(body.repetition_penalty != null && { repetitionPenalty: body.repetition_penalty }),
+      ...(body.min_p != null && { minP: body.min_p }),
     },
     topLogprobs: kind.logprobs(body) ?? 0,
     stopIds: body.ignore_eos ? [] : undefined,

@@ -112,6 +112,7 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
     runtime = new Runtime(opts.wrapEngine?.(engine) ?? engine, {
       ...runtimeOptions,
       eosIds: tokenizer.eosTokenIds,
+      vocabulary: () => tokenizer.vocabulary(),
     });
   }
   const state: ServerState = {
