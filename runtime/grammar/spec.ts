@@ -28,7 +28,7 @@ export function specKey(spec: GrammarSpec): string {
 }
 
 /** Compiles `spec`; throws (xgrammar's error, or a TypeError for a malformed spec) if it cannot. */
-export async function compileSpec(
+export function compileSpec(
   compiler: GrammarCompiler,
   spec: GrammarSpec,
 ): Promise<CompiledGrammar> {

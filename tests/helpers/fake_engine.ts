@@ -106,6 +106,8 @@ export class FakeEngine implements StepEngine {
   private readonly nextIds: number[];
   private readonly seeds: number[];
   private unread = 0;
+  /** Per step whose records have not resolved, the slots it samples. */
+  private readonly unresolved: Set<number>[] = [];
 
   constructor(
     shape: FakeEngineShape = {},
@@ -215,6 +217,15 @@ export class FakeEngine implements StepEngine {
     ) {
       throw new Error("masks name samples twice or samples that do not exist");
     }
+    // A mask follows from the token before it: that token must be back before a masked sample.
+    for (const i of masks.keys()) {
+      const slot = plan.rows[plan.samples[i].row].slot;
+      if (this.unresolved.some((slots) => slots.has(slot))) {
+        throw new Error(`slot ${slot}: a masked sample while its last sample is in flight`);
+      }
+    }
+    const sampled = new Set(plan.samples.map((s) => plan.rows[s.row].slot));
+    this.unresolved.push(sampled);
     this.samplesPerStep.push(
       plan.samples.map((s, i) => ({ slot: plan.rows[s.row].slot, masked: masks.has(i) })),
     );
@@ -231,6 +242,7 @@ export class FakeEngine implements StepEngine {
     this.unread++;
     return this.delay().then(() => {
       this.unread--;
+      this.unresolved.splice(this.unresolved.indexOf(sampled), 1);
       for (const [key, value] of landing) {
         if (value) this.host.set(key, value);
         else this.host.delete(key);
