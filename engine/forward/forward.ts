@@ -270,8 +270,9 @@ export class LlamaForward {
   }
 
   /**
-   * Reads the raw logits of the last step's sample rows. A synchronous round trip: for tests and
-   * debugging only, never in the serving loop.
+   * Reads the logits of the last step's sample rows: raw, except that rows with sampling controls
+   * or a mask hold them adjusted (in place). A synchronous round trip: for tests and debugging
+   * only, never in the serving loop.
    */
   async readLogits(samples: number): Promise<Float32Array[]> {
     const V = this.cfg.vocabSize;
