@@ -5,7 +5,8 @@
 // counted whatever its length (large ones off this thread), also one longer than the context.
 
 import { Hono } from "hono";
-import { chatPrompt, promptIds } from "../completions/kinds.ts";
+import { chatPrompt } from "../agent/chat_prompt.ts";
+import { promptIds } from "../completions/kinds.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { ApiError, checkModel } from "../openai/errors.ts";
@@ -22,7 +23,10 @@ export function tokenizeRoutes(state: ServerState, modelId: string): Hono<Observ
       const tokens = await promptIds(
         prompts,
         body.messages
-          ? chatPrompt(body.messages, body.add_generation_prompt ?? true)
+          ? chatPrompt(body.messages, {
+            tools: body.tools,
+            addGenerationPrompt: body.add_generation_prompt ?? true,
+          })
           : { text: body.prompt!, addSpecialTokens: body.add_special_tokens ?? true },
       );
       return c.json({ count: tokens.length, max_model_len: runtime.info.maxContext, tokens });

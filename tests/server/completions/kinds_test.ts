@@ -7,7 +7,8 @@ import {
   type PromptEncoder,
   TokenizerClosed,
 } from "../../../runtime/service.ts";
-import { chatPrompt, promptIds } from "../../../server/completions/kinds.ts";
+import { promptIds } from "../../../server/completions/kinds.ts";
+import { chatPrompt } from "../../../server/agent/chat_prompt.ts";
 import { ApiError } from "../../../server/openai/errors.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 

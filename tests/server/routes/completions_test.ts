@@ -316,7 +316,7 @@ Deno.test("completions: empty stop strings and fields Sluice does not implement 
       ["/v1/chat/completions", {
         ...chat,
         response_format: { type: "json_schema", json_schema: {} },
-      }, "response_format"],
+      }, "response_format.json_schema.name"],
       ["/v1/completions", { ...text, response_format: { type: "json_object" } }, "response_format"],
       ["/v1/chat/completions", { ...chat, logit_bias: { "5": 100 } }, "logit_bias"],
       ["/v1/completions", { ...text, logit_bias: { "5": -100 } }, "logit_bias"],
