@@ -9,7 +9,8 @@ import { streamSSE } from "hono/streaming";
 import type { RequestObserver } from "../metrics/server_metrics.ts";
 import { ApiError, clientClosed, cutByShutdown } from "../openai/errors.ts";
 import { keepAlive } from "../sse/keep_alive.ts";
-import type { AssistantEvent, TurnFinish } from "./assistant_events.ts";
+import type { AssistantEvent } from "./assistant_events.ts";
+import type { ChatRun, TurnEnd } from "./chat_run.ts";
 
 /** An SSE event: its `event:` name and its JSON `data:`. */
 export interface WireEvent {
@@ -17,18 +18,8 @@ export interface WireEvent {
   data: object;
 }
 
-/** A turn's ending: how it finished, its output's tokens, and why it failed when it did. */
-export interface TurnEnd {
-  finish: TurnFinish;
-  completionTokens: number;
-  error?: ApiError;
-}
-
-/** What is read of a chat run (server/agent/chat_run.ts). */
-export interface Turn {
-  events: AsyncIterable<AssistantEvent>;
-  done: Promise<TurnEnd>;
-}
+/** What is read of a chat run. */
+export type Turn = Pick<ChatRun, "events" | "done">;
 
 /** The finishes of a complete answer; the others end in an error. */
 export type CompleteFinish = "stop" | "length" | "tool_calls";
