@@ -174,6 +174,18 @@ export function sseEvents(text: string): string[] {
   });
 }
 
+/** Reads a whole SSE response of named events (Responses and Messages APIs): `event:` and `data:`. */
+export async function namedSseEvents(res: Response): Promise<{ event: string; data: any }[]> {
+  assertEquals(res.headers.get("content-type"), "text/event-stream");
+  const text = await res.text();
+  assert(text.endsWith("\n\n"), "a stream ends with a blank line");
+  return text.split("\n\n").filter((e) => e.length > 0 && !e.startsWith(":")).map((e) => {
+    const m = /^event: (\S+)\ndata: (.*)$/s.exec(e);
+    assert(m, `not a named event: ${e}`);
+    return { event: m[1], data: JSON.parse(m[2]) };
+  });
+}
+
 /** Reads an SSE body incrementally: events as they arrive, then the rest. */
 export class SseReader {
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
