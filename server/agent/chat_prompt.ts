@@ -6,15 +6,17 @@
 // Chat completions, the other agent APIs and /tokenize render through here, so a prompt is
 // counted as it is run.
 
-import type { ChatMessage, ChatTools, Prompt } from "../../runtime/service.ts";
+import type { ChatMessage, ChatTools, Prompt, Tokenizer } from "../../runtime/service.ts";
 import { ApiError } from "../openai/errors.ts";
 import {
   type ChatMessageIn,
+  type ChatRequest,
   messageText,
   type ToolChoiceIn,
   type ToolIn,
 } from "../openai/schemas.ts";
 import { genericToolPrompt } from "./generic_tool_prompt.ts";
+import { chooseToolFormat } from "./tool_format.ts";
 import type { ToolDefinition, ToolFormat } from "./tools.ts";
 
 export interface ChatPromptOptions {
@@ -46,6 +48,19 @@ export function chatPrompt(
     ? [{ role: head.role, content: `${head.content}\n\n${offer}` }, ...rest]
     : [{ role: "system", content: offer }, ...rendered];
   return { messages: system, addGenerationPrompt };
+}
+
+/** A chat body's prompt as a turn runs it: the tool format read from the model's template. */
+export function turnPrompt(
+  tokenizer: Tokenizer,
+  body: Pick<ChatRequest, "messages" | "tools" | "tool_choice" | "parallel_tool_calls">,
+): Prompt {
+  return chatPrompt(body.messages, {
+    tools: body.tools,
+    toolChoice: body.tool_choice,
+    parallelToolCalls: body.parallel_tool_calls ?? true,
+    format: chooseToolFormat(tokenizer.chatTemplate(true)),
+  });
 }
 
 /** The tools in the shapes the agent readers take (tools.ts). */

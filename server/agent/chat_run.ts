@@ -21,7 +21,7 @@ import type { RequestObserver } from "../metrics/server_metrics.ts";
 import { ApiError } from "../openai/errors.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
 import type { AssistantEvent, TurnFinish } from "./assistant_events.ts";
-import { chatPrompt } from "./chat_prompt.ts";
+import { turnPrompt } from "./chat_prompt.ts";
 import { AssistantParser, type AssistantParserOptions } from "./assistant_parser.ts";
 import { Handoff } from "./handoff.ts";
 import { chooseToolFormat } from "./tool_format.ts";
@@ -99,12 +99,7 @@ export async function startChoices(
   const { runtime } = ctx;
   const checkLength = (atLeast: number) => checkPromptLength(runtime, atLeast, "messages");
   const format = chooseToolFormat(ctx.tokenizer.chatTemplate(true));
-  const prompt = chatPrompt(body.messages, {
-    tools: body.tools,
-    toolChoice: body.tool_choice,
-    parallelToolCalls: body.parallel_tool_calls ?? true,
-    format,
-  });
+  const prompt = turnPrompt(ctx.tokenizer, body);
   const ids = await promptIds(ctx.prompts, prompt, checkLength);
   const parsing: AssistantParserOptions = {
     format,

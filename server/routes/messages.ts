@@ -5,7 +5,7 @@
 
 import { Hono } from "hono";
 import { chatBody } from "../agent/chat_body.ts";
-import { chatPrompt } from "../agent/chat_prompt.ts";
+import { turnPrompt } from "../agent/chat_prompt.ts";
 import { respondTurn } from "../agent/respond_turn.ts";
 import { startTurn } from "../agent/start_turn.ts";
 import { promptIds } from "../completions/kinds.ts";
@@ -39,11 +39,11 @@ export function messagesRoutes(
       return respondTurn(c, run, writer, { stream, abort, observer, keepAliveMs: sseKeepAliveMs });
     })
     .post("/messages/count_tokens", async (c) => {
-      const { prompts } = readyModel(state);
+      const { prompts, tokenizer } = readyModel(state);
       const body = await parseBody(c, CountTokensRequest);
       checkModel(body.model, modelId);
       const chat = chatBody(toChat(body));
-      const ids = await promptIds(prompts, chatPrompt(chat.messages, { tools: chat.tools }));
+      const ids = await promptIds(prompts, turnPrompt(tokenizer, chat));
       return c.json({ input_tokens: ids.length });
     });
 }
