@@ -54,6 +54,7 @@ export { InvalidRequest, MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READI
 // The server renders chat templates and decodes text with the model's tokenizer, and encodes
 // prompts through the prompt encoder (large ones off its thread).
 export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/text/tokenizer.ts";
+export type { ChatMessage, ChatToolCall, ChatTools } from "../engine/text/tokenizer.ts";
 export { PromptEncoder } from "../engine/text/prompt_encoder.ts";
 export type { Prompt } from "../engine/text/prompt.ts";
 export { TokenizerClosed } from "../engine/text/tokenizer_thread.ts";

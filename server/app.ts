@@ -1,11 +1,12 @@
 // The HTTP edge: an OpenAI-compatible Hono app over the runtime. This file only assembles it: the
 // error envelope, the header limit, the Host and Origin checks (every route), the middleware on the
 // API (/v1, /tokenize, /detokenize: request counting, API key, body deadline and limit), the key on
-// /state (and /metrics with metricsAuth), the routes in server/routes/, and 405 for a known path
-// asked with a wrong method. createApp is used by `serve` and by the tests; connections (timeouts,
-// limits, framing) are server/connections/'s, in front of it.
+// /state (and /metrics with metricsAuth), the routes in server/routes/ (/v1/messages answering in
+// Anthropic's error envelope), and 405 for a known path asked with a wrong method. createApp is
+// used by `serve` and by the tests; connections (timeouts, limits, framing) are
+// server/connections/'s, in front of it.
 
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ServerMetrics } from "./metrics/server_metrics.ts";
 import { apiKey } from "./middleware/api_key.ts";
@@ -16,14 +17,17 @@ import { crossOrigin } from "./middleware/cross_origin.ts";
 import { limitHeaders } from "./middleware/header_limit.ts";
 import { checkHost, hostPolicy } from "./middleware/host_check.ts";
 import { LiveRequests } from "./completions/live_requests.ts";
+import { anthropicError, isMessagesPath } from "./messages/errors.ts";
 import { ApiError } from "./openai/errors.ts";
 import { completionsRoutes } from "./routes/completions.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { answerWrongMethods } from "./routes/method_not_allowed.ts";
+import { messagesRoutes } from "./routes/messages.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { modelsRoutes } from "./routes/models.ts";
 import { playgroundRoutes } from "./routes/playground.ts";
 import { requestsRoutes } from "./routes/requests.ts";
+import { responsesRoutes } from "./routes/responses.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { tokenizeRoutes } from "./routes/tokenize.ts";
 import type { ServerState } from "./state/server_state.ts";
@@ -43,7 +47,7 @@ export interface ServerConfig {
   corsOrigins?: string[];
   /** With an API key: require it on /metrics too (Prometheus can send it as a bearer token). */
   metricsAuth?: boolean;
-  /** Ms of silence after which a stream sends an SSE comment (default SSE_KEEPALIVE_MS). */
+  /** Ms of silence after which a stream sends an SSE comment (default SSE_KEEPALIVE_MS, server/sse/keep_alive.ts). */
   sseKeepAliveMs?: number;
 }
 
@@ -53,13 +57,16 @@ export function createApp(
   metrics: ServerMetrics,
 ): Hono<ObservedEnv> {
   const app = new Hono<ObservedEnv>();
+  // Anthropic's clients read Anthropic's envelope: every answer under /v1/messages has it.
+  const envelope = (c: Context, e: ApiError) =>
+    isMessagesPath(c.req.path) ? anthropicError(e) : e.toJSON();
   app.onError((err, c) => {
     const e = ApiError.from(err);
-    return c.json(e.toJSON(), e.status as ContentfulStatusCode, e.headers);
+    return c.json(envelope(c, e), e.status as ContentfulStatusCode, e.headers);
   });
   app.notFound((c) => {
     const e = new ApiError(404, `Unknown route ${c.req.method} ${c.req.path}`, null, "not_found");
-    return c.json(e.toJSON(), 404);
+    return c.json(envelope(c, e), 404);
   });
   app.use("*", limitHeaders());
   app.use(
@@ -86,6 +93,8 @@ export function createApp(
   app.route("/v1", modelsRoutes(state, config.modelId));
   const live = new LiveRequests();
   app.route("/v1", completionsRoutes(state, config.modelId, live, config.sseKeepAliveMs));
+  app.route("/v1", responsesRoutes(state, config.modelId, live, config.sseKeepAliveMs));
+  app.route("/v1", messagesRoutes(state, config.modelId, live, config.sseKeepAliveMs));
   app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state, config.modelId));
   answerWrongMethods(app); // last: it covers the routes mounted above

@@ -10,7 +10,7 @@
 // special tokens as their text, where the encoded one has stand-ins (hidden_control_tokens.ts),
 // each a single token either way.
 
-import { encodePrompt, type Prompt, promptLength } from "./prompt.ts";
+import { chatOptions, encodePrompt, type Prompt, promptLength } from "./prompt.ts";
 import { maxTokenBytes } from "./token_bound.ts";
 import type { Tokenizer, TokenizerFiles } from "./tokenizer.ts";
 import { TokenizerThread } from "./tokenizer_thread.ts";
@@ -93,9 +93,9 @@ export class PromptEncoder {
    * thread some 5 ms per prompt.
    */
   #atLeast(prompt: Prompt): number {
-    const text = "text" in prompt ? prompt.text : this.#tokenizer.renderChat(prompt.messages, {
-      addGenerationPrompt: prompt.addGenerationPrompt ?? true,
-    });
+    const text = "text" in prompt
+      ? prompt.text
+      : this.#tokenizer.renderChat(prompt.messages, chatOptions(prompt));
     return Math.ceil(text.length / this.#maxTokenBytes!);
   }
 }

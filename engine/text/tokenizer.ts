@@ -31,9 +31,21 @@ export interface Vocabulary {
   prependSpace: boolean;
 }
 
+/** A message as Hugging Face chat templates read it. */
 export interface ChatMessage {
   role: string;
   content: string;
+  /** An assistant's tool calls; templates read `arguments` as an object, not JSON text. */
+  tool_calls?: ChatToolCall[];
+  /** A tool message's answer: the call it answers. */
+  tool_call_id?: string;
+  name?: string;
+}
+
+export interface ChatToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: Record<string, unknown> };
 }
 
 /** What a tokenizer is built from: the tokenizer files, and config.json's ids. */
@@ -204,6 +216,19 @@ export class Tokenizer {
     { skipSpecial = false }: { skipSpecial?: boolean } = {},
   ): number {
     return this.#bytes.incompleteTail(ids, skipSpecial ? (id) => this.isSpecial(id) : undefined);
+  }
+
+  /**
+   * The template source a chat is rendered with (the "tool_use" one when tools are given and the
+   * model has it), for readers that decide from its markup how the model calls tools; null: none.
+   */
+  chatTemplate(withTools = false): string | null {
+    if (this.#templates === null) return null;
+    try {
+      return pickTemplate(this.#templates, withTools);
+    } catch {
+      return null; // several templates, none the default: rendering refuses with the reason
+    }
   }
 
   /** The prompt text the model's chat_template makes of `messages`. */

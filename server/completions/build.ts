@@ -34,31 +34,9 @@ export async function buildRequest<B extends SharedFields>(
   const tok = text.tokenizer;
   const ids = await kind.promptIds(body, text.prompts, checkLength);
   const topLogprobs = kind.logprobs(body);
-  const stops = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
-  const slo: RequestSlo = {};
-  // Only the targets given: an undefined one would hide the server's default.
-  if (body.slo_ttft_ms != null) slo.ttftMs = body.slo_ttft_ms;
-  if (body.slo_tbt_ms != null) slo.tbtMs = body.slo_tbt_ms;
   return {
-    params: {
-      ids,
-      maxTokens: kind.maxTokens(body),
-      maxTokensDefault: kind.defaultMaxTokens,
-      sampling: {
-        temperature: body.temperature ?? 1,
-        topK: body.top_k ?? 0,
-        topP: body.top_p ?? 1,
-        seed: (body.seed ?? Math.floor(Math.random() * 2 ** 31)) >>> 0,
-      },
-      topLogprobs: topLogprobs ?? 0,
-      stopIds: body.ignore_eos ? [] : undefined,
-      // Nobody reads a reply that comes whole token by token: pacing is for streams only (0 is
-      // unpaced, whatever the server's default rate).
-      readingRate: body.stream ? body.reading_rate ?? undefined : 0,
-      slo,
-      priority: body.priority ?? undefined,
-    },
-    text: new TextStream(tok, stops),
+    params: submitParams(kind, body, ids),
+    text: new TextStream(tok, stopStrings(body)),
     writer: new ResponseWriter(
       kind,
       model,
@@ -71,4 +49,46 @@ export async function buildRequest<B extends SharedFields>(
     includeUsage: body.stream_options?.include_usage ?? false,
     includeTiming: body.stream_options?.include_timing ?? false,
   };
+}
+
+/** What the runtime runs for `body` over the prompt `ids` (the route adds the abort signal). */
+export function submitParams<B extends SharedFields>(
+  kind: Kind<B>,
+  body: B,
+  ids: number[],
+): Omit<SubmitParams, "signal"> {
+  const slo: RequestSlo = {};
+  // Only the targets given: an undefined one would hide the server's default.
+  if (body.slo_ttft_ms != null) slo.ttftMs = body.slo_ttft_ms;
+  if (body.slo_tbt_ms != null) slo.tbtMs = body.slo_tbt_ms;
+  return {
+    ids,
+    maxTokens: kind.maxTokens(body),
+    maxTokensDefault: kind.defaultMaxTokens,
+    sampling: {
+      temperature: body.temperature ?? 1,
+      topK: body.top_k ?? 0,
+      topP: body.top_p ?? 1,
+      seed: (body.seed ?? Math.floor(Math.random() * 2 ** 31)) >>> 0,
+      // Off unless given; the runtime checks the ids and ranges (400 naming the field).
+      ...(body.logit_bias != null && {
+        logitBias: Object.entries(body.logit_bias).map(([id, bias]) => [Number(id), bias]),
+      }),
+      ...(body.frequency_penalty != null && { frequencyPenalty: body.frequency_penalty }),
+      ...(body.presence_penalty != null && { presencePenalty: body.presence_penalty }),
+      ...(body.repetition_penalty != null && { repetitionPenalty: body.repetition_penalty }),
+      ...(body.min_p != null && { minP: body.min_p }),
+    },
+    topLogprobs: kind.logprobs(body) ?? 0,
+    stopIds: body.ignore_eos ? [] : undefined,
+    // Nobody reads a reply that comes whole token by token: pacing is for streams only (0 is
+    // unpaced, whatever the server's default rate).
+    readingRate: body.stream ? body.reading_rate ?? undefined : 0,
+    slo,
+    priority: body.priority ?? undefined,
+  };
+}
+
+export function stopStrings(body: SharedFields): string[] {
+  return body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
 }

@@ -12,12 +12,8 @@ import {
 } from "../../runtime/service.ts";
 import { ApiError, shuttingDown } from "../openai/errors.ts";
 import { chatLogprobs, completionLogprobs, type TokenNames } from "../openai/logprobs.ts";
-import {
-  ChatRequest,
-  CompletionRequest,
-  messageText,
-  type SharedFields,
-} from "../openai/schemas.ts";
+import { ChatRequest, CompletionRequest, type SharedFields } from "../openai/schemas.ts";
+import { chatPrompt } from "../agent/chat_prompt.ts";
 
 /** Text for the client with the tokens it completes; `offset`: where it starts in the response. */
 export interface Piece {
@@ -59,12 +55,6 @@ export interface Kind<B extends SharedFields> extends WireFormat {
 /** Given a lower bound on a prompt's token count; throws to refuse it. */
 export type CheckLength = (atLeast: number) => void;
 
-/** A chat's prompt: its messages' text for the model's template (/tokenize counts the same). */
-export function chatPrompt(messages: ChatRequest["messages"], addGenerationPrompt = true): Prompt {
-  const plain = messages.map((m) => ({ role: m.role, content: messageText(m.content) }));
-  return { messages: plain, addGenerationPrompt };
-}
-
 /**
  * The ids a prompt runs (/tokenize counts the same), large ones encoded off this thread.
  * `checkLength` is given a lower bound on a large prompt's count before it is tokenized.
@@ -92,8 +82,9 @@ export const chat: Kind<ChatRequest> = {
   idPrefix: "chatcmpl-",
   object: "chat.completion",
   chunkObject: "chat.completion.chunk",
+  // Without tools: the chat route renders and runs through agent/chat_run.ts, which has them.
   promptIds: (body, prompts, checkLength) =>
-    promptIds(prompts, chatPrompt(body.messages), checkLength),
+    promptIds(prompts, chatPrompt(body.messages, { format: "generic" }), checkLength),
   maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens ?? undefined,
   logprobs: (body) => body.logprobs ? body.top_logprobs ?? 0 : null,
   chunkChoice: (piece, names) => ({

@@ -18,8 +18,13 @@ export interface Playback {
   observer: RequestObserver;
 }
 
+/** What play() reads of a playback: its observer is told only of tokens read and of stalls. */
+export type Played = Omit<Playback, "observer"> & {
+  observer: Pick<RequestObserver, "token" | "stalled">;
+};
+
 export async function play(
-  { handle, text, signal, observer }: Playback,
+  { handle, text, signal, observer }: Played,
   emit: (piece: TextPiece) => Promise<void> | void,
 ): Promise<FinishReason> {
   const tokens = handle.tokens[Symbol.asyncIterator]();

@@ -1,8 +1,8 @@
-// Bearer-token authentication: with a key configured, a request without
-// `Authorization: Bearer <key>` gets OpenAI's 401 envelope. The scheme is case-insensitive
-// (RFC 9110: `bearer KEY` and `BEARER KEY` are the same); the key is compared exactly, and in
-// constant time: both sides are hashed to equal-length digests first, so neither how many leading
-// characters matched nor the key's length shows in how long a refusal takes.
+// API-key authentication: with a key configured, a request without `Authorization: Bearer <key>`
+// or `x-api-key: <key>` (Anthropic's clients send that one) gets a 401. The scheme is
+// case-insensitive (RFC 9110: `bearer KEY` and `BEARER KEY` are the same); the key is compared
+// exactly, and in constant time: both sides are hashed to equal-length digests first, so neither how
+// many leading characters matched nor the key's length shows in how long a refusal takes.
 
 import type { MiddlewareHandler } from "hono";
 import { createHash, timingSafeEqual } from "node:crypto";
@@ -11,11 +11,11 @@ import { ApiError } from "../openai/errors.ts";
 export function apiKey(key: string | undefined): MiddlewareHandler {
   const expected = key ? digest(key) : null;
   return async (c, next) => {
-    const given = bearerToken(c.req.header("authorization"));
+    const given = bearerToken(c.req.header("authorization")) ?? c.req.header("x-api-key");
     if (expected && !timingSafeEqual(digest(given ?? ""), expected)) {
       throw new ApiError(
         401,
-        "Missing or invalid API key (send 'Authorization: Bearer <key>')",
+        "Missing or invalid API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')",
         null,
         "invalid_api_key",
         "authentication_error",

@@ -1,6 +1,8 @@
-// POST /v1/chat/completions and /v1/completions: one handler for both, over one request builder.
-// Parse the body, build the request, submit it, answer as a stream or as one JSON response; what
-// differs between the two endpoints is their kind (completions/kinds.ts).
+// POST /v1/chat/completions and /v1/completions. Completions: parse the body, build the request,
+// submit it, answer as a stream or as one JSON response (completions/kinds.ts says what is the
+// endpoint's own). Chat: the turn runs through the agent path that the Responses and Messages APIs
+// share (agent/chat_run.ts), which reads tool calls and reasoning out of the text; its answer is
+// written from the turn's events (completions/respond_chat.ts).
 
 import { type Context, Hono } from "hono";
 import { buildRequest } from "../completions/build.ts";
@@ -12,7 +14,10 @@ import { checkPromptLength, submit } from "../completions/submit.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { checkModel } from "../openai/errors.ts";
-import type { SharedFields } from "../openai/schemas.ts";
+import { ChatRequest, type SharedFields } from "../openai/schemas.ts";
+import { startChoices } from "../agent/chat_run.ts";
+import { respondChatJson, respondChatSse } from "../completions/respond_chat.ts";
+import { tokenNames } from "../openai/logprobs.ts";
 import { readyModel, type ServerState } from "../state/server_state.ts";
 
 export function completionsRoutes(
@@ -43,7 +48,37 @@ export function completionsRoutes(
       : await respondJson(c, req, run);
   }
 
+  /** Chat goes through the agent path (server/agent/chat_run.ts), as the other agent APIs do. */
+  async function chatTurn(c: Context<ObservedEnv>) {
+    const { runtime, tokenizer, prompts } = readyModel(state);
+    const body = await parseBody(c, ChatRequest);
+    checkModel(body.model, modelId);
+    const abort = new AbortController();
+    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+    const observer = c.get("observer");
+    const ctx = { runtime, tokenizer, prompts, modelId, observer, live };
+    const run = await startChoices(ctx, body, abort.signal);
+    // A stream's headers go out at once, before its first chunk names it.
+    c.header("sluice-request-id", run.id);
+    const topLogprobs = chat.logprobs(body);
+    const answer = {
+      run,
+      model: modelId,
+      names: topLogprobs === null ? null : tokenNames(
+        (id) => tokenizer.decode([id]),
+        body.return_tokens_as_token_ids ?? false,
+      ),
+      includeUsage: body.stream_options?.include_usage ?? false,
+      includeTiming: body.stream_options?.include_timing ?? false,
+      observer,
+      abort,
+    };
+    return body.stream
+      ? respondChatSse(c, answer, sseKeepAliveMs)
+      : await respondChatJson(c, answer);
+  }
+
   return new Hono<ObservedEnv>()
-    .post("/chat/completions", (c) => complete(c, chat))
+    .post("/chat/completions", chatTurn)
     .post("/completions", (c) => complete(c, completion));
 }

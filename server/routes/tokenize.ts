@@ -5,7 +5,9 @@
 // counted whatever its length (large ones off this thread), also one longer than the context.
 
 import { Hono } from "hono";
-import { chatPrompt, promptIds } from "../completions/kinds.ts";
+import { chatPrompt } from "../agent/chat_prompt.ts";
+import { chooseToolFormat } from "../agent/tool_format.ts";
+import { promptIds } from "../completions/kinds.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { ApiError, checkModel } from "../openai/errors.ts";
@@ -15,14 +17,18 @@ import { readyModel, type ServerState } from "../state/server_state.ts";
 export function tokenizeRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
   return new Hono<ObservedEnv>()
     .post("/tokenize", async (c) => {
-      const { runtime, prompts } = readyModel(state);
+      const { runtime, prompts, tokenizer } = readyModel(state);
       const body = await parseBody(c, TokenizeRequest);
       checkModel(body.model, modelId);
       // The same ids the chat and completions endpoints would run.
       const tokens = await promptIds(
         prompts,
         body.messages
-          ? chatPrompt(body.messages, body.add_generation_prompt ?? true)
+          ? chatPrompt(body.messages, {
+            tools: body.tools,
+            format: chooseToolFormat(tokenizer.chatTemplate(true)),
+            addGenerationPrompt: body.add_generation_prompt ?? true,
+          })
           : { text: body.prompt!, addSpecialTokens: body.add_special_tokens ?? true },
       );
       return c.json({ count: tokens.length, max_model_len: runtime.info.maxContext, tokens });

@@ -115,6 +115,20 @@ Deno.test("app: bad input gets OpenAI error envelopes, never a crash", async () 
   }
 });
 
+Deno.test("app: Anthropic's x-api-key header carries the key as well as a bearer token", async () => {
+  const s = await startServer({ config: { apiKey: "sekret" } });
+  try {
+    const ok = await fetch(s.url + "/v1/models", { headers: { "x-api-key": "sekret" } });
+    assertEquals(ok.status, 200);
+    await ok.body?.cancel();
+    const wrong = await fetch(s.url + "/v1/models", { headers: { "x-api-key": "nope" } });
+    assertEquals(wrong.status, 401);
+    await wrong.body?.cancel();
+  } finally {
+    await s.close();
+  }
+});
+
 Deno.test("app: the API key guards /v1 but not /health or /metrics", async () => {
   const s = await startServer({ config: { apiKey: "sekret" } });
   try {

@@ -52,6 +52,8 @@ export interface TestServerOptions {
   connections?: Partial<FrontDoorOptions>;
   /** Which prompts are encoded off the HTTP thread (default: as `serve` does). */
   prompts?: PromptEncoderOptions;
+  /** The model's chat_template in place of the tiny model's ChatML one. */
+  chatTemplate?: string;
 }
 
 export interface TestServer {
@@ -71,6 +73,11 @@ export interface TestServer {
 export async function startServer(opts: TestServerOptions = {}): Promise<TestServer> {
   const dir = await Deno.makeTempDir({ prefix: "sluice-server-" });
   await writeTinyModel(dir, TINY_SPEC);
+  if (opts.chatTemplate !== undefined) {
+    const path = `${dir}/tokenizer_config.json`;
+    const config = JSON.parse(await Deno.readTextFile(path));
+    await Deno.writeTextFile(path, JSON.stringify({ ...config, chat_template: opts.chatTemplate }));
+  }
   const engineSetup = { gpuKvMb: 8, maxSlots: 16, maxRows: 64, ...opts.engine };
   const runtimeOptions: Omit<RuntimeOptions, "eosIds"> = {
     policy: "fcfs",
@@ -105,6 +112,7 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
     runtime = new Runtime(opts.wrapEngine?.(engine) ?? engine, {
       ...runtimeOptions,
       eosIds: tokenizer.eosTokenIds,
+      vocabulary: () => tokenizer.vocabulary(),
     });
   }
   const state: ServerState = {
@@ -163,6 +171,18 @@ export function sseEvents(text: string): string[] {
   return text.split("\n\n").filter((e) => e.length > 0 && !e.startsWith(":")).map((e) => {
     assertMatch(e, /^data: /);
     return e.slice("data: ".length);
+  });
+}
+
+/** Reads a whole SSE response of named events (Responses and Messages APIs): `event:` and `data:`. */
+export async function namedSseEvents(res: Response): Promise<{ event: string; data: any }[]> {
+  assertEquals(res.headers.get("content-type"), "text/event-stream");
+  const text = await res.text();
+  assert(text.endsWith("\n\n"), "a stream ends with a blank line");
+  return text.split("\n\n").filter((e) => e.length > 0 && !e.startsWith(":")).map((e) => {
+    const m = /^event: (\S+)\ndata: (.*)$/s.exec(e);
+    assert(m, `not a named event: ${e}`);
+    return { event: m[1], data: JSON.parse(m[2]) };
   });
 }
 

@@ -7,7 +7,8 @@ import {
   type PromptEncoder,
   TokenizerClosed,
 } from "../../../runtime/service.ts";
-import { chatPrompt, promptIds } from "../../../server/completions/kinds.ts";
+import { promptIds } from "../../../server/completions/kinds.ts";
+import { chatPrompt } from "../../../server/agent/chat_prompt.ts";
 import { ApiError } from "../../../server/openai/errors.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 
@@ -16,7 +17,7 @@ function failing(fail: () => never): PromptEncoder {
   return { encode: () => Promise.resolve().then(fail) } as unknown as PromptEncoder;
 }
 
-const hi = chatPrompt([{ role: "user", content: "hi" }]);
+const hi = chatPrompt([{ role: "user", content: "hi" }], { format: "generic" });
 
 Deno.test("chat: a template error is a 400 on messages", async () => {
   const prompts = failing(() => {

@@ -1,0 +1,49 @@
+// POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API as a translation onto
+// the chat path (errors in Anthropic's envelope: app.ts). A message is run as a chat turn and
+// answered through the Messages writer; count_tokens counts the prompt the same request would run,
+// tools included, rendered as /tokenize renders it.
+
+import { Hono } from "hono";
+import { chatBody } from "../agent/chat_body.ts";
+import { turnPrompt } from "../agent/chat_prompt.ts";
+import { respondTurn } from "../agent/respond_turn.ts";
+import { startTurn } from "../agent/start_turn.ts";
+import { promptIds } from "../completions/kinds.ts";
+import type { LiveRequests } from "../completions/live_requests.ts";
+import { MessagesWriter } from "../messages/events.ts";
+import { CountTokensRequest, MessagesRequest } from "../messages/schema.ts";
+import { toChat } from "../messages/to_chat.ts";
+import type { ObservedEnv } from "../middleware/count_requests.ts";
+import { parseBody } from "../openai/body.ts";
+import { checkModel } from "../openai/errors.ts";
+import { readyModel, type ServerState } from "../state/server_state.ts";
+
+export function messagesRoutes(
+  state: ServerState,
+  modelId: string,
+  live: LiveRequests,
+  sseKeepAliveMs?: number,
+): Hono<ObservedEnv> {
+  return new Hono<ObservedEnv>()
+    .post("/messages", async (c) => {
+      const body = await parseBody(c, MessagesRequest);
+      checkModel(body.model, modelId);
+      const { run, abort } = await startTurn(c, state, modelId, live, chatBody(toChat(body)));
+      const writer = new MessagesWriter({
+        id: run.id.replace(/^chatcmpl-/, "msg_"),
+        model: modelId,
+        promptTokens: run.promptTokens,
+      });
+      const observer = c.get("observer");
+      const stream = body.stream ?? false;
+      return respondTurn(c, run, writer, { stream, abort, observer, keepAliveMs: sseKeepAliveMs });
+    })
+    .post("/messages/count_tokens", async (c) => {
+      const { prompts, tokenizer } = readyModel(state);
+      const body = await parseBody(c, CountTokensRequest);
+      checkModel(body.model, modelId);
+      const chat = chatBody(toChat(body));
+      const ids = await promptIds(prompts, turnPrompt(tokenizer, chat));
+      return c.json({ input_tokens: ids.length });
+    });
+}

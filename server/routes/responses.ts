@@ -1,0 +1,40 @@
+// POST /v1/responses: OpenAI's Responses API, stateless, as a translation onto the chat path.
+// Parse, translate to a chat body (checked by chat's schema), run the turn, answer it through the
+// Responses writer as a stream or as one response object.
+
+import { Hono } from "hono";
+import { chatBody } from "../agent/chat_body.ts";
+import { respondTurn } from "../agent/respond_turn.ts";
+import { startTurn } from "../agent/start_turn.ts";
+import type { LiveRequests } from "../completions/live_requests.ts";
+import type { ObservedEnv } from "../middleware/count_requests.ts";
+import { parseBody } from "../openai/body.ts";
+import { checkModel } from "../openai/errors.ts";
+import { ResponsesWriter } from "../responses/events.ts";
+import { echoSettings } from "../responses/response.ts";
+import { ResponsesRequest } from "../responses/schema.ts";
+import { toChat } from "../responses/to_chat.ts";
+import type { ServerState } from "../state/server_state.ts";
+
+export function responsesRoutes(
+  state: ServerState,
+  modelId: string,
+  live: LiveRequests,
+  sseKeepAliveMs?: number,
+): Hono<ObservedEnv> {
+  return new Hono<ObservedEnv>().post("/responses", async (c) => {
+    const body = await parseBody(c, ResponsesRequest);
+    checkModel(body.model, modelId);
+    const { run, abort } = await startTurn(c, state, modelId, live, chatBody(toChat(body)));
+    const writer = new ResponsesWriter({
+      id: run.id.replace(/^chatcmpl-/, "resp_"),
+      createdAt: run.created,
+      model: modelId,
+      promptTokens: run.promptTokens,
+      settings: echoSettings(body),
+    });
+    const observer = c.get("observer");
+    const stream = body.stream ?? false;
+    return respondTurn(c, run, writer, { stream, abort, observer, keepAliveMs: sseKeepAliveMs });
+  });
+}
