@@ -1,0 +1,86 @@
+// The Vercel AI SDK, unchanged, against Sluice through its OpenAI-compatible provider: an object
+// from a zod schema, and a tool call the SDK executes and answers.
+
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { generateObject, generateText, stepCountIs, streamText, tool } from "ai";
+import { assert, assertEquals } from "../../helpers/testing.ts";
+import { MODEL_ID, startServer } from "../harness.ts";
+import { MAX_TOKENS, Person, SEEDS, WeatherArgs } from "./schemas.ts";
+
+function provider(url: string) {
+  return createOpenAICompatible({
+    name: "sluice",
+    baseURL: `${url}/v1`,
+    apiKey: "none",
+    supportsStructuredOutputs: true,
+  });
+}
+
+Deno.test("ai sdk: generateObject gives an object that validates, over 5 seeds", async () => {
+  const s = await startServer();
+  try {
+    const model = provider(s.url)(MODEL_ID);
+    for (const seed of SEEDS) {
+      const { object, finishReason } = await generateObject({
+        model,
+        schema: Person,
+        prompt: "Describe a person.",
+        temperature: 1,
+        seed,
+        maxOutputTokens: MAX_TOKENS,
+        maxRetries: 0,
+      });
+      assertEquals(finishReason, "stop");
+      assert(Person.safeParse(object).success);
+    }
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("ai sdk: a tool call is executed and its result answered, streamed and not", async () => {
+  const s = await startServer();
+  try {
+    const model = provider(s.url)(MODEL_ID);
+    const calls: unknown[] = [];
+    const tools = {
+      get_weather: tool({
+        description: "The weather in a city",
+        inputSchema: WeatherArgs,
+        execute: (args) => {
+          calls.push(args);
+          return Promise.resolve({ temperature: 21 });
+        },
+      }),
+    };
+    const common = {
+      model,
+      tools,
+      prompt: "Weather in Paris?",
+      temperature: 1,
+      seed: 3,
+      maxOutputTokens: MAX_TOKENS,
+      maxRetries: 0,
+      stopWhen: stepCountIs(2),
+      // Step 1 must call the tool; step 2 answers in (a little) text.
+      prepareStep: ({ stepNumber }: { stepNumber: number }) =>
+        stepNumber === 0
+          ? { toolChoice: "required" as const }
+          : { toolChoice: "none" as const, maxOutputTokens: 8 },
+    };
+    const result = await generateText(common);
+    assertEquals(calls.length, 1, "the SDK ran the tool once");
+    assert(WeatherArgs.safeParse(calls[0]).success);
+    assertEquals(result.steps.length, 2);
+    assertEquals(result.steps[0].finishReason, "tool-calls");
+
+    const streamed = streamText({ ...common, seed: 4 });
+    const parts: string[] = [];
+    for await (const part of streamed.fullStream) parts.push(part.type);
+    assertEquals(calls.length, 2, "the streamed call ran too");
+    assert(WeatherArgs.safeParse(calls[1]).success);
+    assert(parts.includes("tool-call") && parts.includes("tool-result"), parts.join(","));
+  } finally {
+    await s.close();
+  }
+});
