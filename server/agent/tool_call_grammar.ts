@@ -48,6 +48,12 @@ const SYNTAX = {
   },
 };
 
+/**
+ * Most calls one generic-format answer may make when parallel calls are allowed: a bound, so that
+ * any model, however poor, closes its list (the native formats' tag lists have no count).
+ */
+export const MAX_PARALLEL_CALLS = 8;
+
 export function toolCallGrammar(
   format: ToolFormat,
   tools: ToolDefinition[],
@@ -132,7 +138,7 @@ function genericSchema(tools: ToolDefinition[], forced: boolean, parallel: boole
         type: "array",
         items: { anyOf: tools.map(call) },
         minItems: 1,
-        ...(parallel ? {} : { maxItems: 1 }),
+        maxItems: parallel ? MAX_PARALLEL_CALLS : 1,
       },
     },
     required: ["tool_calls"],

@@ -69,16 +69,19 @@ Deno.test("ai sdk: a tool call is executed and its result answered, streamed and
           : { toolChoice: "none" as const, maxOutputTokens: 8 },
     };
     const result = await generateText(common);
-    assertEquals(calls.length, 1, "the SDK ran the tool once");
-    assert(WeatherArgs.safeParse(calls[0]).success);
+    // Parallel calls are allowed: the SDK runs each one.
+    assert(calls.length >= 1, "the SDK ran the tool");
+    assertEquals(calls.length, result.steps[0].toolCalls.length);
+    for (const args of calls) assert(WeatherArgs.safeParse(args).success);
     assertEquals(result.steps.length, 2);
     assertEquals(result.steps[0].finishReason, "tool-calls");
 
+    const before = calls.length;
     const streamed = streamText({ ...common, seed: 4 });
     const parts: string[] = [];
     for await (const part of streamed.fullStream) parts.push(part.type);
-    assertEquals(calls.length, 2, "the streamed call ran too");
-    assert(WeatherArgs.safeParse(calls[1]).success);
+    assert(calls.length > before, "the streamed calls ran too");
+    for (const args of calls) assert(WeatherArgs.safeParse(args).success);
     assert(parts.includes("tool-call") && parts.includes("tool-result"), parts.join(","));
   } finally {
     await s.close();

@@ -4,7 +4,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { MODEL_ID, startServer } from "../harness.ts";
-import { SEEDS, WeatherArgs, weatherParameters } from "./schemas.ts";
+import { MAX_TOKENS, SEEDS, WeatherArgs, weatherParameters } from "./schemas.ts";
 
 // This SDK version no longer types `temperature`; the Messages API still takes it, and Sluice does.
 const greedy: object = { temperature: 0 };
@@ -61,10 +61,10 @@ Deno.test("anthropic: a forced tool_use has valid input, and its result goes bac
     for (const seed of SEEDS) {
       const reply = await anthropic.messages.create({
         model: MODEL_ID,
-        max_tokens: 300,
+        max_tokens: MAX_TOKENS,
         messages: [{ role: "user", content: "Weather in Paris?" }],
         tools,
-        tool_choice: { type: "tool", name: "get_weather" },
+        tool_choice: { type: "tool", name: "get_weather", disable_parallel_tool_use: true },
         ...sampled,
         metadata: { user_id: `seed-${seed}` },
       });
@@ -93,10 +93,11 @@ Deno.test("anthropic: a forced tool_use has valid input, and its result goes bac
     // Streamed: the input arrives as input_json_delta fragments.
     const stream = anthropic.messages.stream({
       model: MODEL_ID,
-      max_tokens: 300,
+      max_tokens: MAX_TOKENS,
       messages: [{ role: "user", content: "Weather in Paris?" }],
       tools,
-      tool_choice: { type: "any" },
+      // One call, so that the streamed fragments are one input's.
+      tool_choice: { type: "any", disable_parallel_tool_use: true },
       ...sampled,
     });
     let json = "";

@@ -43,9 +43,12 @@ Deno.test("langchain: bindTools with a required call gives a valid tool call", a
         { tool_choice: "required" },
       );
       const reply = await withTools.invoke("Weather in Paris?");
-      assertEquals(reply.tool_calls?.length, 1);
-      assertEquals(reply.tool_calls![0].name, "get_weather");
-      assert(WeatherArgs.safeParse(reply.tool_calls![0].args).success);
+      // Parallel calls are allowed: at least one, every one valid.
+      assert((reply.tool_calls?.length ?? 0) >= 1);
+      for (const call of reply.tool_calls!) {
+        assertEquals(call.name, "get_weather");
+        assert(WeatherArgs.safeParse(call.args).success, JSON.stringify(call.args));
+      }
     }
   } finally {
     await s.close();
