@@ -113,6 +113,8 @@ const ServeFlags = EngineFlags.extend({
   "metrics-auth": z.enum(["on", "off"]).default("off"),
   // A comment line on a silent stream, before a proxy's idle timeout (commonly 60 s) cuts it.
   "sse-keepalive-s": z.coerce.number().positive().max(3600).default(5),
+  // llama.cpp's: "auto" answers <think> text as reasoning_content; "none" leaves it in the text.
+  "reasoning-format": z.enum(["auto", "none"]).default("auto"),
 }).superRefine(checkPreset);
 export type ServeFlags = z.infer<typeof ServeFlags>;
 
@@ -166,6 +168,7 @@ const STRING_FLAGS = [
   "keepalive-timeout-s",
   "metrics-auth",
   "sse-keepalive-s",
+  "reasoning-format",
 ];
 const BOOLEAN_FLAGS = ["f32", "json", "chat"];
 
@@ -403,6 +406,10 @@ http:
                          ($SLUICE_API_KEY)
   --sse-keepalive-s S    a stream silent this long (queued, prefilling, paused) sends an SSE
                          comment line, so proxies do not cut it (default 5)
+  --reasoning-format auto|none
+                         auto: text a model writes in <think>...</think> is answered as
+                         reasoning_content; none: it stays in the text (default auto; a request's
+                         reasoning_format overrides it)
   --metrics-auth on|off  require the API key on /metrics too (default off)
   --allowed-hosts H,...  Host header values to answer besides the bind address ("*": any)
   --cors-origins O,...   web origins that may call the API (default none; "*": any)

@@ -49,6 +49,8 @@ export interface ServerConfig {
   metricsAuth?: boolean;
   /** Ms of silence after which a stream sends an SSE comment (default SSE_KEEPALIVE_MS, server/sse/keep_alive.ts). */
   sseKeepAliveMs?: number;
+  /** --reasoning-format none: <think> text stays in the answer unless a request asks otherwise. */
+  reasoningInline?: boolean;
 }
 
 export function createApp(
@@ -92,9 +94,18 @@ export function createApp(
   app.route("/", playgroundRoutes());
   app.route("/v1", modelsRoutes(state, config.modelId));
   const live = new LiveRequests();
-  app.route("/v1", completionsRoutes(state, config.modelId, live, config.sseKeepAliveMs));
-  app.route("/v1", responsesRoutes(state, config.modelId, live, config.sseKeepAliveMs));
-  app.route("/v1", messagesRoutes(state, config.modelId, live, config.sseKeepAliveMs));
+  app.route(
+    "/v1",
+    completionsRoutes(state, config.modelId, live, config.sseKeepAliveMs, config.reasoningInline),
+  );
+  app.route(
+    "/v1",
+    responsesRoutes(state, config.modelId, live, config.sseKeepAliveMs, config.reasoningInline),
+  );
+  app.route(
+    "/v1",
+    messagesRoutes(state, config.modelId, live, config.sseKeepAliveMs, config.reasoningInline),
+  );
   app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state, config.modelId));
   answerWrongMethods(app); // last: it covers the routes mounted above

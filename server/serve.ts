@@ -45,6 +45,8 @@ export interface ServeOptions {
   "metrics-auth": "on" | "off";
   /** Seconds of silence after which a stream sends a keep-alive comment. */
   "sse-keepalive-s": number;
+  /** "none": reasoning stays in the answer's text unless a request asks otherwise. */
+  "reasoning-format": "auto" | "none";
 }
 
 export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>): Promise<void> {
@@ -59,6 +61,7 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
     corsOrigins: flags["cors-origins"],
     metricsAuth: flags["metrics-auth"] === "on",
     sseKeepAliveMs: flags["sse-keepalive-s"] * 1000,
+    reasoningInline: flags["reasoning-format"] === "none",
   }, metrics);
 
   const limit = descriptorLimit();

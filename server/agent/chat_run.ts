@@ -38,6 +38,8 @@ export interface ChatContext {
   observer: RequestObserver;
   /** Where running requests are kept by response id (POST /v1/requests/{id}/priority). */
   live: LiveRequests;
+  /** The server's default (--reasoning-format none): reasoning stays in the text. */
+  reasoningInline?: boolean;
 }
 
 /** How a turn (or one choice of it) ended; `error` unless it completed ("stop", "length", "tool_calls"). */
@@ -103,7 +105,9 @@ export async function startChoices(
   const ids = await promptIds(ctx.prompts, prompt, checkLength);
   const parsing: AssistantParserOptions = {
     format,
-    reasoning: body.reasoning_format === "none" ? "inline" : "split",
+    reasoning: (body.reasoning_format ?? (ctx.reasoningInline ? "none" : "auto")) === "none"
+      ? "inline"
+      : "split",
     startsInReasoning: endsInThinking(ctx.tokenizer, ids),
     toolsEnabled: (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none",
   };

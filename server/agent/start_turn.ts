@@ -3,11 +3,10 @@
 // run's id as the sluice-request-id header (POST /v1/requests/{id}/priority reaches it by it).
 
 import type { Context } from "hono";
-import type { LiveRequests } from "../completions/live_requests.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
 import { readyModel, type ServerState } from "../state/server_state.ts";
-import { type ChatRun, startChat } from "./chat_run.ts";
+import { type ChatContext, type ChatRun, startChat } from "./chat_run.ts";
 
 export interface StartedTurn {
   run: ChatRun;
@@ -17,15 +16,14 @@ export interface StartedTurn {
 export async function startTurn(
   c: Context<ObservedEnv>,
   state: ServerState,
-  modelId: string,
-  live: LiveRequests,
+  route: Pick<ChatContext, "modelId" | "live" | "reasoningInline">,
   body: ChatRequest,
 ): Promise<StartedTurn> {
   const { runtime, tokenizer, prompts } = readyModel(state);
   const abort = new AbortController();
   c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
   const observer = c.get("observer");
-  const ctx = { runtime, tokenizer, prompts, modelId, observer, live };
+  const ctx = { runtime, tokenizer, prompts, observer, ...route };
   const run = await startChat(ctx, body, abort.signal);
   c.header("sluice-request-id", run.id);
   return { run, abort };

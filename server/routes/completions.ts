@@ -27,6 +27,8 @@ export function completionsRoutes(
   live: LiveRequests,
   /** Ms of silence after which a stream sends a keep-alive comment. */
   sseKeepAliveMs?: number,
+  /** --reasoning-format none: reasoning stays in the text unless a request asks otherwise. */
+  reasoningInline = false,
 ): Hono<ObservedEnv> {
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
     const { runtime, tokenizer, prompts } = readyModel(state);
@@ -56,7 +58,7 @@ export function completionsRoutes(
     const abort = new AbortController();
     c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
     const observer = c.get("observer");
-    const ctx = { runtime, tokenizer, prompts, modelId, observer, live };
+    const ctx = { runtime, tokenizer, prompts, modelId, observer, live, reasoningInline };
     const run = await startChoices(ctx, body, abort.signal);
     // A stream's headers go out at once, before its first chunk names it.
     c.header("sluice-request-id", run.id);

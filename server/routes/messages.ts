@@ -23,12 +23,19 @@ export function messagesRoutes(
   modelId: string,
   live: LiveRequests,
   sseKeepAliveMs?: number,
+  /** --reasoning-format none: reasoning stays in the text unless a request asks otherwise. */
+  reasoningInline = false,
 ): Hono<ObservedEnv> {
   return new Hono<ObservedEnv>()
     .post("/messages", async (c) => {
       const body = await parseBody(c, MessagesRequest);
       checkModel(body.model, modelId);
-      const { run, abort } = await startTurn(c, state, modelId, live, chatBody(toChat(body)));
+      const { run, abort } = await startTurn(
+        c,
+        state,
+        { modelId, live, reasoningInline },
+        chatBody(toChat(body)),
+      );
       const writer = new MessagesWriter({
         id: run.id.replace(/^chatcmpl-/, "msg_"),
         model: modelId,

@@ -21,11 +21,18 @@ export function responsesRoutes(
   modelId: string,
   live: LiveRequests,
   sseKeepAliveMs?: number,
+  /** --reasoning-format none: reasoning stays in the text unless a request asks otherwise. */
+  reasoningInline = false,
 ): Hono<ObservedEnv> {
   return new Hono<ObservedEnv>().post("/responses", async (c) => {
     const body = await parseBody(c, ResponsesRequest);
     checkModel(body.model, modelId);
-    const { run, abort } = await startTurn(c, state, modelId, live, chatBody(toChat(body)));
+    const { run, abort } = await startTurn(
+      c,
+      state,
+      { modelId, live, reasoningInline },
+      chatBody(toChat(body)),
+    );
     const writer = new ResponsesWriter({
       id: run.id.replace(/^chatcmpl-/, "resp_"),
       createdAt: run.created,
