@@ -47,6 +47,8 @@ export interface TurnEnd {
   finish: TurnFinish;
   completionTokens: number;
   error?: ApiError;
+  /** The stop string that ended it, when one did (Anthropic's stop_sequence). */
+  stopSequence?: string;
 }
 
 export interface ChatRun {
@@ -173,7 +175,9 @@ function runChoice(
         (piece) => put(parser.push(piece.text), piece.tokens),
       );
       await put(parser.flush(), []);
-      return { finish: parser.finish(reason), completionTokens };
+      const end: TurnEnd = { finish: parser.finish(reason), completionTokens };
+      if (text.matched !== null) end.stopSequence = text.matched;
+      return end;
     } catch (err) {
       const error = ApiError.from(err);
       return { finish: turnFinishOf(error), completionTokens, error };

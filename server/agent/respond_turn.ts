@@ -30,7 +30,7 @@ export interface TurnWriter {
   start(): WireEvent[];
   push(ev: AssistantEvent): WireEvent[];
   /** The events that close a complete turn. */
-  end(finish: CompleteFinish, completionTokens: number): WireEvent[];
+  end(finish: CompleteFinish, completionTokens: number, stopSequence?: string): WireEvent[];
   /** The whole answer, once `end` was called. */
   whole(): object;
   /** The last event of a stream that cannot complete. */
@@ -51,8 +51,8 @@ export function respondTurn(c: Context, turn: Turn, writer: TurnWriter, opts: Tu
 
 async function respondWhole(c: Context, turn: Turn, writer: TurnWriter) {
   for await (const ev of turn.events) writer.push(ev);
-  const { finish, completionTokens } = completed(await turn.done);
-  writer.end(finish, completionTokens);
+  const { finish, completionTokens, stopSequence } = completed(await turn.done);
+  writer.end(finish, completionTokens, stopSequence);
   return c.json(writer.whole());
 }
 
@@ -69,8 +69,8 @@ function respondStream(c: Context, turn: Turn, writer: TurnWriter, opts: TurnRes
     try {
       await send(writer.start());
       for await (const ev of turn.events) await send(writer.push(ev));
-      const { finish, completionTokens } = completed(await turn.done);
-      await send(writer.end(finish, completionTokens));
+      const { finish, completionTokens, stopSequence } = completed(await turn.done);
+      await send(writer.end(finish, completionTokens, stopSequence));
     } catch (err) {
       const apiErr = ApiError.from(err);
       status = apiErr.status;

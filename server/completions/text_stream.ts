@@ -18,6 +18,8 @@ export class TextStream {
   private maxStop: number;
   /** True once a stop string matched; later tokens are ignored. */
   stopped = false;
+  /** The stop string that matched (the earliest in the text), once one has. */
+  matched: string | null = null;
 
   constructor(tok: Tokenizer, private stops: string[]) {
     this.decoder = new StreamDecoder(tok);
@@ -42,7 +44,10 @@ export class TextStream {
     let cut = -1;
     for (const s of this.stops) {
       const at = this.held.indexOf(s);
-      if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+      if (at >= 0 && (cut < 0 || at < cut)) {
+        cut = at;
+        this.matched = s;
+      }
     }
     if (cut >= 0) {
       this.stopped = true;

@@ -11,7 +11,7 @@ import type { CompleteFinish, TurnWriter, WireEvent } from "../agent/respond_tur
 import type { ApiError } from "../openai/errors.ts";
 import { anthropicError } from "./errors.ts";
 
-export type StopReason = "end_turn" | "max_tokens" | "tool_use";
+export type StopReason = "end_turn" | "max_tokens" | "tool_use" | "stop_sequence";
 
 const stopReasons: Record<CompleteFinish, StopReason> = {
   stop: "end_turn",
@@ -39,6 +39,7 @@ export class MessagesWriter implements TurnWriter {
   /** Tool calls' blocks by the call's index in the turn. */
   private readonly calls = new Map<number, { block: Block; index: number }>();
   private stopReason: StopReason | null = null;
+  private stopSequence: string | null = null;
   private outputTokens = 0;
 
   constructor(private readonly head: MessageHead) {}
@@ -76,11 +77,14 @@ export class MessagesWriter implements TurnWriter {
     }
   }
 
-  end(finish: CompleteFinish, completionTokens: number): WireEvent[] {
+  end(finish: CompleteFinish, completionTokens: number, stopSequence?: string): WireEvent[] {
     const out = this.close();
-    this.stopReason = stopReasons[finish];
+    // A stop string ends the turn as "stop"; Anthropic names it.
+    const bySequence = finish === "stop" && stopSequence !== undefined;
+    this.stopReason = bySequence ? "stop_sequence" : stopReasons[finish];
+    this.stopSequence = bySequence ? stopSequence : null;
     this.outputTokens = completionTokens;
-    const delta = { stop_reason: this.stopReason, stop_sequence: null };
+    const delta = { stop_reason: this.stopReason, stop_sequence: this.stopSequence };
     return [
       ...out,
       event("message_delta", { delta, usage: { output_tokens: completionTokens } }),
@@ -121,7 +125,7 @@ export class MessagesWriter implements TurnWriter {
       model: this.head.model,
       content: this.blocks.map(wholeBlock),
       stop_reason: this.stopReason,
-      stop_sequence: null,
+      stop_sequence: this.stopSequence,
       usage: { input_tokens: this.head.promptTokens, output_tokens: this.outputTokens },
     };
   }

@@ -54,3 +54,15 @@ Deno.test("text stream: byte tokens stream their text as soon as it is known", a
     assertEquals(sent.map((p) => [p.text, p.tokens.length]), [["", 1], ["", 1], ["日", 1]]);
   });
 });
+
+Deno.test("text stream: names the stop string that matched first in the text", async () => {
+  await withTokenizer((tok) => {
+    const stream = new TextStream(tok, ["zz", "b"]);
+    for (const ch of "aabzz") stream.push(event(byteToken(ch.charCodeAt(0))));
+    assertEquals(stream.matched, "b");
+    const none = new TextStream(tok, ["zz"]);
+    none.push(event(byteToken(97)));
+    none.flush();
+    assertEquals(none.matched, null);
+  });
+});

@@ -123,3 +123,17 @@ Deno.test("messages events: a failed stream ends with Anthropic's error event, t
     error: { type: "api_error", message: "boom" },
   });
 });
+
+Deno.test("messages writer: a turn a stop string ended says stop_sequence and names it", () => {
+  const w = new MessagesWriter(head);
+  w.push({ type: "text", text: "Hello" });
+  const wire = w.end("stop", 3, "END");
+  const delta = wire.find((e) => e.event === "message_delta")!.data as any;
+  assertEquals(delta.delta, { stop_reason: "stop_sequence", stop_sequence: "END" });
+  const whole = w.whole() as any;
+  assertEquals([whole.stop_reason, whole.stop_sequence], ["stop_sequence", "END"]);
+  // Without one, a stop is an end_turn.
+  const plain = new MessagesWriter(head);
+  plain.end("stop", 3);
+  assertEquals((plain.whole() as any).stop_reason, "end_turn");
+});
