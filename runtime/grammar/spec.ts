@@ -4,6 +4,7 @@
 // always has a way to close what it opened.
 
 import type { CompiledGrammar, GrammarCompiler } from "@mlc-ai/web-xgrammar";
+import { rewriteSchema, rewriteStructuralTag } from "./schema_rewrite.ts";
 
 export type GrammarSpec =
   /** Any JSON object. */
@@ -36,7 +37,8 @@ export function compileSpec(
     case "json_object":
       return compiler.compileJSONSchema('{"type":"object"}', false, ONE_LINE, COMPACT, false);
     case "json_schema": {
-      const schema = JSON.stringify(spec.schema);
+      // Rewritten around xgrammar's bugs (schema_rewrite.ts); the cache key stays the request's.
+      const schema = JSON.stringify(rewriteSchema(spec.schema));
       if (schema === undefined) throw new TypeError("the JSON schema is missing");
       return compiler.compileJSONSchema(schema, false, ONE_LINE, COMPACT, spec.strict ?? true);
     }
@@ -62,7 +64,9 @@ export function compileSpec(
       if (spec.tag === null || typeof spec.tag !== "object") {
         throw new TypeError("the structural tag must be an object");
       }
-      return compiler.compileStructuralTag(spec.tag as Record<string, unknown>);
+      return compiler.compileStructuralTag(
+        rewriteStructuralTag(spec.tag) as Record<string, unknown>,
+      );
     default:
       throw new TypeError(`unknown grammar type ${(spec as { type: unknown }).type}`);
   }
