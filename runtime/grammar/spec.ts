@@ -5,6 +5,7 @@
 
 import type { CompiledGrammar, GrammarCompiler } from "@mlc-ai/web-xgrammar";
 import { rewriteSchema, rewriteStructuralTag } from "./schema_rewrite.ts";
+import { loadXGrammar } from "./xgrammar.ts";
 
 export type GrammarSpec =
   /** Any JSON object. */
@@ -64,12 +65,36 @@ export function compileSpec(
       if (spec.tag === null || typeof spec.tag !== "object") {
         throw new TypeError("the structural tag must be an object");
       }
-      return compiler.compileStructuralTag(
-        rewriteStructuralTag(spec.tag) as Record<string, unknown>,
-      );
+      return compileTag(compiler, rewriteStructuralTag(spec.tag) as Record<string, unknown>);
     default:
       throw new TypeError(`unknown grammar type ${(spec as { type: unknown }).type}`);
   }
+}
+
+/**
+ * A structural tag with its JSON schemas as compact grammars: xgrammar writes a tag's json_schema
+ * content with any whitespace between tokens, unbounded, so a random model could pad a tool call's
+ * arguments forever; the same schema converted on its own honours the compact settings.
+ */
+async function compileTag(
+  compiler: GrammarCompiler,
+  tag: Record<string, unknown>,
+): Promise<CompiledGrammar> {
+  const xgr = await loadXGrammar();
+  const compact = async (node: unknown): Promise<unknown> => {
+    if (Array.isArray(node)) return await Promise.all(node.map(compact));
+    if (node === null || typeof node !== "object") return node;
+    const obj = node as Record<string, unknown>;
+    if (obj.type === "json_schema" && "json_schema" in obj) {
+      const schema = JSON.stringify(obj.json_schema);
+      const grammar = await xgr.Testings._jsonSchemaToEBNF(schema, false, ONE_LINE, COMPACT, true);
+      return { type: "grammar", grammar };
+    }
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(obj)) out[k] = await compact(v);
+    return out;
+  };
+  return compiler.compileStructuralTag(await compact(tag) as Record<string, unknown>);
 }
 
 function text(value: unknown, what: string): string {
