@@ -2,7 +2,8 @@
 // converter that let invalid answers through (found by probing its grammars; see
 // tests/runtime/grammar/schema_rewrite_test.ts):
 // - a string with minLength/maxLength becomes `[^"\\\r\n]{m,n}`, which admits raw control
-//   characters (JSON forbids them): it becomes a `pattern` that excludes them.
+//   characters (JSON forbids them) and broken UTF-8 (random bytes that decode to U+FFFD, each
+//   then a character too many): it becomes a `pattern` of printable ASCII.
 // - its integer ranges are wrong in many places (a maximum of 120 admits 121..129, a minimum of
 //   5 admits 1..4, a negative minimum alone admits no negative number, a maximum of -100 alone
 //   admits no number from -101 to -999): a bounded integer becomes an `anyOf` of decimal blocks
@@ -21,6 +22,13 @@ const FEW = 10;
 const MAX_PLACES = 3;
 
 type Schema = Record<string, unknown>;
+
+/**
+ * A regex class: a printable ASCII character of a JSON string's text that needs no escape. Only
+ * ASCII: xgrammar 0.1.27 matches a class's non-ASCII ranges byte by byte (é counts as two, and
+ * lone UTF-8 bytes pass), and reads a range reaching U+FFFF as any character at all.
+ */
+export const JSON_TEXT_CHAR = "[\\u0020-\\u0021\\u0023-\\u005b\\u005d-\\u007e]";
 
 /** Keywords whose value is a schema. */
 const ONE = [
@@ -87,8 +95,9 @@ function rewriteString(s: Schema): Schema {
   const { minLength, maxLength, ...rest } = s;
   const min = typeof minLength === "number" ? Math.max(0, Math.ceil(minLength)) : 0;
   const max = typeof maxLength === "number" ? Math.floor(maxLength) : undefined;
-  // Any character JSON lets stand for itself: no quote, backslash or control character.
-  return { ...rest, pattern: `^[^"\\\\\\u0000-\\u001f]{${min},${max ?? ""}}$` };
+  // Printable ASCII but '"' and '\\': no control character, and one UTF-16 unit each, so every
+  // validator counts the length the schema meant (a narrowing: no escapes, no non-ASCII text).
+  return { ...rest, pattern: `^${JSON_TEXT_CHAR}{${min},${max ?? ""}}$` };
 }
 
 function rewriteInteger(s: Schema): Schema {
