@@ -16,7 +16,10 @@ export const WeatherArgs = z.object({
   unit: z.enum(["celsius", "fahrenheit"]),
 });
 
-export const AddArgs = z.object({ a: z.number().int(), b: z.number().int() });
+export const AddArgs = z.object({
+  a: z.number().int().min(-1000).max(1000),
+  b: z.number().int().min(-1000).max(1000),
+});
 
 /** JSON Schema of WeatherArgs, for clients that take a schema rather than zod. */
 export const weatherParameters = z.toJSONSchema(WeatherArgs);
