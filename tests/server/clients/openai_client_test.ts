@@ -6,6 +6,7 @@
 import { zodFunction, zodResponseFormat, zodTextFormat } from "openai/helpers/zod";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { MODEL_ID, startServer } from "../harness.ts";
+import { HERMES_TEMPLATE } from "../routes/chat_fixtures.ts";
 import { AddArgs, MAX_TOKENS, Person, SEEDS, WeatherArgs } from "./schemas.ts";
 
 const ask = [{ role: "user" as const, content: "Describe a person." }];
@@ -53,59 +54,63 @@ Deno.test("openai: the chat stream helper gives a parsed final completion", asyn
   }
 });
 
-Deno.test("openai: a required tool call streams as OpenAI's, and its result goes back", async () => {
-  const s = await startServer();
-  try {
-    const tools = [zodFunction({ name: "get_weather", parameters: WeatherArgs })];
-    const messages: any[] = [{ role: "user", content: "Weather in Paris?" }];
-    for (const seed of SEEDS) {
-      const stream = s.client.chat.completions.stream({
-        model: MODEL_ID,
-        messages,
-        tools,
-        tool_choice: "required",
-        // One call, so that the argument fragments are one call's.
-        parallel_tool_calls: false,
-        temperature: 1,
-        seed,
-        max_tokens: MAX_TOKENS,
-      });
-      const argDeltas: string[] = [];
-      stream.on("tool_calls.function.arguments.delta", (e) => argDeltas.push(e.arguments_delta));
-      const final = await stream.finalChatCompletion();
-      const choice = final.choices[0];
-      assertEquals(choice.finish_reason, "tool_calls");
-      const call = choice.message.tool_calls![0];
-      assert(call.type === "function");
-      assertEquals(call.function.name, "get_weather");
-      assert(call.id.length > 0);
-      assertEquals(
-        argDeltas.join(""),
-        call.function.arguments,
-        "fragments add up to the arguments",
-      );
-      assert(WeatherArgs.safeParse(JSON.parse(call.function.arguments)).success);
-      if (seed !== SEEDS[0]) continue;
-      // The round trip: the call and its result in the history, an answer in text.
-      const answer = await s.client.chat.completions.create({
-        model: MODEL_ID,
-        messages: [
-          ...messages,
-          { role: "assistant", content: null, tool_calls: [call] },
-          { role: "tool", tool_call_id: call.id, content: '{"temperature": 21}' },
-        ],
-        tools,
-        tool_choice: "none",
-        max_tokens: 8,
-        temperature: 0,
-      });
-      assert(["stop", "length"].includes(answer.choices[0].finish_reason));
-      assertEquals(answer.choices[0].message.tool_calls ?? [], []);
+// With the tiny model's ChatML template (no tool support: the generic format) and with a Hermes
+// template (the model's own <tool_call> syntax, constrained through a structural tag).
+for (const [format, chatTemplate] of [["generic", undefined], ["hermes", HERMES_TEMPLATE]]) {
+  Deno.test(`openai: a required tool call (${format}) streams as OpenAI's, and its result goes back`, async () => {
+    const s = await startServer({ chatTemplate });
+    try {
+      const tools = [zodFunction({ name: "get_weather", parameters: WeatherArgs })];
+      const messages: any[] = [{ role: "user", content: "Weather in Paris?" }];
+      for (const seed of SEEDS) {
+        const stream = s.client.chat.completions.stream({
+          model: MODEL_ID,
+          messages,
+          tools,
+          tool_choice: "required",
+          // One call, so that the argument fragments are one call's.
+          parallel_tool_calls: false,
+          temperature: 1,
+          seed,
+          max_tokens: MAX_TOKENS,
+        });
+        const argDeltas: string[] = [];
+        stream.on("tool_calls.function.arguments.delta", (e) => argDeltas.push(e.arguments_delta));
+        const final = await stream.finalChatCompletion();
+        const choice = final.choices[0];
+        assertEquals(choice.finish_reason, "tool_calls");
+        const call = choice.message.tool_calls![0];
+        assert(call.type === "function");
+        assertEquals(call.function.name, "get_weather");
+        assert(call.id.length > 0);
+        assertEquals(
+          argDeltas.join(""),
+          call.function.arguments,
+          "fragments add up to the arguments",
+        );
+        assert(WeatherArgs.safeParse(JSON.parse(call.function.arguments)).success);
+        if (seed !== SEEDS[0]) continue;
+        // The round trip: the call and its result in the history, an answer in text.
+        const answer = await s.client.chat.completions.create({
+          model: MODEL_ID,
+          messages: [
+            ...messages,
+            { role: "assistant", content: null, tool_calls: [call] },
+            { role: "tool", tool_call_id: call.id, content: '{"temperature": 21}' },
+          ],
+          tools,
+          tool_choice: "none",
+          max_tokens: 8,
+          temperature: 0,
+        });
+        assert(["stop", "length"].includes(answer.choices[0].finish_reason));
+        assertEquals(answer.choices[0].message.tool_calls ?? [], []);
+      }
+    } finally {
+      await s.close();
     }
-  } finally {
-    await s.close();
-  }
-});
+  });
+}
 
 Deno.test("openai: a named tool is the one called, with valid arguments", async () => {
   const s = await startServer();
