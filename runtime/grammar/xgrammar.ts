@@ -17,6 +17,9 @@ import type * as Xgrammar from "@mlc-ai/web-xgrammar";
 
 export type XGrammar = typeof Xgrammar;
 
+/** Where the bundle is told it lives (see load). */
+const BUNDLE_PATH = "/web-xgrammar/index.js";
+
 let loading: Promise<XGrammar> | null = null;
 /** The reason of the last aborted call, as the module printed it. */
 let lastFatal: string | null = null;
@@ -39,8 +42,11 @@ export function xgrammarError(e: unknown): string {
 async function load(): Promise<XGrammar> {
   const g = globalThis as Record<string, unknown>;
   const lent = { require: g.require === undefined, __filename: g.__filename === undefined };
-  if (lent.require) g.require = createRequire(import.meta.url);
-  if (lent.__filename) g.__filename = new URL(import.meta.url).pathname;
+  // The bundle only requires Node's built-ins (url, fs, path, crypto) and takes its own directory
+  // from __filename, which it never reads from (its WebAssembly is inline): any absolute path
+  // serves, and one outside the sources keeps a compiled binary free of source paths.
+  if (lent.require) g.require = createRequire(BUNDLE_PATH);
+  if (lent.__filename) g.__filename = BUNDLE_PATH;
   const consoleError = console.error;
   console.error = (...args: unknown[]) => {
     const line = args.map(String).join(" ");
