@@ -94,18 +94,15 @@ export function createApp(
   app.route("/", playgroundRoutes());
   app.route("/v1", modelsRoutes(state, config.modelId));
   const live = new LiveRequests();
-  app.route(
-    "/v1",
-    completionsRoutes(state, config.modelId, live, config.sseKeepAliveMs, config.reasoningInline),
-  );
-  app.route(
-    "/v1",
-    responsesRoutes(state, config.modelId, live, config.sseKeepAliveMs, config.reasoningInline),
-  );
-  app.route(
-    "/v1",
-    messagesRoutes(state, config.modelId, live, config.sseKeepAliveMs, config.reasoningInline),
-  );
+  const turns = {
+    modelId: config.modelId,
+    live,
+    sseKeepAliveMs: config.sseKeepAliveMs,
+    reasoningInline: config.reasoningInline,
+  };
+  app.route("/v1", completionsRoutes(state, turns));
+  app.route("/v1", responsesRoutes(state, turns));
+  app.route("/v1", messagesRoutes(state, turns));
   app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state, config.modelId));
   answerWrongMethods(app); // last: it covers the routes mounted above

@@ -2,7 +2,7 @@
 // `response_format`, vLLM's `guided_*` fields and their successor `structured_outputs`, and
 // llama.cpp's `json_schema` and `grammar` fields. One body may ask for one constraint only.
 
-import type { GrammarSpec } from "./grammar_spec.ts";
+import type { GrammarSpec } from "../../runtime/service.ts";
 
 /** A body whose constraint is malformed or given twice; the route answers 400 with its message. */
 export class GrammarRequestError extends Error {

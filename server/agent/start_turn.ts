@@ -6,7 +6,20 @@ import type { Context } from "hono";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
 import { readyModel, type ServerState } from "../state/server_state.ts";
+import type { LiveRequests } from "../completions/live_requests.ts";
 import { type ChatContext, type ChatRun, startChat } from "./chat_run.ts";
+
+/** What the routes that start turns share. */
+export interface TurnRouteConfig {
+  /** The served model's id. */
+  modelId: string;
+  /** Where running requests are kept by response id (POST /v1/requests/{id}/priority). */
+  live: LiveRequests;
+  /** Ms of silence after which a stream sends a keep-alive comment. */
+  sseKeepAliveMs?: number;
+  /** --reasoning-format none: reasoning stays in the text unless a request asks otherwise. */
+  reasoningInline?: boolean;
+}
 
 export interface StartedTurn {
   run: ChatRun;
@@ -16,14 +29,23 @@ export interface StartedTurn {
 export async function startTurn(
   c: Context<ObservedEnv>,
   state: ServerState,
-  route: Pick<ChatContext, "modelId" | "live" | "reasoningInline">,
+  route: TurnRouteConfig,
   body: ChatRequest,
 ): Promise<StartedTurn> {
   const { runtime, tokenizer, prompts } = readyModel(state);
   const abort = new AbortController();
   c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
   const observer = c.get("observer");
-  const ctx = { runtime, tokenizer, prompts, observer, ...route };
+  const { modelId, live, reasoningInline } = route;
+  const ctx: ChatContext = {
+    runtime,
+    tokenizer,
+    prompts,
+    observer,
+    modelId,
+    live,
+    reasoningInline,
+  };
   const run = await startChat(ctx, body, abort.signal);
   c.header("sluice-request-id", run.id);
   return { run, abort };

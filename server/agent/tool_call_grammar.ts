@@ -4,7 +4,7 @@
 // a named function the answer must be calls. "none" constrains nothing: the tools are still shown
 // to the model (OpenAI passes them), but the parser is told not to look for calls.
 
-import type { GrammarSpec } from "./grammar_spec.ts";
+import type { GrammarSpec } from "../../runtime/service.ts";
 import { allowedTools, argumentsSchema, type ToolChoice, type ToolDefinition } from "./tools.ts";
 import type { ToolFormat } from "./tools.ts";
 

@@ -11,7 +11,7 @@ import { ApiError } from "../openai/errors.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
 import { grammarFromBody, GrammarRequestError } from "./body_grammar.ts";
 import { toolDefinitions } from "./chat_prompt.ts";
-import type { GrammarSpec } from "./grammar_spec.ts";
+import type { GrammarSpec } from "../../runtime/service.ts";
 import { toolCallGrammar } from "./tool_call_grammar.ts";
 import type { ToolFormat } from "./tools.ts";
 

@@ -7,7 +7,6 @@
 import { type Context, Hono } from "hono";
 import { buildRequest } from "../completions/build.ts";
 import { chat, completion, type Kind } from "../completions/kinds.ts";
-import type { LiveRequests } from "../completions/live_requests.ts";
 import { respondJson } from "../completions/respond_json.ts";
 import { respondSse } from "../completions/respond_sse.ts";
 import { checkPromptLength, submit } from "../completions/submit.ts";
@@ -16,20 +15,16 @@ import { parseBody } from "../openai/body.ts";
 import { checkModel } from "../openai/errors.ts";
 import { ChatRequest, type SharedFields } from "../openai/schemas.ts";
 import { startChoices } from "../agent/chat_run.ts";
+import type { TurnRouteConfig } from "../agent/start_turn.ts";
 import { respondChatJson, respondChatSse } from "../completions/respond_chat.ts";
 import { tokenNames } from "../openai/logprobs.ts";
 import { readyModel, type ServerState } from "../state/server_state.ts";
 
 export function completionsRoutes(
   state: ServerState,
-  modelId: string,
-  /** Where running requests are kept by response id (for POST /v1/requests/{id}/priority). */
-  live: LiveRequests,
-  /** Ms of silence after which a stream sends a keep-alive comment. */
-  sseKeepAliveMs?: number,
-  /** --reasoning-format none: reasoning stays in the text unless a request asks otherwise. */
-  reasoningInline = false,
+  route: TurnRouteConfig,
 ): Hono<ObservedEnv> {
+  const { modelId, live, sseKeepAliveMs, reasoningInline } = route;
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
     const { runtime, tokenizer, prompts } = readyModel(state);
     const body = await parseBody(c, kind.schema);

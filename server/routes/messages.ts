@@ -7,9 +7,8 @@ import { Hono } from "hono";
 import { chatBody } from "../agent/chat_body.ts";
 import { turnPrompt } from "../agent/chat_prompt.ts";
 import { respondTurn } from "../agent/respond_turn.ts";
-import { startTurn } from "../agent/start_turn.ts";
+import { startTurn, type TurnRouteConfig } from "../agent/start_turn.ts";
 import { promptIds } from "../completions/kinds.ts";
-import type { LiveRequests } from "../completions/live_requests.ts";
 import { MessagesWriter } from "../messages/events.ts";
 import { CountTokensRequest, MessagesRequest } from "../messages/schema.ts";
 import { toChat } from "../messages/to_chat.ts";
@@ -20,12 +19,9 @@ import { readyModel, type ServerState } from "../state/server_state.ts";
 
 export function messagesRoutes(
   state: ServerState,
-  modelId: string,
-  live: LiveRequests,
-  sseKeepAliveMs?: number,
-  /** --reasoning-format none: reasoning stays in the text unless a request asks otherwise. */
-  reasoningInline = false,
+  route: TurnRouteConfig,
 ): Hono<ObservedEnv> {
+  const { modelId, sseKeepAliveMs } = route;
   return new Hono<ObservedEnv>()
     .post("/messages", async (c) => {
       const body = await parseBody(c, MessagesRequest);
@@ -33,7 +29,7 @@ export function messagesRoutes(
       const { run, abort } = await startTurn(
         c,
         state,
-        { modelId, live, reasoningInline },
+        route,
         chatBody(toChat(body)),
       );
       const writer = new MessagesWriter({

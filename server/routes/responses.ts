@@ -5,8 +5,7 @@
 import { Hono } from "hono";
 import { chatBody } from "../agent/chat_body.ts";
 import { respondTurn } from "../agent/respond_turn.ts";
-import { startTurn } from "../agent/start_turn.ts";
-import type { LiveRequests } from "../completions/live_requests.ts";
+import { startTurn, type TurnRouteConfig } from "../agent/start_turn.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
 import { checkModel } from "../openai/errors.ts";
@@ -18,19 +17,16 @@ import type { ServerState } from "../state/server_state.ts";
 
 export function responsesRoutes(
   state: ServerState,
-  modelId: string,
-  live: LiveRequests,
-  sseKeepAliveMs?: number,
-  /** --reasoning-format none: reasoning stays in the text unless a request asks otherwise. */
-  reasoningInline = false,
+  route: TurnRouteConfig,
 ): Hono<ObservedEnv> {
+  const { modelId, sseKeepAliveMs } = route;
   return new Hono<ObservedEnv>().post("/responses", async (c) => {
     const body = await parseBody(c, ResponsesRequest);
     checkModel(body.model, modelId);
     const { run, abort } = await startTurn(
       c,
       state,
-      { modelId, live, reasoningInline },
+      route,
       chatBody(toChat(body)),
     );
     const writer = new ResponsesWriter({

@@ -22,7 +22,9 @@ Deno.test("app: bad input gets OpenAI error envelopes, never a crash", async () 
         "temperature",
         null,
       ],
-      ["/v1/chat/completions", { ...chat, n: 2 }, 400, /n = 1/, "n", null],
+      // Chat takes n up to 8; completions only 1.
+      ["/v1/chat/completions", { ...chat, n: 9 }, 400, /8/, "n", null],
+      ["/v1/completions", { model: MODEL_ID, prompt: "hi", n: 2 }, 400, /n = 1/, "n", null],
       [
         "/v1/chat/completions",
         { ...chat, model: "gpt-9" },
@@ -105,7 +107,7 @@ Deno.test("app: bad input gets OpenAI error envelopes, never a crash", async () 
     assertEquals((await unknown.json()).error.code, "not_found");
 
     const m = await s.scrape();
-    assertEquals(sampleValue(m, "sluice_requests_total", { status: "400" }), 10);
+    assertEquals(sampleValue(m, "sluice_requests_total", { status: "400" }), 11);
     assertEquals(sampleValue(m, "sluice_requests_total", { status: "415" }), 1);
     assertEquals(sampleValue(m, "sluice_requests_total", { status: "404" }), 1); // the model; /v2 is not counted
     assertEquals(sampleValue(m, "sluice_requests_total", { status: "413" }), 1);

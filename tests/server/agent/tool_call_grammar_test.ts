@@ -6,7 +6,7 @@ import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 import { AssistantParser } from "../../../server/agent/assistant_parser.ts";
 import { toolCallGrammar } from "../../../server/agent/tool_call_grammar.ts";
 import type { ToolDefinition, ToolFormat } from "../../../server/agent/tools.ts";
-import type { GrammarSpec } from "../../../server/agent/grammar_spec.ts";
+import type { GrammarSpec } from "../../../runtime/service.ts";
 
 // The web build expects CommonJS globals.
 const g = globalThis as any;
