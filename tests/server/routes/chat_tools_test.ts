@@ -90,6 +90,10 @@ Deno.test("chat: n choices are the n = 1 answers of seeds seed, seed+1, …", as
     };
     const r = await (await s.post("/v1/chat/completions", { ...body, n: 3 })).json();
     assertEquals(r.choices.map((c: { index: number }) => c.index), [0, 1, 2]);
+    // Choices 2 and 3 found choice 1's whole prompt blocks in the prefix cache.
+    const blocks = Math.floor(r.usage.prompt_tokens / s.runtime.info.blockSize);
+    assert(blocks >= 1, "the prompt fills a block");
+    assertEquals(s.runtime.stats().prefix?.hitBlocks, 2 * blocks);
     let completion = 0;
     for (const [i, choice] of r.choices.entries()) {
       const one = await (await s.post("/v1/chat/completions", { ...body, seed: 40 + i })).json();
