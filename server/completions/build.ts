@@ -8,7 +8,7 @@ import type { PromptEncoder, Tokenizer } from "../../runtime/service.ts";
 import type { RequestSlo, SubmitParams } from "../../runtime/service.ts";
 import { tokenNames } from "../openai/logprobs.ts";
 import type { SharedFields } from "../openai/schemas.ts";
-import type { CheckLength, Kind } from "./kinds.ts";
+import type { CheckLength, Endpoint, Kind } from "./kinds.ts";
 import { TextStream } from "./text_stream.ts";
 import { ResponseWriter } from "./writer.ts";
 
@@ -25,7 +25,7 @@ export interface BuiltRequest {
 }
 
 export async function buildRequest<B extends SharedFields>(
-  kind: Kind<B>,
+  kind: Endpoint<B>,
   body: B,
   text: { tokenizer: Tokenizer; prompts: PromptEncoder },
   model: string,

@@ -1,6 +1,7 @@
-// What differs between /v1/chat/completions and /v1/completions, as one object per endpoint: how
-// the body gives its prompt, its token limit and its logprobs, and how text fits in a choice.
-// Everything else (sampling, pacing, SLOs, stop strings, streaming, errors) is shared.
+// What differs between /v1/chat/completions and /v1/completions, as one object per endpoint: its
+// token limit and its logprobs; for completions also how the body gives its prompt and how text
+// fits in a choice (chat's are agent/chat_prompt.ts and chat_wire.ts). Everything else (sampling,
+// pacing, SLOs, stop strings, errors) is shared.
 
 import type { z } from "zod";
 import {
@@ -11,9 +12,8 @@ import {
   TokenizerClosed,
 } from "../../runtime/service.ts";
 import { ApiError, shuttingDown } from "../openai/errors.ts";
-import { chatLogprobs, completionLogprobs, type TokenNames } from "../openai/logprobs.ts";
+import { completionLogprobs, type TokenNames } from "../openai/logprobs.ts";
 import { ChatRequest, CompletionRequest, type SharedFields } from "../openai/schemas.ts";
-import { chatPrompt } from "../agent/chat_prompt.ts";
 
 /** Text for the client with the tokens it completes; `offset`: where it starts in the response. */
 export interface Piece {
@@ -38,18 +38,27 @@ export interface WireFormat {
   wholeChoice(piece: Piece, names: TokenNames | null): object;
 }
 
-/** An endpoint: its wire format, and how its body says what to run. */
-export interface Kind<B extends SharedFields> extends WireFormat {
+/** An endpoint's body: what it says to run (the request builder's submitParams reads this). */
+export interface Kind<B extends SharedFields> {
   schema: z.ZodType<B>;
   /** The body field the runtime's prompt errors point at. */
   promptParam: string;
-  /** The ids the body runs; `checkLength` as in promptIds. */
-  promptIds(body: B, prompts: PromptEncoder, checkLength?: CheckLength): Promise<number[]>;
+  /** Its responses' id prefix. */
+  idPrefix: string;
   maxTokens(body: B): number | undefined;
   /** max_tokens when the body gives none; undefined: as many as the context allows. */
   defaultMaxTokens?: number;
   /** Top logprobs asked per token; null: no logprobs at all. */
   logprobs(body: B): number | null;
+}
+
+/**
+ * An endpoint answered by the text response writer (/v1/completions): its body, its prompt, its
+ * wire format. Chat is answered from assistant events instead (agent/chat_run.ts, chat_wire.ts).
+ */
+export interface Endpoint<B extends SharedFields> extends Kind<B>, WireFormat {
+  /** The ids the body runs; `checkLength` as in promptIds. */
+  promptIds(body: B, prompts: PromptEncoder, checkLength?: CheckLength): Promise<number[]>;
 }
 
 /** Given a lower bound on a prompt's token count; throws to refuse it. */
@@ -80,26 +89,11 @@ export const chat: Kind<ChatRequest> = {
   schema: ChatRequest,
   promptParam: "messages",
   idPrefix: "chatcmpl-",
-  object: "chat.completion",
-  chunkObject: "chat.completion.chunk",
-  // Without tools: the chat route renders and runs through agent/chat_run.ts, which has them.
-  promptIds: (body, prompts, checkLength) =>
-    promptIds(prompts, chatPrompt(body.messages, { format: "generic" }), checkLength),
   maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens ?? undefined,
   logprobs: (body) => body.logprobs ? body.top_logprobs ?? 0 : null,
-  chunkChoice: (piece, names) => ({
-    delta: { content: piece.text },
-    logprobs: names && { content: chatLogprobs(names, piece.tokens) },
-  }),
-  openingChoice: { delta: { role: "assistant", content: "" }, logprobs: null },
-  finalChoice: { delta: {}, logprobs: null },
-  wholeChoice: (piece, names) => ({
-    message: { role: "assistant", content: piece.text },
-    logprobs: names && { content: chatLogprobs(names, piece.tokens) },
-  }),
 };
 
-export const completion: Kind<CompletionRequest> = {
+export const completion: Endpoint<CompletionRequest> = {
   schema: CompletionRequest,
   promptParam: "prompt",
   idPrefix: "cmpl-",

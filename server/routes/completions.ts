@@ -6,7 +6,7 @@
 
 import { type Context, Hono } from "hono";
 import { buildRequest } from "../completions/build.ts";
-import { chat, completion, type Kind } from "../completions/kinds.ts";
+import { chat, completion, type Endpoint } from "../completions/kinds.ts";
 import { respondJson } from "../completions/respond_json.ts";
 import { respondSse } from "../completions/respond_sse.ts";
 import { checkPromptLength, submit } from "../completions/submit.ts";
@@ -25,7 +25,7 @@ export function completionsRoutes(
   route: TurnRouteConfig,
 ): Hono<ObservedEnv> {
   const { modelId, live, sseKeepAliveMs, reasoningInline } = route;
-  async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Kind<B>) {
+  async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Endpoint<B>) {
     const { runtime, tokenizer, prompts } = readyModel(state);
     const body = await parseBody(c, kind.schema);
     checkModel(body.model, modelId);

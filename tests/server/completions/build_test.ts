@@ -1,11 +1,11 @@
 // The one request builder: what each endpoint's body becomes for the runtime (no GPU: a tokenizer
-// and the builder only), and how the response writer shapes each endpoint's chunks.
+// and the builder only), and how the completions writer shapes its chunks.
 
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { PromptEncoder } from "../../../engine/text/prompt_encoder.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
-import { buildRequest } from "../../../server/completions/build.ts";
+import { buildRequest, submitParams } from "../../../server/completions/build.ts";
 import { chat, completion } from "../../../server/completions/kinds.ts";
 import { ChatRequest, CompletionRequest } from "../../../server/openai/schemas.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
@@ -44,7 +44,8 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
       ignore_eos: true,
       stop: "\n",
     };
-    const c = await buildRequest(
+    // Chat runs through agent/chat_run.ts, which renders the prompt and reads its params here.
+    const c = submitParams(
       chat,
       ChatRequest.parse({
         ...shared,
@@ -54,20 +55,17 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
         logprobs: true,
         top_logprobs: 3,
         stream: true,
-        stream_options: { include_usage: true },
       }),
-      text,
-      "m",
+      [1, 2, 3],
     );
-    assertEquals(c.params.ids, tok.encodeChat([{ role: "user", content: "hi" }]));
-    assertEquals(c.params.maxTokens, 9);
-    assertEquals(c.params.maxTokensDefault, undefined);
-    assertEquals(c.params.topLogprobs, 3);
-    assertEquals(c.params.sampling, { temperature: 0.5, topK: 7, topP: 0.9, seed: 42 });
-    assertEquals(c.params.stopIds, []);
-    assertEquals(c.params.readingRate, 12);
-    assertEquals(c.params.slo, { ttftMs: 300 }, "an SLO not given stays absent");
-    assertEquals([c.stream, c.includeUsage], [true, true]);
+    assertEquals(c.ids, [1, 2, 3]);
+    assertEquals(c.maxTokens, 9);
+    assertEquals(c.maxTokensDefault, undefined);
+    assertEquals(c.topLogprobs, 3);
+    assertEquals(c.sampling, { temperature: 0.5, topK: 7, topP: 0.9, seed: 42 });
+    assertEquals(c.stopIds, []);
+    assertEquals(c.readingRate, 12);
+    assertEquals(c.slo, { ttftMs: 300 }, "an SLO not given stays absent");
 
     const p = await buildRequest(
       completion,
@@ -93,7 +91,7 @@ Deno.test("build: both endpoints' bodies become the same kind of SubmitParams", 
   });
 });
 
-Deno.test("build: the writer shapes each endpoint's chunks and whole responses", async () => {
+Deno.test("build: the completions writer shapes its chunks and whole responses", async () => {
   await withTokenizer(async (text) => {
     const ev = (id: number) => ({
       id,
@@ -101,27 +99,6 @@ Deno.test("build: the writer shapes each endpoint's chunks and whole responses",
       top: [[id, -0.5]] as [number, number][],
       generatedAt: 0,
     });
-    const c = (await buildRequest(
-      chat,
-      ChatRequest.parse({ model: "m", messages: [{ role: "user", content: "x" }] }),
-      text,
-      "m",
-    )).writer;
-    const [opening] = c.opening() as { object: string; choices: unknown[] }[];
-    assertEquals(opening.object, "chat.completion.chunk");
-    assertEquals(opening.choices, [{
-      index: 0,
-      delta: { role: "assistant", content: "" },
-      logprobs: null,
-      finish_reason: null,
-    }]);
-    assertEquals((c.piece({ text: "hi", tokens: [ev(300)] }) as { choices: unknown[] }).choices, [
-      { index: 0, delta: { content: "hi" }, logprobs: null, finish_reason: null },
-    ]);
-    assertEquals((c.finish("length") as { choices: unknown[] }).choices, [
-      { index: 0, delta: {}, logprobs: null, finish_reason: "length" },
-    ]);
-
     const p = (await buildRequest(
       completion,
       CompletionRequest.parse({ model: "m", prompt: [1, 2], logprobs: 1 }),
@@ -167,16 +144,15 @@ Deno.test("build: a reply that is not streamed is unpaced, whatever reading_rate
       "m",
     );
     assertEquals(streamed.params.readingRate, 0.1);
-    const chatWhole = await buildRequest(
+    const chatWhole = submitParams(
       chat,
       ChatRequest.parse({
         model: "m",
         messages: [{ role: "user", content: "hi" }],
         reading_rate: 3,
       }),
-      text,
-      "m",
+      [1],
     );
-    assertEquals(chatWhole.params.readingRate, 0);
+    assertEquals(chatWhole.readingRate, 0);
   });
 });
