@@ -1,7 +1,8 @@
 // Streams a GGUF model's tensors into GPU buffers, chunk by chunk as safetensors_upload.ts does
 // for safetensors: float tensors (F32, F16, BF16) become the GPU's weight dtype, quantized ones
 // (Q8_0, Q4_0, Q4_K, Q6_K) stay quantized, repacked by quant_layout.ts for the dequantizing
-// kernels.
+// kernels. Either way NaN and Inf fail the load: float values as they pass, quantized blocks by
+// their scales (quant/block_scales.ts).
 // The rows of attn_q and attn_k are put back in Hugging Face's order on the way
 // (formats/rope_permutation.ts).
 //
@@ -20,7 +21,8 @@ import { ggufTensorOf } from "../formats/gguf_model.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
 import { permutedHeads, unpermuteRows } from "../formats/rope_permutation.ts";
 import { readTensorInto } from "../formats/safetensors.ts";
-import { dequantize, isQuantType, type QuantType } from "../quant/formats.ts";
+import { dequantize, isQuantType, QUANT_FORMATS, type QuantType } from "../quant/formats.ts";
+import { firstNonFiniteBlock } from "../quant/block_scales.ts";
 import { f32ToF16Bits } from "../quant/half.ts";
 import type { GluMatrix, GpuMatrix } from "./model_weights.ts";
 import {
@@ -189,6 +191,7 @@ export class GgufUpload extends WeightUpload {
       }, raw);
       if (heads) raw = unpermuteRows(raw, n / group, group, rowBytes);
       if (storage !== "float") {
+        this.checkScales(t, raw, r * cols);
         write(r, n, raw);
       } else {
         write(r, n, this.toGpuFloat(t, raw, r * cols, n * cols));
@@ -214,6 +217,14 @@ export class GgufUpload extends WeightUpload {
     const bad = firstNonFinite(raw, dtype);
     if (bad >= 0) this.failNonFinite(t, first + bad);
     return convert(raw, dtype, this.gpu.f16);
+  }
+
+  /** Refuses quantized bytes (whole blocks from element `first` on) with a NaN or Inf scale. */
+  private checkScales(t: GgufTensor, raw: Uint8Array, first: number): void {
+    const quant = t.typeName.toLowerCase();
+    if (!isQuantType(quant)) return;
+    const bad = firstNonFiniteBlock(raw, quant);
+    if (bad >= 0) this.failNonFinite(t, first + bad * QUANT_FORMATS[quant].blockElems);
   }
 
   private failNonFinite(t: GgufTensor, element: number): never {
