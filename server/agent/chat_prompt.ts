@@ -16,7 +16,7 @@ import {
   type ToolIn,
 } from "../openai/schemas.ts";
 import { genericToolPrompt } from "./generic_tool_prompt.ts";
-import { chooseToolFormat } from "./tool_format.ts";
+import { modelToolFormat } from "./tool_format.ts";
 import type { ToolDefinition, ToolFormat } from "./tools.ts";
 
 export interface ChatPromptOptions {
@@ -59,7 +59,7 @@ export function turnPrompt(
     tools: body.tools,
     toolChoice: body.tool_choice,
     parallelToolCalls: body.parallel_tool_calls ?? true,
-    format: chooseToolFormat(tokenizer.chatTemplate(true)),
+    format: modelToolFormat(tokenizer),
   });
 }
 

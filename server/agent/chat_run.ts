@@ -24,7 +24,7 @@ import type { AssistantEvent, TurnFinish } from "./assistant_events.ts";
 import { turnPrompt } from "./chat_prompt.ts";
 import { AssistantParser, type AssistantParserOptions } from "./assistant_parser.ts";
 import { Handoff } from "./handoff.ts";
-import { chooseToolFormat } from "./tool_format.ts";
+import { modelToolFormat } from "./tool_format.ts";
 import { turnGrammar } from "./turn_grammar.ts";
 
 /** What a chat turn needs from the route that runs it. */
@@ -102,7 +102,7 @@ export async function startChoices(
 ): Promise<ChoicesRun> {
   const { runtime } = ctx;
   const checkLength = (atLeast: number) => checkPromptLength(runtime, atLeast, "messages");
-  const format = chooseToolFormat(ctx.tokenizer.chatTemplate(true));
+  const format = modelToolFormat(ctx.tokenizer);
   const prompt = turnPrompt(ctx.tokenizer, body);
   const ids = await promptIds(ctx.prompts, prompt, checkLength);
   const parsing: AssistantParserOptions = {

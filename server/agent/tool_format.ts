@@ -2,7 +2,20 @@
 // model its tools and how it was trained to call them) and its tokenizer's special tokens. A
 // template that never uses `tools` gets Sluice's generic format and prompt instead.
 
+import type { Tokenizer } from "../../runtime/service.ts";
 import type { ToolFormat } from "./tools.ts";
+
+const formats = new WeakMap<Pick<Tokenizer, "chatTemplate">, ToolFormat>();
+
+/** The served model's tool format: read once from its template, which never changes. */
+export function modelToolFormat(tokenizer: Pick<Tokenizer, "chatTemplate">): ToolFormat {
+  let format = formats.get(tokenizer);
+  if (format === undefined) {
+    format = chooseToolFormat(tokenizer.chatTemplate(true));
+    formats.set(tokenizer, format);
+  }
+  return format;
+}
 
 export function chooseToolFormat(
   template: string | null,

@@ -6,7 +6,7 @@
 
 import { Hono } from "hono";
 import { chatPrompt } from "../agent/chat_prompt.ts";
-import { chooseToolFormat } from "../agent/tool_format.ts";
+import { modelToolFormat } from "../agent/tool_format.ts";
 import { promptIds } from "../completions/kinds.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
@@ -26,7 +26,7 @@ export function tokenizeRoutes(state: ServerState, modelId: string): Hono<Observ
         body.messages
           ? chatPrompt(body.messages, {
             tools: body.tools,
-            format: chooseToolFormat(tokenizer.chatTemplate(true)),
+            format: modelToolFormat(tokenizer),
             addGenerationPrompt: body.add_generation_prompt ?? true,
           })
           : { text: body.prompt!, addSpecialTokens: body.add_special_tokens ?? true },

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertMatch } from "../../helpers/testing.ts";
-import { chooseToolFormat } from "../../../server/agent/tool_format.ts";
+import { chooseToolFormat, modelToolFormat } from "../../../server/agent/tool_format.ts";
 import { genericToolPrompt } from "../../../server/agent/generic_tool_prompt.ts";
 import type { ToolDefinition } from "../../../server/agent/tools.ts";
 
@@ -54,4 +54,17 @@ Deno.test("generic tool prompt: lists the schemas and asks for the generic forma
   assertMatch(named, /You must call the tool now/);
   assert(!named.includes('"response"'));
   assertEquals(genericToolPrompt(TOOLS, "none"), null);
+});
+
+Deno.test("tool format: read once per model, from the template that shows tools", () => {
+  let reads = 0;
+  const tokenizer = {
+    chatTemplate: (withTools = false) => {
+      reads++;
+      return withTools ? QWEN : PLAIN;
+    },
+  };
+  assertEquals(modelToolFormat(tokenizer), "hermes");
+  assertEquals(modelToolFormat(tokenizer), "hermes");
+  assertEquals(reads, 1);
 });
