@@ -30,6 +30,9 @@ import {
   checkPriority,
   checkPromptLength,
   InvalidRequest,
+  MAX_LOGIT_BIAS_VALUE,
+  MAX_PENALTY,
+  MAX_REPETITION_PENALTY,
   type SubmitParams,
   validate,
 } from "./validation.ts";
@@ -50,7 +53,16 @@ export type {
   SubmitParams,
   TokenEvent,
 };
-export { InvalidRequest, MAX_PRIORITY, MAX_READING_RATE, MIN_PRIORITY, MIN_READING_RATE };
+export {
+  InvalidRequest,
+  MAX_LOGIT_BIAS_VALUE,
+  MAX_PENALTY,
+  MAX_PRIORITY,
+  MAX_READING_RATE,
+  MAX_REPETITION_PENALTY,
+  MIN_PRIORITY,
+  MIN_READING_RATE,
+};
 // The server renders chat templates and decodes text with the model's tokenizer, and encodes
 // prompts through the prompt encoder (large ones off its thread).
 export { ChatTemplateError, StreamDecoder, Tokenizer } from "../engine/text/tokenizer.ts";

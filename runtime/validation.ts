@@ -141,6 +141,10 @@ export function validate(
 
 /** Largest repetition_penalty taken (HF and vLLM take any > 0; past 10 it only bans). */
 export const MAX_REPETITION_PENALTY = 10;
+/** OpenAI's range of frequency_penalty and presence_penalty: ±2. */
+export const MAX_PENALTY = 2;
+/** OpenAI's range of a logit_bias value: ±100 (bans or forces a token). */
+export const MAX_LOGIT_BIAS_VALUE = 100;
 
 /** Throws InvalidRequest, naming the body parameter, unless the sampling controls are in range. */
 function checkSamplingControls(s: SamplingParams, vocabSize: number): void {
@@ -149,11 +153,12 @@ function checkSamplingControls(s: SamplingParams, vocabSize: number): void {
   };
   const inRange = (v: number | undefined, lo: number, hi: number) =>
     v === undefined || (Number.isFinite(v) && v >= lo && v <= hi);
-  if (!inRange(s.frequencyPenalty, -2, 2)) {
-    refuse("frequency_penalty", "frequency_penalty must be between -2 and 2");
+  const penalty = `must be between -${MAX_PENALTY} and ${MAX_PENALTY}`;
+  if (!inRange(s.frequencyPenalty, -MAX_PENALTY, MAX_PENALTY)) {
+    refuse("frequency_penalty", `frequency_penalty ${penalty}`);
   }
-  if (!inRange(s.presencePenalty, -2, 2)) {
-    refuse("presence_penalty", "presence_penalty must be between -2 and 2");
+  if (!inRange(s.presencePenalty, -MAX_PENALTY, MAX_PENALTY)) {
+    refuse("presence_penalty", `presence_penalty ${penalty}`);
   }
   const r = s.repetitionPenalty;
   if (r !== undefined && !(inRange(r, 0, MAX_REPETITION_PENALTY) && r > 0)) {
@@ -177,8 +182,11 @@ function checkSamplingControls(s: SamplingParams, vocabSize: number): void {
     }
     if (seen.has(id)) refuse("logit_bias", `logit_bias names token ${id} twice`);
     seen.add(id);
-    if (!inRange(b, -100, 100)) {
-      refuse("logit_bias", `logit_bias for token ${id} must be between -100 and 100`);
+    if (!inRange(b, -MAX_LOGIT_BIAS_VALUE, MAX_LOGIT_BIAS_VALUE)) {
+      refuse(
+        "logit_bias",
+        `logit_bias for token ${id} must be between -${MAX_LOGIT_BIAS_VALUE} and ${MAX_LOGIT_BIAS_VALUE}`,
+      );
     }
   }
 }

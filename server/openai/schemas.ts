@@ -13,8 +13,11 @@
 
 import { z } from "zod";
 import {
+  MAX_LOGIT_BIAS_VALUE,
+  MAX_PENALTY,
   MAX_PRIORITY,
   MAX_READING_RATE,
+  MAX_REPETITION_PENALTY,
   MIN_PRIORITY,
   MIN_READING_RATE,
 } from "../../runtime/service.ts";
@@ -53,14 +56,14 @@ const samplingFields = {
     include_timing: z.boolean().nullish(),
   }).nullish(),
   // OpenAI's ranges; vLLM's min_p and repetition_penalty (1: off).
-  presence_penalty: z.number().min(-2).max(2).nullish(),
-  frequency_penalty: z.number().min(-2).max(2).nullish(),
-  repetition_penalty: z.number().gt(0).max(10).nullish(),
+  presence_penalty: z.number().min(-MAX_PENALTY).max(MAX_PENALTY).nullish(),
+  frequency_penalty: z.number().min(-MAX_PENALTY).max(MAX_PENALTY).nullish(),
+  repetition_penalty: z.number().gt(0).max(MAX_REPETITION_PENALTY).nullish(),
   min_p: z.number().min(0).max(1).nullish(),
   // Token id (as a string key) → bias added to its logit; the runtime checks the ids.
   logit_bias: z.record(
     z.string().regex(/^\d+$/, { message: "logit_bias keys are token ids" }),
-    z.number().min(-100).max(100),
+    z.number().min(-MAX_LOGIT_BIAS_VALUE).max(MAX_LOGIT_BIAS_VALUE),
   ).nullish(),
   user: z.string().nullish(),
   // vLLM's: name logprob tokens "token_id:N" instead of their text (server/openai/logprobs.ts).
