@@ -30,14 +30,14 @@ export async function openGgufModel(path: string): Promise<ModelFiles> {
       throw new ModelLoadError(path, `tensor "${t.name}" is ${t.typeName}; norms must be float`);
     }
   }
-  const { tokenizerJson, tokenizerConfig } = ggufTokenizerFiles(gguf);
+  const { tokenizerJson, tokenizerConfig, generationConfig } = ggufTokenizerFiles(gguf);
   return {
     dir: path,
     config,
     tensors: new Map(),
     tokenizerJson,
     tokenizerConfig,
-    generationConfig: null,
+    generationConfig,
     gguf,
   };
 }

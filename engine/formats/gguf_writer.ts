@@ -123,9 +123,24 @@ export function encodeGguf(spec: GgufToWrite): Uint8Array {
 
 export async function writeGguf(path: string, spec: GgufToWrite): Promise<void> {
   using file = await Deno.open(path, { write: true, create: true, truncate: true });
+  const write = async (bytes: Uint8Array) => {
+    for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
+  };
+  // Metadata is many small pieces (a vocabulary's strings): gathered into large writes.
+  const gathered = new Uint8Array(1 << 20);
+  let held = 0;
   for (const piece of encode(spec).pieces()) {
-    for (let at = 0; at < piece.length;) at += await file.write(piece.subarray(at));
+    if (held + piece.length > gathered.length) {
+      await write(gathered.subarray(0, held));
+      held = 0;
+    }
+    if (piece.length >= gathered.length) await write(piece);
+    else {
+      gathered.set(piece, held);
+      held += piece.length;
+    }
   }
+  await write(gathered.subarray(0, held));
 }
 
 function encode(spec: GgufToWrite): ByteSink {

@@ -12,7 +12,7 @@ import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { type GgufMeta, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
-import { gpt2TokenizerMetadata } from "../../../engine/formats/gguf_convert.ts";
+import { ggufTokenizerMetadata } from "../../../engine/formats/gguf_tokenizer_metadata.ts";
 
 const TEXTS = [
   "The river was quiet in the morning.",
@@ -84,7 +84,7 @@ Deno.test("gpt2 vocabulary: the tiny model's tokenizer from GGUF metadata", asyn
     const hf = new Tokenizer(files);
     const gguf = await tokenizerOf(dir, "t.gguf", {
       "general.architecture": meta.str("llama"),
-      ...gpt2TokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
+      ...ggufTokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
     });
     assertSameTokenizer(gguf, hf, TEXTS);
     for (const text of TEXTS) assertEquals(gguf.decode(gguf.encode(text)), text);
@@ -207,8 +207,15 @@ function trainSentencePiece(corpus: string, merges: number) {
   const tokenizerJson = {
     version: "1.0",
     added_tokens: [special(0), special(1), special(2)],
-    normalizer: null,
-    pre_tokenizer: { type: "Metaspace", replacement: "▁", prepend_scheme: "first", split: false },
+    // Llama 2's own form: "▁" before every text, as SentencePiece and llama.cpp put it.
+    normalizer: {
+      type: "Sequence",
+      normalizers: [
+        { type: "Prepend", prepend: "▁" },
+        { type: "Replace", pattern: { String: " " }, content: "▁" },
+      ],
+    },
+    pre_tokenizer: null,
     post_processor: {
       type: "TemplateProcessing",
       single: [{ SpecialToken: { id: "<s>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }],
