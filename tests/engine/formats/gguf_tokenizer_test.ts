@@ -249,3 +249,46 @@ function trainSentencePiece(corpus: string, merges: number) {
   };
   return { tokens, scores, types, tokenizerJson, tokenizerConfig };
 }
+
+Deno.test("named chat templates: tokenizer.chat_template.tool_use is picked when tools are given", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-gguf-templates-" });
+  try {
+    await writeTinyModel(dir, {
+      hiddenSize: 16,
+      intermediateSize: 24,
+      numLayers: 1,
+      numHeads: 2,
+      numKvHeads: 1,
+      tied: true,
+      dtype: "F32",
+      seed: 1,
+    });
+    const files = await openModelDir(dir);
+    const plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    const withTools =
+      "{{ tools | length }} tools: {% for m in messages %}{{ m.content }}{% endfor %}";
+    const config = {
+      ...files.tokenizerConfig,
+      chat_template: [{ name: "default", template: plain }, {
+        name: "tool_use",
+        template: withTools,
+      }],
+    };
+    const md = ggufTokenizerMetadata(files.tokenizerJson, config);
+    assertEquals(md["tokenizer.chat_templates"].value, ["tool_use"]);
+    const gguf = await tokenizerOf(dir, "named.gguf", {
+      "general.architecture": meta.str("llama"),
+      ...md,
+    });
+    const hf = new Tokenizer({ ...files, tokenizerConfig: config });
+    const chat = [{ role: "user", content: "hi" }];
+    const tools = [{ type: "function", function: { name: "f", parameters: {} } }];
+    assertEquals(gguf.chatTemplate(false), plain);
+    assertEquals(gguf.chatTemplate(true), withTools);
+    assertEquals(gguf.renderChat(chat, { tools }), "1 tools: hi");
+    assertEquals(gguf.renderChat(chat, { tools }), hf.renderChat(chat, { tools }));
+    assertEquals(gguf.renderChat(chat), hf.renderChat(chat));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
