@@ -50,7 +50,7 @@ export interface PreTokenizerKind {
 
 const KINDS: Record<string, PreTokenizerKind> = {
   // GPT-2's own: one regex over the text.
-  gpt2: {
+  "gpt-2": {
     preTokenizer: byteLevel(true),
     normalizer: null,
     ignoreMerges: false,
@@ -103,11 +103,14 @@ const KINDS: Record<string, PreTokenizerKind> = {
   },
 };
 
-/** tokenizer.ggml.pre values → the kind they name (llama.cpp's aliases for the same cuts). */
+/**
+ * tokenizer.ggml.pre values → the kind they name (llama.cpp's aliases for the same cuts). The
+ * kinds' own names are llama.cpp's spellings, the ones a converter writes.
+ */
 const NAMES: Record<string, string> = {
   default: "default",
-  gpt2: "gpt2",
-  "gpt-2": "gpt2",
+  "gpt-2": "gpt-2",
+  gpt2: "gpt-2", // as Sluice's converter wrote it before it took llama.cpp's spelling
   smollm: "smollm",
   starcoder: "smollm",
   refact: "smollm",
