@@ -131,7 +131,13 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
       decoder: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true },
       model: bpeModel({
         vocab,
-        merges: merges.map((m) => m.split(" ")),
+        // The pair's halves part at the first space after the first character, as llama.cpp reads
+        // them (a half may be a lone space where the vocabulary has one); a line without a pair
+        // merges nothing.
+        merges: merges.flatMap((m) => {
+          const at = m.indexOf(" ", 1);
+          return at < 0 ? [] : [[m.slice(0, at), m.slice(at + 1)]];
+        }),
         unkToken: null,
         fuseUnk: false,
         byteFallback: false,
