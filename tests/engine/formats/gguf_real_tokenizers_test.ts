@@ -313,5 +313,13 @@ Deno.test("tokenizer.ggml.pre: unknown names fail, absent is default, llama-bpe 
       "tokenizer.ggml.add_bos_token": meta.bool(false),
     })).tokenizer;
     assert(noBos.encode("a")[0] !== noBos.bosTokenId);
+    // add_eos_token puts eos after the text.
+    const withEos = (await throughGguf(dir, {
+      ...md,
+      "tokenizer.ggml.add_eos_token": meta.bool(true),
+    })).tokenizer;
+    const eos = md["tokenizer.ggml.eos_token_id"].value as number;
+    assertEquals(withEos.encode("a").at(-1), eos);
+    assertEquals(withEos.encode("a", { addSpecialTokens: false }).at(-1) === eos, false);
   });
 });
