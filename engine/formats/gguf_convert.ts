@@ -9,6 +9,7 @@ import type { RopeScaling } from "../model/config.ts";
 import { GGML, type GgmlTypeName } from "./gguf.ts";
 import { ggufTensorName } from "../model/tensors.ts";
 import { type GgufMeta, type GgufTensorToWrite, meta, writeGguf } from "./gguf_writer.ts";
+import { ggufTokenizerMetadata } from "./gguf_tokenizer_metadata.ts";
 import type { ModelFiles } from "./model_files.ts";
 import { openModelDir } from "./open_model.ts";
 import { isQuantType, quantize } from "../quant/formats.ts";
@@ -72,7 +73,7 @@ export async function convertToGguf(
     version: options.version ?? 3,
     metadata: {
       ...llamaMetadata(cfg, scaling),
-      ...gpt2TokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
+      ...ggufTokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
     },
     tensors,
   });
@@ -99,37 +100,6 @@ function llamaMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<
     md["llama.rope.scaling.factor"] = meta.f32(scaling.factor);
   }
   return md;
-}
-
-/** tokenizer.json's byte-level BPE as llama.cpp's "gpt2" vocabulary. */
-export function gpt2TokenizerMetadata(
-  tokenizerJson: unknown,
-  tokenizerConfig: Record<string, unknown>,
-): Record<string, GgufMeta> {
-  const json = tokenizerJson as {
-    model: { vocab: Record<string, number>; merges: [string, string][] };
-    added_tokens: { id: number; content: string; special: boolean }[];
-  };
-  const tokens: string[] = [];
-  for (const [text, id] of Object.entries(json.model.vocab)) tokens[id] = text;
-  const types = tokens.map(() => 1);
-  for (const t of json.added_tokens) {
-    tokens[t.id] = t.content;
-    types[t.id] = t.special ? 3 : 4;
-  }
-  const id = (text: unknown) => tokens.indexOf(String(text));
-  return {
-    "tokenizer.ggml.model": meta.str("gpt2"),
-    "tokenizer.ggml.pre": meta.str("gpt2"),
-    "tokenizer.ggml.tokens": meta.strs(tokens),
-    "tokenizer.ggml.token_type": meta.i32s(types),
-    "tokenizer.ggml.merges": meta.strs(json.model.merges.map(([a, b]) => `${a} ${b}`)),
-    "tokenizer.ggml.bos_token_id": meta.u32(id(tokenizerConfig.bos_token)),
-    "tokenizer.ggml.eos_token_id": meta.u32(id(tokenizerConfig.eos_token)),
-    "tokenizer.ggml.padding_token_id": meta.u32(id(tokenizerConfig.pad_token)),
-    "tokenizer.ggml.add_bos_token": meta.bool(false),
-    "tokenizer.chat_template": meta.str(String(tokenizerConfig.chat_template)),
-  };
 }
 
 function encode(type: GgmlTypeName, values: Float64Array): Uint8Array {

@@ -3,7 +3,8 @@
 // forward pass needs is there with the right shape and a type Sluice can load.
 
 import { ModelLoadError } from "../model/errors.ts";
-import { type GgufFile, type GgufTensor, readGguf, SUPPORTED_GGML_TYPES } from "./gguf.ts";
+import { type GgufFile, type GgufTensor, SUPPORTED_GGML_TYPES } from "./gguf.ts";
+import { readGgufModel } from "./gguf_split.ts";
 import { ggufLlamaConfig } from "./gguf_config.ts";
 import { ggufTokenizerFiles } from "./gguf_tokenizer.ts";
 import { expectedTensors, ggufTensorName } from "../model/tensors.ts";
@@ -12,8 +13,9 @@ import type { ModelFiles } from "./model_files.ts";
 /** Float types, the only ones norms (vectors) may have. */
 const FLOAT_TYPES = ["F32", "F16", "BF16"];
 
+/** Opens the GGUF file at `path`, or the split set it is a part of (gguf_split.ts). */
 export async function openGgufModel(path: string): Promise<ModelFiles> {
-  const gguf = await readGguf(path);
+  const gguf = await readGgufModel(path);
   const config = await ggufLlamaConfig(gguf);
   for (const want of expectedTensors(config)) {
     const t = ggufTensorOf(gguf, want.name);
@@ -30,14 +32,14 @@ export async function openGgufModel(path: string): Promise<ModelFiles> {
       throw new ModelLoadError(path, `tensor "${t.name}" is ${t.typeName}; norms must be float`);
     }
   }
-  const { tokenizerJson, tokenizerConfig } = ggufTokenizerFiles(gguf);
+  const { tokenizerJson, tokenizerConfig, generationConfig } = ggufTokenizerFiles(gguf);
   return {
-    dir: path,
+    dir: gguf.path,
     config,
     tensors: new Map(),
     tokenizerJson,
     tokenizerConfig,
-    generationConfig: null,
+    generationConfig,
     gguf,
   };
 }

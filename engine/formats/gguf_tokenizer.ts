@@ -7,49 +7,43 @@
 //   byte-fallback tokens <0x00>…<0xFF>. SentencePiece merges the adjacent pair whose joined piece
 //   scores highest; a BPE whose merges are every split of every piece, ranked by the joined piece's
 //   score, does the same (transformers' LlamaConverter builds Llama's tokenizer.json so).
-// - "gpt2": byte-level BPE (Llama 3, SmolLM): tokens and merges as they are; the pre-tokenizer
-//   regex is named by tokenizer.ggml.pre.
+// - "gpt2": byte-level BPE (Llama 3, Qwen, SmolLM): tokens and merges as they are; the
+//   pre-tokenizer is named by tokenizer.ggml.pre (gguf_pre_tokenizers.ts).
+//
+// Token types decide what matches as a whole string before the model sees the text: control and
+// unknown tokens (special), user-defined ones (not special, as Qwen's <tool_call>); normal, byte
+// and unused tokens are the model's vocabulary. The stop ids are llama.cpp's end-of-generation
+// set: eos, eot and eom ids, and the tokens that end a turn by their text (Qwen ends on both
+// <|im_end|> and <|endoftext|>, Llama 3 on <|eot_id|> and <|end_of_text|>); they travel as
+// generation_config.json's eos_token_id would.
 
 import { ModelLoadError } from "../model/errors.ts";
 import type { GgufFile, GgufValue } from "./gguf.ts";
+import { preTokenizerKind, SUPPORTED_PRE_TOKENIZERS } from "./gguf_pre_tokenizers.ts";
 import { addedToken, bpeModel, tokenizerFile } from "./tokenizer_json.ts";
 
 export interface TokenizerFiles {
   tokenizerJson: Record<string, unknown>;
   tokenizerConfig: Record<string, unknown>;
+  /** generation_config.json's part: the end-of-generation ids. */
+  generationConfig: { eos_token_id: number[] };
 }
+
+/** Tokens that end a turn by their text, whatever the metadata's ids say (as llama.cpp finds them). */
+const END_OF_TURN_TEXTS = new Set([
+  "<|eot_id|>",
+  "<|eom_id|>",
+  "<|im_end|>",
+  "<|endoftext|>",
+  "<|end_of_text|>",
+  "<|end|>",
+  "<end_of_turn>",
+  "<EOT>",
+  "<｜end▁of▁sentence｜>",
+]);
 
 /** tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
 const TOKEN_TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 };
-
-// The splitting regexes of llama.cpp's pre-tokenizer types, as their tokenizer.json spells them.
-const LLAMA3_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|" +
-  " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const BYTE_LEVEL = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true };
-
-/** Pre-tokenizer per tokenizer.ggml.pre value (those that llama-architecture models use). */
-const PRE_TOKENIZERS: Record<string, unknown> = {
-  default: { ...BYTE_LEVEL, use_regex: true },
-  gpt2: { ...BYTE_LEVEL, use_regex: true },
-  smollm: {
-    type: "Sequence",
-    pretokenizers: [
-      { type: "Digits", individual_digits: true },
-      { ...BYTE_LEVEL, use_regex: true },
-    ],
-  },
-  "llama-bpe": {
-    type: "Sequence",
-    pretokenizers: [
-      { type: "Split", pattern: { Regex: LLAMA3_SPLIT }, behavior: "Isolated", invert: false },
-      { ...BYTE_LEVEL, use_regex: false },
-    ],
-  },
-};
-PRE_TOKENIZERS["llama3"] =
-  PRE_TOKENIZERS["llama-v3"] =
-  PRE_TOKENIZERS["smaug-bpe"] =
-    PRE_TOKENIZERS["llama-bpe"];
 
 export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
   const fail = (problem: string): never => {
@@ -71,9 +65,10 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
     tokens.findIndex((_, i) => typeOf(i) === TOKEN_TYPE.unknown);
   const pad = id("padding_token_id");
 
-  const vocab: Record<string, number> = {};
+  // No prototype: "constructor" and "__proto__" are tokens of code-trained vocabularies.
+  const vocab: Record<string, number> = Object.create(null);
   tokens.forEach((t, i) => {
-    if (!(t in vocab)) vocab[t] = i;
+    if (vocab[t] === undefined) vocab[t] = i;
   });
   // Control and user-defined tokens match as whole strings before the model sees the text.
   const addedTokens = tokens.flatMap((content, i) => {
@@ -90,14 +85,15 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
       fail("tokenizer.ggml.scores is missing (a SentencePiece vocabulary needs them)");
     const prefixSpace = md["tokenizer.ggml.add_space_prefix"] !== false;
     addBos = md["tokenizer.ggml.add_bos_token"] !== false;
+    // As SentencePiece and llama.cpp: "▁" before every run of text (also one that starts with a
+    // space, and after each special token), then spaces as "▁". A Metaspace pre-tokenizer would
+    // skip the prefix where the text already starts with a space.
+    const replace = { type: "Replace", pattern: { String: " " }, content: "▁" };
     tokenizerJson = {
-      normalizer: null,
-      pre_tokenizer: {
-        type: "Metaspace",
-        replacement: "▁",
-        prepend_scheme: prefixSpace ? "first" : "never",
-        split: false,
-      },
+      normalizer: prefixSpace
+        ? { type: "Sequence", normalizers: [{ type: "Prepend", prepend: "▁" }, replace] }
+        : replace,
+      pre_tokenizer: null,
       decoder: {
         type: "Sequence",
         decoders: [
@@ -119,25 +115,33 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
   } else if (model === "gpt2") {
     const merges = stringList(md, "tokenizer.ggml.merges") ??
       fail("tokenizer.ggml.merges is missing (a byte-level BPE vocabulary needs them)");
-    const pre = String(md["tokenizer.ggml.pre"] ?? "default");
-    const preTokenizer = PRE_TOKENIZERS[pre] ??
+    const preValue = md["tokenizer.ggml.pre"];
+    const pre = preValue === undefined ? undefined : String(preValue);
+    const kind = preTokenizerKind(pre) ??
       fail(
-        `tokenizer.ggml.pre "${pre}" is not supported (supported: ${
-          Object.keys(PRE_TOKENIZERS).join(", ")
-        })`,
+        `tokenizer.ggml.pre "${pre}" is not a pre-tokenizer Sluice knows (it knows: ${
+          SUPPORTED_PRE_TOKENIZERS.join(", ")
+        }); its words would be cut wrongly`,
       );
-    addBos = md["tokenizer.ggml.add_bos_token"] === true;
+    const addBosKey = md["tokenizer.ggml.add_bos_token"];
+    addBos = typeof addBosKey === "boolean" ? addBosKey : kind.addBosByDefault;
     tokenizerJson = {
-      normalizer: null,
-      pre_tokenizer: preTokenizer,
-      decoder: { ...BYTE_LEVEL, use_regex: true },
+      normalizer: kind.normalizer,
+      pre_tokenizer: kind.preTokenizer,
+      decoder: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true },
       model: bpeModel({
         vocab,
-        merges: merges.map((m) => m.split(" ")),
+        // The pair's halves part at the first space after the first character, as llama.cpp reads
+        // them (a half may be a lone space where the vocabulary has one); a line without a pair
+        // merges nothing.
+        merges: merges.flatMap((m) => {
+          const at = m.indexOf(" ", 1);
+          return at < 0 ? [] : [[m.slice(0, at), m.slice(at + 1)]];
+        }),
         unkToken: null,
         fuseUnk: false,
         byteFallback: false,
-        ignoreMerges: pre !== "default" && pre !== "gpt2" && pre !== "smollm",
+        ignoreMerges: kind.ignoreMerges,
       }),
     };
   } else {
@@ -156,7 +160,7 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
   });
 
   const text = (i: number | null) => (i !== null && i >= 0 && i < tokens.length ? tokens[i] : null);
-  const chatTemplate = md["tokenizer.chat_template"];
+  const chatTemplate = chatTemplates(md);
   const tokenizerConfig: Record<string, unknown> = {
     tokenizer_class: model === "llama" ? "LlamaTokenizer" : "GPT2Tokenizer",
     add_bos_token: addBos,
@@ -166,9 +170,36 @@ export function ggufTokenizerFiles(gguf: GgufFile): TokenizerFiles {
     unk_token: text(unk),
     pad_token: text(pad),
     clean_up_tokenization_spaces: false,
-    ...(typeof chatTemplate === "string" ? { chat_template: chatTemplate } : {}),
+    ...(chatTemplate !== null ? { chat_template: chatTemplate } : {}),
   };
-  return { tokenizerJson, tokenizerConfig };
+  const stops = new Set<number>();
+  for (const key of ["eos", "eot", "eom"]) {
+    const stop = id(`${key}_token_id`);
+    if (stop !== null && stop >= 0 && stop < tokens.length) stops.add(stop);
+  }
+  tokens.forEach((t, i) => {
+    if (END_OF_TURN_TEXTS.has(t)) stops.add(i);
+  });
+  const generationConfig = { eos_token_id: [...stops].sort((a, b) => a - b) };
+  return { tokenizerJson, tokenizerConfig, generationConfig };
+}
+
+/**
+ * tokenizer.chat_template, and the named ones llama.cpp's converter writes beside it
+ * (tokenizer.chat_templates lists the names, tokenizer.chat_template.NAME holds each) in
+ * tokenizer_config.json's list form, so "tool_use" is picked when tools are given, as there.
+ */
+function chatTemplates(
+  md: Record<string, GgufValue>,
+): string | { name: string; template: string }[] | null {
+  const main = md["tokenizer.chat_template"];
+  const names = stringList(md, "tokenizer.chat_templates") ?? [];
+  const named = names.flatMap((name) => {
+    const template = md[`tokenizer.chat_template.${name}`];
+    return typeof template === "string" ? [{ name, template }] : [];
+  });
+  if (named.length === 0) return typeof main === "string" && main !== "" ? main : null;
+  return typeof main === "string" ? [{ name: "default", template: main }, ...named] : named;
 }
 
 /**

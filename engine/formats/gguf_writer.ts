@@ -5,11 +5,15 @@
 
 /** One metadata value with its GGUF type. */
 export type GgufMeta =
-  | { type: "u32" | "i32" | "f32" | "u64" | "bool" | "str"; value: number | boolean | string }
+  | {
+    type: "u16" | "u32" | "i32" | "f32" | "u64" | "bool" | "str";
+    value: number | boolean | string;
+  }
   | { type: "arr"; of: "str"; value: string[] }
   | { type: "arr"; of: "u32" | "i32" | "f32"; value: number[] };
 
 export const meta = {
+  u16: (value: number): GgufMeta => ({ type: "u16", value }),
   u32: (value: number): GgufMeta => ({ type: "u32", value }),
   i32: (value: number): GgufMeta => ({ type: "i32", value }),
   u64: (value: number): GgufMeta => ({ type: "u64", value }),
@@ -37,7 +41,7 @@ export interface GgufToWrite {
   tensors: GgufTensorToWrite[];
 }
 
-const VALUE_TYPE = { u32: 4, i32: 5, f32: 6, bool: 7, str: 8, arr: 9, u64: 10 } as const;
+const VALUE_TYPE = { u16: 2, u32: 4, i32: 5, f32: 6, bool: 7, str: 8, arr: 9, u64: 10 } as const;
 
 class ByteSink {
   private chunks: Uint8Array[] = [];
@@ -51,6 +55,9 @@ class ByteSink {
     const b = new Uint8Array(size);
     set(new DataView(b.buffer));
     this.bytes(b);
+  }
+  u16(x: number) {
+    this.scalar(2, (v) => v.setUint16(0, x, true));
   }
   u32(x: number) {
     this.scalar(4, (v) => v.setUint32(0, x, true));
@@ -100,6 +107,8 @@ function writeValue(sink: ByteSink, m: GgufMeta): void {
 
 function writeScalar(sink: ByteSink, type: string, v: number | boolean | string): void {
   switch (type) {
+    case "u16":
+      return sink.u16(v as number);
     case "u32":
       return sink.u32(v as number);
     case "i32":
@@ -123,9 +132,24 @@ export function encodeGguf(spec: GgufToWrite): Uint8Array {
 
 export async function writeGguf(path: string, spec: GgufToWrite): Promise<void> {
   using file = await Deno.open(path, { write: true, create: true, truncate: true });
+  const write = async (bytes: Uint8Array) => {
+    for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
+  };
+  // Metadata is many small pieces (a vocabulary's strings): gathered into large writes.
+  const gathered = new Uint8Array(1 << 20);
+  let held = 0;
   for (const piece of encode(spec).pieces()) {
-    for (let at = 0; at < piece.length;) at += await file.write(piece.subarray(at));
+    if (held + piece.length > gathered.length) {
+      await write(gathered.subarray(0, held));
+      held = 0;
+    }
+    if (piece.length >= gathered.length) await write(piece);
+    else {
+      gathered.set(piece, held);
+      held += piece.length;
+    }
   }
+  await write(gathered.subarray(0, held));
 }
 
 function encode(spec: GgufToWrite): ByteSink {

@@ -7,12 +7,14 @@
 // A snapshot with config.json is a safetensors model directory. Otherwise its GGUF files are the
 // candidates: `org/name:file.gguf` names one, `org/name:Q8_0` picks the file whose name holds
 // that quantization, and plain `org/name` takes the only one, else Q4_K_M, else the first of
-// PREFERRED that is there.
+// PREFERRED that is there. A model split over several files (NAME-00001-of-00003.gguf) is a
+// candidate by its first part.
 
 import { join } from "node:path";
 import { getHFHubCachePath, getRepoFolderName } from "@huggingface/hub";
 import { ModelResolveError } from "./resolve_error.ts";
 import { pathExists } from "../util/path_exists.ts";
+import { isLaterSplitPart } from "../formats/gguf_split.ts";
 
 const PREFERRED = ["Q4_K_M", "Q8_0", "Q4_0", "Q4_K_S", "Q6_K", "F16", "BF16", "F32"];
 
@@ -40,7 +42,8 @@ export async function findInHfCache(
     if (ggufs.includes(file)) return join(snapshot, file);
     throw new ModelResolveError(`${file} is not in ${label}; it has: ${listed(ggufs)}`);
   }
-  const single = ggufs.filter((f) => !/-\d{5}-of-\d{5}\.gguf$/i.test(f));
+  // A split model is its first part (gguf_split.ts opens the rest beside it).
+  const single = ggufs.filter((f) => !isLaterSplitPart(f));
   const matching = (quant: string) =>
     single.find((f) => new RegExp(`[-._]${quant}[-._]`, "i").test(f.replace(/\.gguf$/i, ".")));
   let chosen: string | undefined;
@@ -54,8 +57,7 @@ export async function findInHfCache(
   }
   if (!chosen) {
     throw new ModelResolveError(
-      `${label} has neither config.json nor a single-file GGUF model (split GGUF files are not ` +
-        `supported); it has: ${listed(ggufs)}`,
+      `${label} has neither config.json nor a GGUF model; it has: ${listed(ggufs)}`,
     );
   }
   return join(snapshot, chosen);

@@ -12,7 +12,7 @@ import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { type GgufMeta, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
-import { gpt2TokenizerMetadata } from "../../../engine/formats/gguf_convert.ts";
+import { ggufTokenizerMetadata } from "../../../engine/formats/gguf_tokenizer_metadata.ts";
 
 const TEXTS = [
   "The river was quiet in the morning.",
@@ -84,7 +84,7 @@ Deno.test("gpt2 vocabulary: the tiny model's tokenizer from GGUF metadata", asyn
     const hf = new Tokenizer(files);
     const gguf = await tokenizerOf(dir, "t.gguf", {
       "general.architecture": meta.str("llama"),
-      ...gpt2TokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
+      ...ggufTokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
     });
     assertSameTokenizer(gguf, hf, TEXTS);
     for (const text of TEXTS) assertEquals(gguf.decode(gguf.encode(text)), text);
@@ -207,8 +207,15 @@ function trainSentencePiece(corpus: string, merges: number) {
   const tokenizerJson = {
     version: "1.0",
     added_tokens: [special(0), special(1), special(2)],
-    normalizer: null,
-    pre_tokenizer: { type: "Metaspace", replacement: "▁", prepend_scheme: "first", split: false },
+    // Llama 2's own form: "▁" before every text, as SentencePiece and llama.cpp put it.
+    normalizer: {
+      type: "Sequence",
+      normalizers: [
+        { type: "Prepend", prepend: "▁" },
+        { type: "Replace", pattern: { String: " " }, content: "▁" },
+      ],
+    },
+    pre_tokenizer: null,
     post_processor: {
       type: "TemplateProcessing",
       single: [{ SpecialToken: { id: "<s>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }],
@@ -242,3 +249,46 @@ function trainSentencePiece(corpus: string, merges: number) {
   };
   return { tokens, scores, types, tokenizerJson, tokenizerConfig };
 }
+
+Deno.test("named chat templates: tokenizer.chat_template.tool_use is picked when tools are given", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-gguf-templates-" });
+  try {
+    await writeTinyModel(dir, {
+      hiddenSize: 16,
+      intermediateSize: 24,
+      numLayers: 1,
+      numHeads: 2,
+      numKvHeads: 1,
+      tied: true,
+      dtype: "F32",
+      seed: 1,
+    });
+    const files = await openModelDir(dir);
+    const plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    const withTools =
+      "{{ tools | length }} tools: {% for m in messages %}{{ m.content }}{% endfor %}";
+    const config = {
+      ...files.tokenizerConfig,
+      chat_template: [{ name: "default", template: plain }, {
+        name: "tool_use",
+        template: withTools,
+      }],
+    };
+    const md = ggufTokenizerMetadata(files.tokenizerJson, config);
+    assertEquals(md["tokenizer.chat_templates"].value, ["tool_use"]);
+    const gguf = await tokenizerOf(dir, "named.gguf", {
+      "general.architecture": meta.str("llama"),
+      ...md,
+    });
+    const hf = new Tokenizer({ ...files, tokenizerConfig: config });
+    const chat = [{ role: "user", content: "hi" }];
+    const tools = [{ type: "function", function: { name: "f", parameters: {} } }];
+    assertEquals(gguf.chatTemplate(false), plain);
+    assertEquals(gguf.chatTemplate(true), withTools);
+    assertEquals(gguf.renderChat(chat, { tools }), "1 tools: hi");
+    assertEquals(gguf.renderChat(chat, { tools }), hf.renderChat(chat, { tools }));
+    assertEquals(gguf.renderChat(chat), hf.renderChat(chat));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -63,6 +63,12 @@ Deno.test("Hugging Face cache: safetensors snapshots and GGUF repositories", asy
       "model-Q8_0.gguf": tinyGgufBytes("q8"),
       "model-Q4_K_M.gguf": tinyGgufBytes("q4km"),
       "model-f16-00001-of-00002.gguf": tinyGgufBytes("split"),
+      "model-f16-00002-of-00002.gguf": tinyGgufBytes("split, part 2"),
+    });
+    const splitSnap = await cacheRepo(hub, "org/split-GGUF", {
+      "big-Q8_0-00001-of-00003.gguf": tinyGgufBytes("1"),
+      "big-Q8_0-00002-of-00003.gguf": tinyGgufBytes("2"),
+      "big-Q8_0-00003-of-00003.gguf": tinyGgufBytes("3"),
     });
     await withEnv(
       { HF_HOME: join(root, "hf"), HF_HUB_CACHE: undefined, HUGGINGFACE_HUB_CACHE: undefined },
@@ -84,6 +90,16 @@ Deno.test("Hugging Face cache: safetensors snapshots and GGUF repositories", asy
           assertEquals(
             await resolveModel("org/quants-GGUF:model-Q8_0.gguf", quiet),
             join(ggufSnap, "model-Q8_0.gguf"),
+          );
+        });
+        await t.step("a split model is its first part", async () => {
+          assertEquals(
+            await resolveModel("org/quants-GGUF:F16", quiet),
+            join(ggufSnap, "model-f16-00001-of-00002.gguf"),
+          );
+          assertEquals(
+            await resolveModel("org/split-GGUF", quiet),
+            join(splitSnap, "big-Q8_0-00001-of-00003.gguf"),
           );
         });
         await t.step("a missing quantization lists what there is", async () => {
