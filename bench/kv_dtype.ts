@@ -13,6 +13,8 @@ import { Engine } from "../engine/engine.ts";
 import type { Gpu, KvDtype } from "../engine/gpu/device.ts";
 import { BlockPool } from "../runtime/kv/block_pool.ts";
 import { blocksPerLayer } from "../engine/kv/pool_shape.ts";
+import { openModelDir } from "../engine/formats/open_model.ts";
+import { Tokenizer } from "../engine/text/tokenizer.ts";
 
 export interface KvDtypeRun {
   modelDir: string;
@@ -197,4 +199,77 @@ export async function measureKvDtypeCapacity(
     }
   }
   return out;
+}
+
+/** Prompts for the accuracy run: short passages of ordinary prose (written for this bench). */
+const PASSAGES = [
+  "The river had frozen early that year, and the children of the village walked across it to " +
+  "school each morning, listening to the ice creak beneath their boots as the sun rose",
+  "To make a good loaf of bread you need flour, water, salt and time. Most of the work is done " +
+  "by the yeast while you wait, so patience matters more than strength or skill",
+  "The committee met on Tuesday to review the budget for the new library. After a long " +
+  "discussion about the roof, the members agreed to postpone the vote until the engineers reported",
+  "In the first chapter of the book, the author explains why maps always lie a little: a round " +
+  "planet cannot be flattened onto paper without stretching some places and shrinking others",
+];
+
+export interface KvDtypeBenchOptions {
+  gpu: Gpu;
+  modelDir: string;
+  candidate: KvDtype;
+  gpuKvMb: number;
+  steps: number;
+  /** Request length for the capacity column (prompt and output together). */
+  requestTokens: number;
+}
+
+/** The accuracy and capacity report, candidate against f16 KV. */
+export async function benchKvDtype(o: KvDtypeBenchOptions): Promise<string> {
+  const tokenizer = new Tokenizer(await openModelDir(o.modelDir));
+  const prompts = PASSAGES.map((p) => tokenizer.encode(p));
+  const acc = await measureKvDtypeAccuracy({
+    modelDir: o.modelDir,
+    gpu: o.gpu,
+    prompts,
+    steps: o.steps,
+    gpuKvMb: o.gpuKvMb,
+    baseline: "f16",
+    candidate: o.candidate,
+  });
+  // Slots enough that the budget, not the batch, bounds what the pool holds.
+  const cap = await measureKvDtypeCapacity(
+    o.gpu,
+    o.modelDir,
+    o.gpuKvMb,
+    o.requestTokens,
+    256,
+    ["f16", o.candidate],
+  );
+  const [f16, other] = cap;
+  const rows = cap.map((c) =>
+    `| ${c.kvDtype} | ${c.blockBytes} | ${c.tokens} | ${c.requests} | ` +
+    `${(c.requests / Math.max(1, f16.requests)).toFixed(2)}× |`
+  );
+  return [
+    `KV dtype ${o.candidate} against f16 KV (${o.modelDir}): ${prompts.length} prompts of ` +
+    `${prompts.map((p) => p.length).join("/")} tokens, ${o.steps} greedy steps each, ` +
+    `teacher-forced on f16's tokens`,
+    "",
+    "| measurement | result |",
+    "| --- | --- |",
+    `| greedy agreement (${acc.steps} steps) | ${(100 * acc.greedyAgreement).toFixed(1)} % |`,
+    `| mean / max \\|Δ logprob\\| of f16's token | ${acc.meanAbsDLogprob.toExponential(2)} / ` +
+    `${acc.maxAbsDLogprob.toExponential(2)} nats |`,
+    `| max \\|Δ logprob\\| over the vocabulary | ${
+      acc.maxAbsDLogprobAnyToken.toExponential(2)
+    } nats |`,
+    "",
+    `Capacity at --gpu-kv-mb ${o.gpuKvMb}, requests of ${o.requestTokens} tokens:`,
+    "",
+    "| KV dtype | block bytes (K+V, one layer) | tokens per layer | requests held | vs f16 |",
+    "| --- | --- | --- | --- | --- |",
+    ...rows,
+    "",
+    `${o.candidate} holds ${(other.tokens / f16.tokens).toFixed(2)}× the tokens of f16.`,
+  ].join("\n");
 }
