@@ -141,6 +141,7 @@ const STRING_FLAGS = [
   "orbit-window-max",
   "layerwise-prefill",
   "gpu-kv-mb",
+  "kv-dtype",
   "max-batch",
   "prefill-chunk",
   "prompt",
