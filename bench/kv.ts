@@ -15,15 +15,21 @@ import { smolShapedModelDir } from "./decode.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { benchPrefixTtft, benchSwapReuse } from "./kv_runtime.ts";
 import { benchOffloadDistance } from "./kv_distance.ts";
+import { benchKvDtype } from "./kv_dtype.ts";
 
 const TOKENS = 1024;
 
 const Flags = z.object({
   tokens: z.coerce.number().int().min(16).max(1_000_000).default(TOKENS),
-  only: z.enum(["runtime", "distance"]).optional(),
+  only: z.enum(["runtime", "distance", "dtype"]).optional(),
+  // --only dtype: the quantized KV dtype against f16, on this model (default: the SmolLM2 shape).
+  "kv-dtype": z.enum(["q8_0", "f32"]).default("q8_0"),
+  model: z.string().min(1).optional(),
+  "gpu-kv-mb": z.coerce.number().positive().default(96),
+  steps: z.coerce.number().int().min(1).max(4096).default(32),
 });
 
-export const USAGE = `usage: deno task bench kv [--tokens N] [--only runtime|distance]
+export const USAGE = `usage: deno task bench kv [--tokens N] [--only runtime|distance|dtype]
 
 What moving KV between the device and the host costs: a request of N tokens of the SmolLM2-135M-shaped
 model swapped out and back with block groups and per block, the cost model profiled at load, and
@@ -31,7 +37,15 @@ whether a copy overlaps a step's kernels.
 
   --tokens N      the swapped request's length (default ${TOKENS})
   --only runtime  only the runtime-level part (swap reuse, prefix cache)
-  --only distance only decode step time vs offload distance, against the cost model`;
+  --only distance only decode step time vs offload distance, against the cost model
+  --only dtype    only a quantized KV cache against f16 KV: greedy agreement and |Δ logprob|
+                  over a few prose prompts (teacher-forced), and the tokens and requests of
+                  --tokens N one --gpu-kv-mb holds; with
+    --kv-dtype q8_0|f32  the dtype compared with f16 (default q8_0)
+    --model DIR          a model directory or .gguf file (default: the SmolLM2-135M-shaped
+                         model, whose random weights make its accuracy figures a smoke test only)
+    --gpu-kv-mb MB       the device budget both caches get (default 96)
+    --steps N            greedy steps per prompt (default 32)`;
 const REPS = 5;
 const OVERLAP_REPS = 9;
 
@@ -58,6 +72,16 @@ export async function benchKv(args: string[]): Promise<string> {
   const runtimePart = async () => [await benchSwapReuse(gpu), await benchPrefixTtft(gpu)];
   if (flags.only === "runtime") return (await runtimePart()).join("\n\n");
   if (flags.only === "distance") return await benchOffloadDistance(gpu);
+  if (flags.only === "dtype") {
+    return await benchKvDtype({
+      gpu,
+      modelDir: flags.model ?? await smolShapedModelDir(),
+      candidate: flags["kv-dtype"],
+      gpuKvMb: flags["gpu-kv-mb"],
+      steps: flags.steps,
+      requestTokens: tokens,
+    });
+  }
   const dir = await smolShapedModelDir();
   const options = { modelDir: dir, gpu, gpuKvMb: 96, hostKvMb: 48, maxSlots: 4, maxRows: 64 };
 

@@ -5,7 +5,7 @@
 // The same interface (StepEngine) is served in-process (tests, `generate`) or from a Worker
 // (engine/worker.ts, for `serve`), so the GPU loop never runs on the thread that serves HTTP.
 
-import { type Gpu, openGpu, withKvDtype } from "./gpu/device.ts";
+import { type Gpu, type KvDtype, kvDtypeOf, openGpu, withKvDtype } from "./gpu/device.ts";
 import { DeviceKv, type TableWrite } from "./kv/device_kv.ts";
 import { blocksPerLayer, NOT_RESIDENT } from "./kv/pool_shape.ts";
 import { HostKv } from "./kv/host_kv.ts";
@@ -59,7 +59,7 @@ export interface EngineOptions {
   ringSize?: number;
   forceF32?: boolean;
   /** KV cache dtype; default: the weights' (f16 where the adapter has shader-f16). */
-  kvDtype?: "f16" | "f32";
+  kvDtype?: KvDtype;
   /** Host KV tier budget in MiB (0: no host tier). */
   hostKvMb?: number;
   /** false: one copy per KV block instead of per contiguous run (the kv benchmark's baseline). */
@@ -79,6 +79,8 @@ export interface EngineOptions {
 export interface EngineInfo {
   adapter: string;
   dtype: "f16" | "f32";
+  /** How the KV cache stores K and V (absent in test fakes: as the weights). */
+  kvDtype?: KvDtype;
   weightBytes: number;
   kvBytes: number;
   numLayers: number;
@@ -214,6 +216,7 @@ export class Engine implements StepEngine {
     const info: EngineInfo = {
       adapter: gpu.adapterName,
       dtype: gpu.f16 ? "f16" : "f32",
+      kvDtype: kvDtypeOf(gpu),
       weightBytes: weights.bytes,
       kvBytes: kv.bytes,
       numLayers: cfg.numLayers,

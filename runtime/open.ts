@@ -48,7 +48,7 @@ export async function openRuntime(
   const blocks = i.blocksPerArena.reduce((a, b) => a + b, 0);
   log(
     `sluice: model ${modelDir} on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB, ` +
-      `KV ${
+      `KV ${i.kvDtype ? `${i.kvDtype} ` : ""}${
         mib(i.kvBytes)
       } MiB (${blocks} blocks × ${i.blockSize} tokens shared by ${i.numLayers} layers), ` +
       `context ${i.maxContext}, batch ${i.maxSlots}, scheduler ${policy}, prefix cache ${

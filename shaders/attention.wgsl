@@ -4,7 +4,9 @@
 // h / (numHeads / numKvHeads).
 //
 // Shader consts: HD (head dim, multiple of 8); HPW, the query heads one workgroup computes (all of
-// one kv head); KV_F16 (1 when the cache holds f16, read as packed u32 pairs).
+// one kv head); KV_F16 (1 when the cache holds f16, read as packed u32 pairs); KV_Q8 (1 when it
+// holds q8_0 blocks, engine/kv/kv_format.ts: HD a multiple of 32, SW scale words per row), whose
+// values are dequantized in registers (int8 times the group's f16 scale) and summed in f32.
 //
 // One workgroup per (HPW heads, row): GROUPS teams of LANES invocations. Positions go in tiles of
 // TP; team t takes tiles t, t+GROUPS, ... and keeps its own online-softmax state; the teams'
@@ -47,8 +49,8 @@ const GROUPS: u32 = 4u;
 const TP: u32 = 16u;
 const TP4: u32 = TP / 4u;
 const HD4: u32 = HD / 4u;
-// vec4s per chunk: a vec4<u32> holds 8 f16 values or 4 f32 values.
-const VPC: u32 = KV_F16 + 1u;
+// vec4s per chunk: a vec4<u32> holds 8 f16 values, 4 f32 values or 16 q8_0 values.
+const VPC: u32 = KV_F16 + 1u + 3u * KV_Q8;
 const CHUNKS: u32 = HD4 / VPC;
 // Chunks per lane.
 const CPL: u32 = (CHUNKS + LANES - 1u) / LANES;
@@ -68,6 +70,10 @@ var<workgroup> teamMax: array<array<f32, HPW>, GROUPS>;
 var<workgroup> teamSum: array<array<f32, HPW>, GROUPS>;
 var<workgroup> teamAcc: array<array<vec4<f32>, QN * LANES>, GROUPS>;
 
+// The layer's block stride and, for q8_0, where a block's scales start, in vec4s (set by main).
+var<private> blockV4: u32;
+var<private> quantV4: u32;
+
 fn unpackChunk(w: vec4<u32>) -> array<vec4<f32>, VPC> {
   var r: array<vec4<f32>, VPC>;
   if (KV_F16 == 1u) {
@@ -79,10 +85,49 @@ fn unpackChunk(w: vec4<u32>) -> array<vec4<f32>, VPC> {
   return r;
 }
 
+// Sign-extends the four int8s of a word (element 0 in the low byte).
+fn int8x4(w: u32) -> vec4<f32> {
+  return vec4<f32>((vec4<i32>(bitcast<i32>(w)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+
+// q8_0: the 16 values of chunk `ch` of a row, from its quant vec4 and its group's scale word.
+fn dequantChunk(w: vec4<u32>, scaleWord: u32, ch: u32) -> array<vec4<f32>, VPC> {
+  var r: array<vec4<f32>, VPC>;
+  // Chunk ch is half of group ch / 2, whose f16 scale is half (ch / 2) % 2 of the word.
+  let d = unpack2x16float(scaleWord)[(ch / 2u) % 2u];
+  r[0] = int8x4(w.x) * d;
+  r[1u % VPC] = int8x4(w.y) * d;
+  r[2u % VPC] = int8x4(w.z) * d;
+  r[3u % VPC] = int8x4(w.w) * d;
+  return r;
+}
+
+// q8_0: the u32 index, in the cache, of the scale word of chunk `ch` of the row at `base`.
+fn scaleWordIndex(base: u32, ch: u32) -> u32 {
+  let inBlock = base % blockV4;
+  return (base - inBlock + quantV4) * 4u + (inBlock / CHUNKS) * SW + ch / 4u;
+}
+
+fn loadK(base: u32, ch: u32) -> array<vec4<f32>, VPC> {
+  if (KV_Q8 == 1u) {
+    let s = scaleWordIndex(base, ch);
+    return dequantChunk(kCache[base + ch], kCache[s / 4u][s % 4u], ch);
+  }
+  return unpackChunk(kCache[base + ch]);
+}
+
+fn loadV(base: u32, ch: u32) -> array<vec4<f32>, VPC> {
+  if (KV_Q8 == 1u) {
+    let s = scaleWordIndex(base, ch);
+    return dequantChunk(vCache[base + ch], vCache[s / 4u][s % 4u], ch);
+  }
+  return unpackChunk(vCache[base + ch]);
+}
+
 // Index, in chunks, of position j's kv head in this layer's cache.
 fn kvChunk(tableRow: u32, j: u32, kvHead: u32) -> u32 {
   let block = blockTable[tableRow + j / params.blockSize];
-  return ((block * params.blockSize + j % params.blockSize) * params.numKvHeads + kvHead) * CHUNKS;
+  return block * blockV4 + ((j % params.blockSize) * params.numKvHeads + kvHead) * CHUNKS;
 }
 
 // This lane's share of q_g . k for the position whose chunks start at `base`, per head (zeros
@@ -94,7 +139,7 @@ fn partialDots(q: ptr<function, array<vec4<f32>, QN>>, base: u32, live: bool, la
     for (var i = 0u; i < CPL; i++) {
       let ch = lane + i * LANES;
       if (ch < CHUNKS) {
-        let k4 = unpackChunk(kCache[base + ch]);
+        let k4 = loadK(base, ch);
         for (var g = 0u; g < HPW; g++) {
           var sum = vec4<f32>(0.0);
           for (var u = 0u; u < VPC; u++) { sum += (*q)[(g * CPL + i) * VPC + u] * k4[u]; }
@@ -112,7 +157,7 @@ fn addValues(acc: ptr<function, array<vec4<f32>, QN>>, base: u32, live: bool, la
   for (var i = 0u; i < CPL; i++) {
     let ch = lane + i * LANES;
     if (ch < CHUNKS) {
-      let v4 = unpackChunk(vCache[base + ch]);
+      let v4 = loadV(base, ch);
       for (var g = 0u; g < HPW; g++) {
         for (var u = 0u; u < VPC; u++) { (*acc)[(g * CPL + i) * VPC + u] += p[g] * v4[u]; }
       }
@@ -174,6 +219,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let scale = inverseSqrt(f32(HD));
   // Chunks between consecutive positions of one block.
   let stride = params.numKvHeads * CHUNKS;
+  quantV4 = params.blockSize * stride;
+  blockV4 = quantV4 + (params.blockSize * params.numKvHeads * SW + 3u) / 4u;
 
   // q[(g * CPL + i) * VPC + u]: vec4 u of this lane's i-th chunk of head h0 + g.
   var q: array<vec4<f32>, QN>;

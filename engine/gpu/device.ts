@@ -6,26 +6,39 @@ export interface Gpu {
   adapterName: string;
   /** True when weights are stored as f16 (adapter has shader-f16 and it was not disabled). */
   f16: boolean;
-  /** KV cache stored as f16; absent: the same as the weights (see kvIsF16). */
-  kvF16?: boolean;
+  /** The KV cache's storage; absent: the same as the weights (see kvDtypeOf). */
+  kvDtype?: KvDtype;
   /** Largest storage-buffer binding; tensors above it are split. */
   maxBinding: number;
   /** Largest single buffer the device allows. */
   maxBufferSize: number;
 }
 
-/** Whether the KV cache holds f16: as chosen (--kv-dtype), else as the weights. */
+/**
+ * How the KV cache stores K and V: f16 or f32 values, or q8_0 (GGML-style blocks of 32 int8 values
+ * with an f16 scale each, engine/kv/kv_format.ts), which needs no shader-f16.
+ */
+export type KvDtype = "f16" | "f32" | "q8_0";
+
+export const KV_DTYPES: readonly KvDtype[] = ["f16", "f32", "q8_0"];
+
+/** The KV cache's dtype: as chosen (--kv-dtype), else as the weights. */
+export function kvDtypeOf(gpu: Gpu): KvDtype {
+  return gpu.kvDtype ?? (gpu.f16 ? "f16" : "f32");
+}
+
+/** Whether the KV cache holds f16 values. */
 export function kvIsF16(gpu: Gpu): boolean {
-  return gpu.kvF16 ?? gpu.f16;
+  return kvDtypeOf(gpu) === "f16";
 }
 
 /** `gpu` with its KV dtype set; refused where the device cannot run f16 shaders. */
-export function withKvDtype(gpu: Gpu, kvDtype: "f16" | "f32" | undefined): Gpu {
+export function withKvDtype(gpu: Gpu, kvDtype: KvDtype | undefined): Gpu {
   if (kvDtype === undefined) return gpu;
   if (kvDtype === "f16" && !gpu.device.features.has("shader-f16")) {
     throw new Error("--kv-dtype f16 needs an adapter with shader-f16; this one has none");
   }
-  return { ...gpu, kvF16: kvDtype === "f16" };
+  return { ...gpu, kvDtype };
 }
 
 export interface GpuOptions {

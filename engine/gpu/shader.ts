@@ -2,7 +2,8 @@
 //
 // Every shader file is written against a small prelude rather than concrete types:
 //   W   the storage type of weights (f16 where the adapter has shader-f16, else f32)
-//   KV  the storage type of the KV cache (as W unless --kv-dtype says otherwise)
+//   KV  the storage type of the KV cache (as W unless --kv-dtype says otherwise; f32 for q8_0,
+//       whose shaders read the cache as packed u32 words and do not use KV)
 //   any `const NAME` passed in `consts` (e.g. head dim), so arrays can be sized at compile time.
 // Activations are always f32 and every reduction accumulates in f32.
 

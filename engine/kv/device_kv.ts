@@ -2,14 +2,16 @@
 // table the kernels read.
 //
 // The pool is split into arenas only where the adapter's binding limit requires it: arena a is a K
-// and a V buffer of [blocksPerArena[a], blockSize, numKvHeads, headDim] of KV (f16 on the f16 path,
-// else f32, unless --kv-dtype chose), serving the layers with layerArena[l] = a. The block table is u32
+// and a V buffer of blocksPerArena[a] blocks, each [blockSize, numKvHeads, headDim] of KV (f16 on
+// the f16 path, else f32, unless --kv-dtype chose; q8_0 blocks as kv_format.ts lays them out),
+// serving the layers with layerArena[l] = a. The block table is u32
 // [numLayers, maxSlots, maxBlocksPerSeq]; entry (l, slot, i) is the block, within layer l's arena,
 // holding that slot's positions i*blockSize..(i+1)*blockSize-1, or NOT_RESIDENT. Table rows are
 // uploaded with queue.writeBuffer, never read back.
 
-import { type Gpu, kvIsF16 } from "../gpu/device.ts";
+import { type Gpu, kvDtypeOf } from "../gpu/device.ts";
 import { createStorage, writeBytes } from "../gpu/buffers.ts";
+import { kvBlockBytes } from "./kv_format.ts";
 import { blocksPerLayer, layersPerArena, NOT_RESIDENT, type PoolShape } from "./pool_shape.ts";
 
 export interface KvModelDims {
@@ -75,7 +77,7 @@ export class DeviceKv {
     gpu: Gpu,
     dims: { blockSize: number; numKvHeads: number; headDim: number },
   ): number {
-    return dims.blockSize * dims.numKvHeads * dims.headDim * (kvIsF16(gpu) ? 2 : 4);
+    return kvBlockBytes(kvDtypeOf(gpu), dims);
   }
 
   /**

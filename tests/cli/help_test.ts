@@ -27,6 +27,7 @@ const BAD_CASES: [string[], RegExp, RegExp][] = [
   [["serve", "--bogus"], /^sluice serve: Unknown option '--bogus'/, /usage: deno task serve/],
   [["serve", "--port", "x"], /^sluice serve: --port: /, /usage: deno task serve/],
   [["serve", "--sched", "lifo"], /^sluice serve: --sched: /, /usage: deno task serve/],
+  [["serve", "--kv-dtype", "q4_0"], /^sluice serve: --kv-dtype: /, /usage: deno task serve/],
   [["serve", "stray"], /^sluice serve: Unexpected argument 'stray'/, /usage: deno task serve/],
   [
     ["serve", "--offload", "orbit", "--host-kv-mb", "0"],

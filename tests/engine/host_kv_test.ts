@@ -3,9 +3,11 @@
 // device blocks poisoned with NaN, and swapped back into other blocks gives bitwise the logits of
 // a run never swapped (copies are exact); a block copied out and refilled by another request in
 // the same step keeps the copied data; copy-only steps; refused plans change nothing; close waits
-// for copies in flight; the copy counters, in-process and behind a Worker.
+// for copies in flight; the copy counters, in-process and behind a Worker. The swap round trip
+// runs with a q8_0 KV cache too: its blocks move as they are, so the logits stay bitwise equal.
 
 import { Engine, type KvCopy, type KvPrefetch, type StepRow } from "../../engine/engine.ts";
+import type { KvDtype } from "../../engine/gpu/device.ts";
 import { HostKv } from "../../engine/kv/host_kv.ts";
 import { WorkerEngine } from "../../engine/worker_engine.ts";
 import { BlockPool, type SeqId } from "../../runtime/kv/block_pool.ts";
@@ -47,11 +49,18 @@ const SPEC = {
   dtype: "F32",
 } as const;
 
+/** SPEC with a head dim q8_0 KV takes (a multiple of 32). */
+const SPEC_Q8 = { ...SPEC, headDim: 32 } as const;
+
 /** A tiny engine with a host tier, and the runtime-side bookkeeping a test needs. */
-async function open(dir: string, options: { coalesceCopies?: boolean; hostKvMb?: number } = {}) {
+async function open(
+  dir: string,
+  options: { coalesceCopies?: boolean; hostKvMb?: number; kvDtype?: KvDtype } = {},
+) {
   const engine = await Engine.load({
     modelDir: dir,
     gpu: await testGpu(),
+    kvDtype: options.kvDtype,
     gpuKvMb: 1,
     hostKvMb: options.hostKvMb ?? 1,
     coalesceCopies: options.coalesceCopies,
@@ -136,11 +145,14 @@ function hostRange(layers: number, count: number, from = 0): number[][] {
   );
 }
 
-async function withModel(fn: (dir: string, seed: number) => Promise<void>): Promise<void> {
+async function withModel(
+  fn: (dir: string, seed: number) => Promise<void>,
+  spec: typeof SPEC | typeof SPEC_Q8 = SPEC,
+): Promise<void> {
   const seed = testSeed();
   const dir = await Deno.makeTempDir({ prefix: "sluice-host-kv-" });
   try {
-    await writeTinyModel(dir, { ...SPEC, seed });
+    await writeTinyModel(dir, { ...spec, seed });
     await fn(dir, seed);
   } catch (e) {
     throw new Error(`seed ${seed}: ${(e as Error).message}`, { cause: e });
@@ -154,63 +166,65 @@ function prompts(seed: number, vocab: number, lengths: number[]): number[][] {
   return lengths.map((n) => Array.from({ length: n }, () => Math.floor(next() * vocab)));
 }
 
-Deno.test("swapped out, poisoned, swapped into other blocks: the next logits are bitwise equal", async (t) => {
-  await withModel(async (dir, seed) => {
-    for (const coalesceCopies of [true, false]) {
-      await t.step(coalesceCopies ? "block groups" : "one copy per block", async () => {
-        const h = await open(dir, { coalesceCopies });
-        try {
-          const { info } = h.engine;
-          const [prompt] = prompts(seed, info.vocabSize, [13]);
-          const P = prompt.length, next = 7;
-          // Reference: request "ref" in slot 0, never swapped.
-          await h.prefill("ref", 0, prompt);
-          const want = await decode(h, 0, P, next);
+for (const kvDtype of [undefined, "q8_0"] as const) {
+  Deno.test(`swapped out, poisoned, swapped into other blocks: the next logits are bitwise equal (KV ${kvDtype ?? "as the weights"})`, async (t) => {
+    await withModel(async (dir, seed) => {
+      for (const coalesceCopies of [true, false]) {
+        await t.step(coalesceCopies ? "block groups" : "one copy per block", async () => {
+          const h = await open(dir, { coalesceCopies, kvDtype });
+          try {
+            const { info } = h.engine;
+            const [prompt] = prompts(seed, info.vocabSize, [13]);
+            const P = prompt.length, next = 7;
+            // Reference: request "ref" in slot 0, never swapped.
+            await h.prefill("ref", 0, prompt);
+            const want = await decode(h, 0, P, next);
 
-          // The same prompt in slot 1, swapped out in a copy-only step.
-          await h.prefill("a", 1, prompt);
-          const blocks = h.pool.table("a", 0).length; // 4 per layer
-          const host = hostRange(info.numLayers, blocks, 3);
-          const before = h.engine.copyStats();
-          const records = await h.engine.step({
-            copies: h.copies("out", "a", host),
-            tables: [],
-            sampling: [],
-            rows: [],
-            samples: [],
-            wantTopLogprobs: false,
-          });
-          assertEquals(records, []);
-          const moved = h.engine.copyStats();
-          const perBlock = 2 * info.numLayers * blocks; // K and V of every block
-          assertEquals(moved.out.copies - before.out.copies, coalesceCopies ? 2 : perBlock);
-          assertEquals(
-            moved.out.bytes - before.out.bytes,
-            info.numLayers * blocks * info.kvBlockBytes,
-          );
+            // The same prompt in slot 1, swapped out in a copy-only step.
+            await h.prefill("a", 1, prompt);
+            const blocks = h.pool.table("a", 0).length; // 4 per layer
+            const host = hostRange(info.numLayers, blocks, 3);
+            const before = h.engine.copyStats();
+            const records = await h.engine.step({
+              copies: h.copies("out", "a", host),
+              tables: [],
+              sampling: [],
+              rows: [],
+              samples: [],
+              wantTopLogprobs: false,
+            });
+            assertEquals(records, []);
+            const moved = h.engine.copyStats();
+            const perBlock = 2 * info.numLayers * blocks; // K and V of every block
+            assertEquals(moved.out.copies - before.out.copies, coalesceCopies ? 2 : perBlock);
+            assertEquals(
+              moved.out.bytes - before.out.bytes,
+              info.numLayers * blocks * info.kvBlockBytes,
+            );
 
-          // Its device blocks are poisoned and freed; it comes back into other blocks.
-          h.poison("a");
-          h.pool.release("a");
-          assert(h.pool.growAll("hold", P + 1), "pool too small"); // takes a's old blocks
-          assert(h.pool.growAll("a", P + 1), "pool too small");
-          const got = await decode(h, 1, P, next, {
-            copies: h.copies("in", "a", host),
-            tables: h.tables(1, "a"),
-          });
-          const stats = h.engine.copyStats();
-          assertEquals(
-            stats.in.bytes - moved.in.bytes,
-            info.numLayers * blocks * info.kvBlockBytes,
-          );
-          assertEquals(got, want, "logits after the swap differ from the unswapped run");
-        } finally {
-          await h.engine.close();
-        }
-      });
-    }
+            // Its device blocks are poisoned and freed; it comes back into other blocks.
+            h.poison("a");
+            h.pool.release("a");
+            assert(h.pool.growAll("hold", P + 1), "pool too small"); // takes a's old blocks
+            assert(h.pool.growAll("a", P + 1), "pool too small");
+            const got = await decode(h, 1, P, next, {
+              copies: h.copies("in", "a", host),
+              tables: h.tables(1, "a"),
+            });
+            const stats = h.engine.copyStats();
+            assertEquals(
+              stats.in.bytes - moved.in.bytes,
+              info.numLayers * blocks * info.kvBlockBytes,
+            );
+            assertEquals(got, want, "logits after the swap differ from the unswapped run");
+          } finally {
+            await h.engine.close();
+          }
+        });
+      }
+    }, kvDtype === "q8_0" ? SPEC_Q8 : SPEC);
   });
-});
+}
 
 Deno.test("a block copied out and refilled in the same step keeps the copied data", async () => {
   await withModel(async (dir, seed) => {

@@ -1,6 +1,7 @@
 // Binds shaders/attention.wgsl: causal attention of each row over its slot's paged KV cache.
 
-import { type Gpu, kvIsF16 } from "../device.ts";
+import { type Gpu, type KvDtype, kvDtypeOf } from "../device.ts";
+import { q8ScaleWordsPerRow, requireQ8HeadDim } from "../../kv/kv_format.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
@@ -9,7 +10,7 @@ import source from "../../../shaders/attention.wgsl" with { type: "text" };
 export interface AttentionArgs {
   /** f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]; q is read. */
   qkv: BufferArg;
-  /** This layer's K cache, W [numBlocks, blockSize, numKvHeads, headDim]. */
+  /** This layer's K cache, KV [numBlocks, blockSize, numKvHeads, headDim] (q8_0: kv_format.ts). */
   k: BufferArg;
   /** This layer's V cache, same shape as k. */
   v: BufferArg;
@@ -46,16 +47,20 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
       `attention: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`,
     );
   }
+  const kvDtype = kvDtypeOf(gpu);
+  if (kvDtype === "q8_0") requireQ8HeadDim(headDim);
   const headsPerGroup = headsPerWorkgroup(
     numHeads / numKvHeads,
     headDim,
-    kvIsF16(gpu),
+    kvDtype,
     gpu.device.limits.maxComputeWorkgroupStorageSize,
   );
   const pipeline = getPipeline(gpu, source, "main", {
     HD: headDim,
     HPW: headsPerGroup,
-    KV_F16: kvIsF16(gpu) ? 1 : 0,
+    KV_F16: kvDtype === "f16" ? 1 : 0,
+    KV_Q8: kvDtype === "q8_0" ? 1 : 0,
+    SW: kvDtype === "q8_0" ? q8ScaleWordsPerRow(headDim) : 0,
   });
   const params = new ParamsUniform(gpu, [
     args.layer,
@@ -98,10 +103,10 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
 export function headsPerWorkgroup(
   group: number,
   headDim: number,
-  f16: boolean,
+  kvDtype: KvDtype,
   workgroupBytes = 16384,
 ): number {
-  const valuesPerChunk = f16 ? 8 : 4;
+  const valuesPerChunk = VALUES_PER_CHUNK[kvDtype];
   const chunksPerLane = Math.ceil(headDim / valuesPerChunk / LANES);
   const vec4sPerHead = chunksPerLane * (valuesPerChunk / 4);
   for (let d = group; d > 1; d--) {
@@ -112,6 +117,7 @@ export function headsPerWorkgroup(
 }
 
 // Mirrors shaders/attention.wgsl's constants and workgroup arrays.
+const VALUES_PER_CHUNK: Record<KvDtype, number> = { f32: 4, f16: 8, q8_0: 16 };
 const LANES = 8;
 const GROUPS = 4;
 const TP4 = 4;

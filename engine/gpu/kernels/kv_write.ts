@@ -1,16 +1,19 @@
-// Binds shaders/kv_write.wgsl: rows' K and V heads from qkv into one layer's paged KV cache.
+// Binds shaders/kv_write.wgsl: rows' K and V heads from qkv into one layer's paged KV cache
+// (shaders/kv_write_q8.wgsl where the cache is q8_0, quantizing on the way).
 
-import type { Gpu } from "../device.ts";
+import { type Gpu, kvDtypeOf } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import source from "../../../shaders/kv_write.wgsl" with { type: "text" };
+import q8Source from "../../../shaders/kv_write_q8.wgsl" with { type: "text" };
+import { q8ScaleWordsPerRow, requireQ8HeadDim } from "../../kv/kv_format.ts";
 
 import type { BufferArg } from "../kernel.ts";
 
 export interface KvWriteArgs {
   /** f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]. */
   qkv: BufferArg;
-  /** This layer's K cache, W [numBlocks, blockSize, numKvHeads, headDim]. */
+  /** This layer's K cache, KV [numBlocks, blockSize, numKvHeads, headDim] (q8_0: kv_format.ts). */
   k: BufferArg;
   /** This layer's V cache, same shape as k. */
   v: BufferArg;
@@ -36,7 +39,14 @@ export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
   if (args.headDim % 4 !== 0) {
     throw new RangeError(`kv_write: headDim ${args.headDim} must be a multiple of 4`);
   }
-  const pipeline = getPipeline(gpu, source, "main");
+  const q8 = kvDtypeOf(gpu) === "q8_0";
+  if (q8) requireQ8HeadDim(args.headDim);
+  const pipeline = q8
+    ? getPipeline(gpu, q8Source, "main", {
+      HD: args.headDim,
+      SW: q8ScaleWordsPerRow(args.headDim),
+    })
+    : getPipeline(gpu, source, "main");
   const params = new ParamsUniform(gpu, [
     args.layer,
     args.numHeads,
