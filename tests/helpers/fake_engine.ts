@@ -28,6 +28,8 @@ export interface FakeEngineShape {
   ringSize?: number;
   /** Host KV tier blocks (0: none). */
   hostBlocks?: number;
+  /** A sliding window the runtime frees blocks behind (the fake's tokens ignore it). */
+  slidingWindow?: number;
   /** A cost model "profiled at load" (none by default), and the bytes of a block it prices. */
   costModel?: CostModel;
   kvBlockBytes?: number;
@@ -121,6 +123,8 @@ export class FakeEngine implements StepEngine {
     const layerArena = shape.layerArena ?? new Array(numLayers).fill(0);
     const perLayer = blocksPerLayer({ blocksPerArena, layerArena });
     this.info = {
+      architecture: "llama",
+      slidingWindow: shape.slidingWindow ?? null,
       adapter: "fake",
       dtype: "f32",
       weightBytes: 0,
