@@ -1,6 +1,6 @@
 // Every supported family end to end, in both formats: a tiny Llama, Qwen2, Qwen3 and Mistral (a
 // window of 8, smaller than the 22-token prompt, so that it bites) written as a Hugging Face
-// directory and as GGUF (F32 and F16 matrices), loaded through Engine.load like --model. Each
+// directory and as GGUF (F32, F16 and Q8_0 matrices), loaded through Engine.load like --model. Each
 // gives logits within a bound of the float64 reference over the values its file holds, at every
 // prompt position and through a greedy decode, and the reference's greedy tokens.
 //
@@ -25,7 +25,8 @@ import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
 
 const BASE = {
   hiddenSize: 64,
-  intermediateSize: 136,
+  // Every matrix's columns (64, 4 × 16 or 4 × 24, 128) are whole Q8_0 blocks of 32.
+  intermediateSize: 128,
   numLayers: 2,
   numHeads: 4,
   numKvHeads: 2,
@@ -60,6 +61,7 @@ Deno.test("each family in both formats: logits and greedy tokens match the float
     try {
       const f16File = await writeTinyGguf(`${dir}/f16`, { ...family.spec, seed }, { type: "F16" });
       const f32File = await writeTinyGguf(`${dir}/f32`, { ...family.spec, seed }, { type: "F32" });
+      const q8File = await writeTinyGguf(`${dir}/q8`, { ...family.spec, seed }, { type: "Q8_0" });
       const gguf = await readGguf(f32File.path);
       assertEquals(gguf.metadata["general.architecture"], family.gguf);
       await t.step(`${family.architecture}: GGUF q rows in llama.cpp's order`, async () => {
@@ -80,6 +82,8 @@ Deno.test("each family in both formats: logits and greedy tokens match the float
         { name: "safetensors", model: f32File.sourceDir, reference: f32File.sourceDir, gpu: def },
         { name: "GGUF F32", model: f32File.path, reference: f32File.referenceDir, gpu: def },
         { name: "GGUF F16", model: f16File.path, reference: f16File.referenceDir, gpu: def },
+        // Quantized matrices beside the float biases and norms.
+        { name: "GGUF Q8_0", model: q8File.path, reference: q8File.referenceDir, gpu: def },
       ];
       for (const run of runs) {
         const label = run.gpu.f16 ? "f16" : "f32";
