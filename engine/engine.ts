@@ -19,7 +19,7 @@ import {
   type ProfileOptions,
   type ProfileTarget,
 } from "./kv/cost_profile.ts";
-import type { LlamaConfig } from "./model/config.ts";
+import type { Architecture, LlamaConfig } from "./model/config.ts";
 import { LlamaForward } from "./forward/forward.ts";
 import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
 import type { StepMask, StepRow, StepSample } from "./forward/step.ts";
@@ -77,6 +77,10 @@ export interface EngineOptions {
 
 /** What the runtime needs to know of the engine: limits, KV geometry, and labels for logs. */
 export interface EngineInfo {
+  /** The model's family (config.json's model_type), for logs and the engine's description. */
+  architecture: Architecture;
+  /** Positions a row attends to (Mistral's sliding window), or null: all before it. */
+  slidingWindow: number | null;
   adapter: string;
   dtype: "f16" | "f32";
   /** How the KV cache stores K and V (absent in test fakes: as the weights). */
@@ -214,6 +218,8 @@ export class Engine implements StepEngine {
     // requests or layers that are not running).
     const poolTokens = blocksPerLayer(layout) * layout.blockSize;
     const info: EngineInfo = {
+      architecture: cfg.architecture,
+      slidingWindow: cfg.slidingWindow,
       adapter: gpu.adapterName,
       dtype: gpu.f16 ? "f16" : "f32",
       kvDtype: kvDtypeOf(gpu),

@@ -78,6 +78,7 @@ export function assemble(engine: StepEngine, options: RuntimeOptions): Assembly 
     policy: preset.policy,
     preempt: preset.preempt,
     tokenCache: preset.tokenCache,
+    slidingWindow: info.slidingWindow,
     prefixCache,
     host: host && swapper
       ? {

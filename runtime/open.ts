@@ -47,7 +47,9 @@ export async function openRuntime(
   const mib = (b: number) => (b / 2 ** 20).toFixed(1);
   const blocks = i.blocksPerArena.reduce((a, b) => a + b, 0);
   log(
-    `sluice: model ${modelDir} on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB, ` +
+    `sluice: model ${modelDir} (${i.architecture}${
+      i.slidingWindow === null ? "" : `, sliding window ${i.slidingWindow}`
+    }) on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB, ` +
       `KV ${i.kvDtype ? `${i.kvDtype} ` : ""}${
         mib(i.kvBytes)
       } MiB (${blocks} blocks × ${i.blockSize} tokens shared by ${i.numLayers} layers), ` +

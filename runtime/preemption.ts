@@ -160,12 +160,13 @@ export class Preemption {
 
   /**
    * eLLM: how many of `victim`'s oldest blocks (per layer) must go for `needy` to grow to
-   * `tokens`; 0 when that would drop all its blocks, or it is still refilling or offloads layers:
-   * then it can only be preempted whole.
+   * `tokens`; 0 when that would drop all its blocks, or it is still refilling, offloads layers or
+   * has freed blocks behind a sliding window: then it can only be preempted whole.
    */
   private oldestToDrop(victim: Request, needy: Request, tokens: number): number {
     const { pool, placement } = this.parts;
     if (victim.refill || victim.computed === 0 || placement?.offloads(victim)) return 0;
+    if (pool.expiredOf(victim.id) > 0) return 0;
     const k = pool.missingPerLayer(needy.id, tokens);
     // Keep at least its newest block, else this is a plain preemption.
     return k < 1 || (k + 1) * pool.blockSize > victim.computed ? 0 : k;

@@ -4,8 +4,8 @@
 //
 // A request caches its blocks in order, each entry chained after the one before, for as long as
 // they are its own: once another request has cached the same tokens first (in other blocks), or its
-// blocks left the device (an offloaded layer, its oldest blocks dropped), it caches no more until
-// it is admitted again.
+// blocks left the device (an offloaded layer, its oldest blocks dropped, freed behind a sliding
+// window), it caches no more until it is admitted again.
 
 import type { BlockPool } from "./kv/block_pool.ts";
 import type { PrefixEntry, PrefixIndex, PrefixStats } from "./kv/prefix_index.ts";
@@ -59,6 +59,11 @@ export class PrefixCache {
         { length: this.pool.numLayers },
         (_, layer) => this.pool.table(req.id, layer)[i],
       );
+      // Freed behind a sliding window before its tokens were known: it caches no more.
+      if (blocks.some((b) => b < 0)) {
+        cached.stopped = true;
+        break;
+      }
       const parent = entries[i - 1] ?? null;
       const entry = this.index.insert(parent, req.tokens(i * B, (i + 1) * B), blocks);
       // Another request cached these tokens first, in its own blocks. Chaining ours after its

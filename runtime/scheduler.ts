@@ -25,6 +25,7 @@ import type { HostTier } from "./kv/host_tier.ts";
 import type { PrefixEntry } from "./kv/prefix_index.ts";
 import type { Swapper } from "./kv/swap.ts";
 import type { Placement } from "./placement.ts";
+import { SlidingWindow } from "./sliding_window.ts";
 import { RemovableCache, type RemovableStats } from "./kv/removable.ts";
 import { policyContext } from "./policy/context.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
@@ -71,6 +72,8 @@ export interface SchedulerParts {
   kvBlockBytes?: number;
   /** eLLM's token-wise caching of running requests (token_cache.ts). Default false. */
   tokenCache?: boolean;
+  /** The model's sliding window (Mistral): blocks behind it are freed (sliding_window.ts). */
+  slidingWindow?: number | null;
 }
 
 export class Scheduler {
@@ -96,6 +99,8 @@ export class Scheduler {
   private readonly step: StepBuilder;
   /** eLLM: running requests holding only their newest KV (null: `--token-cache off`). */
   readonly tokenCached: TokenCached | null;
+  /** Frees blocks behind a sliding window (null: no window, or a tier that needs whole tables). */
+  readonly window: SlidingWindow | null;
 
   constructor(parts: SchedulerParts) {
     const { pool, limits, policy } = parts;
@@ -127,6 +132,11 @@ export class Scheduler {
         placement: this.placement,
         prefix: this.prefix,
       })
+      : null;
+    // The host tier, offloading and token-wise caching work on whole tables by position.
+    const wholeTables = this.host !== null || this.placement !== null || this.tokenCached !== null;
+    this.window = parts.slidingWindow && !wholeTables
+      ? new SlidingWindow(pool, parts.slidingWindow)
       : null;
     this.preemption = new Preemption({
       batch: this.batch,
@@ -433,6 +443,9 @@ export class Scheduler {
 
   /** Gives `req` blocks for `tokens` positions on every layer; false when it was preempted. */
   private grow(req: Request, tokens: number): boolean {
+    // Its blocks behind the window go back first (not once it has rows in this step: a refill's
+    // rows read further back than its next position's).
+    if (!this.step.inStep.has(req) && !req.refill) this.window?.expire(req);
     if (!this.preemption.makeRoom(req, tokens, this.step.inStep)) return false;
     const added = this.pool.growAll(req.id, tokens);
     if (!added) throw new Error(`block pool refused request ${req.id} an allocation it said fits`);

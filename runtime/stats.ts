@@ -49,6 +49,8 @@ export interface RuntimeStats {
   preemptions: number;
   /** Preempted requests resumed by computing only their dropped oldest KV again (eLLM). */
   partialResumes: number;
+  /** KV table entries freed because they fell behind a sliding window (per layer, summed). */
+  windowReleasedBlocks: number;
   /** Running requests paused by the policy or the offload planner, not for want of a block. */
   policyPauses: number;
   /**
@@ -115,6 +117,7 @@ export function runtimeStats(
     tokensGenerated: loop.tokens,
     preemptions: scheduler.preemptions,
     partialResumes: scheduler.partialResumes,
+    windowReleasedBlocks: scheduler.window?.released ?? 0,
     policyPauses: scheduler.policyPauses,
     ...(layerwise
       ? {

@@ -1,6 +1,9 @@
 // Causal paged attention: for row m and query head h,
-//   out[m, h*HD + d] = sum_j softmax_j(q_h . k_j / sqrt(HD)) v_j[d],  j = 0..rowPos[m],
-// reading K/V of slot rowSlot[m] through the block table. GQA: q head h reads kv head
+//   out[m, h*HD + d] = sum_j softmax_j(q_h . k_j / sqrt(HD)) v_j[d],  j = lo..rowPos[m],
+// reading K/V of slot rowSlot[m] through the block table. lo is 0, or with a sliding window W
+// (Mistral) rowPos[m] - W + 1: positions before it are never read, so their blocks may be freed
+// (the runtime does), except that the first quad may begin up to 3 positions before lo, in lo's
+// block. GQA: q head h reads kv head
 // h / (numHeads / numKvHeads).
 //
 // Shader consts: HD (head dim, multiple of 8); HPW, the query heads one workgroup computes (all of
@@ -32,6 +35,7 @@ struct Params {
   blockSize: u32,
   maxSlots: u32,
   maxBlocksPerSeq: u32,
+  window: u32, // 0: none
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -166,15 +170,15 @@ fn addValues(acc: ptr<function, array<vec4<f32>, QN>>, base: u32, live: bool, la
 }
 
 // Partial dot products of positions j0 + 4*t4 .. +3 into the team's `partial` (blockSize % 4 == 0,
-// so the four share a block).
+// so the four share a block; j0 is a multiple of 4). Positions outside lo..n-1 are not read.
 fn partialQuad(q: ptr<function, array<vec4<f32>, QN>>, tableRow: u32, kvHead: u32, stride: u32, j0: u32,
-               t4: u32, n: u32, team: u32, lane: u32) {
+               t4: u32, lo: u32, n: u32, team: u32, lane: u32) {
   let j = j0 + t4 * 4u;
-  let base = select(0u, kvChunk(tableRow, j, kvHead), j < n);
-  let d0 = partialDots(q, base, j < n, lane);
-  let d1 = partialDots(q, base + stride, j + 1u < n, lane);
-  let d2 = partialDots(q, base + 2u * stride, j + 2u < n, lane);
-  let d3 = partialDots(q, base + 3u * stride, j + 3u < n, lane);
+  let base = select(0u, kvChunk(tableRow, j, kvHead), j < n && j + 3u >= lo);
+  let d0 = partialDots(q, base, j < n && j >= lo, lane);
+  let d1 = partialDots(q, base + stride, j + 1u < n && j + 1u >= lo, lane);
+  let d2 = partialDots(q, base + 2u * stride, j + 2u < n && j + 2u >= lo, lane);
+  let d3 = partialDots(q, base + 3u * stride, j + 3u < n && j + 3u >= lo, lane);
   for (var g = 0u; g < HPW; g++) {
     partial[team][(g * TP4 + t4) * LANES + lane] = vec4<f32>(d0[g], d1[g], d2[g], d3[g]);
   }
@@ -183,9 +187,9 @@ fn partialQuad(q: ptr<function, array<vec4<f32>, QN>>, tableRow: u32, kvHead: u3
 // Adds positions j0 + 4*t4 .. +3, weighted by their softmax numerators, to the accumulators.
 fn addQuad(acc: ptr<function, array<vec4<f32>, QN>>, runMax: ptr<function, array<f32, HPW>>,
            runSum: ptr<function, array<f32, HPW>>, tableRow: u32, kvHead: u32, stride: u32, j0: u32,
-           t4: u32, n: u32, team: u32, lane: u32) {
+           t4: u32, lo: u32, n: u32, team: u32, lane: u32) {
   let j = j0 + t4 * 4u;
-  if (j >= n) { return; }
+  if (j >= n || j + 3u < lo) { return; }
   var p0: array<f32, HPW>;
   var p1: array<f32, HPW>;
   var p2: array<f32, HPW>;
@@ -199,10 +203,10 @@ fn addQuad(acc: ptr<function, array<vec4<f32>, QN>>, runMax: ptr<function, array
     p3[g] = p.w;
   }
   let base = kvChunk(tableRow, j, kvHead);
-  addValues(acc, base, true, lane, p0);
-  addValues(acc, base + stride, j + 1u < n, lane, p1);
-  addValues(acc, base + 2u * stride, j + 2u < n, lane, p2);
-  addValues(acc, base + 3u * stride, j + 3u < n, lane, p3);
+  addValues(acc, base, j >= lo, lane, p0);
+  addValues(acc, base + stride, j + 1u < n && j + 1u >= lo, lane, p1);
+  addValues(acc, base + 2u * stride, j + 2u < n && j + 2u >= lo, lane, p2);
+  addValues(acc, base + 3u * stride, j + 3u < n && j + 3u >= lo, lane, p3);
 }
 
 @compute @workgroup_size(LANES * GROUPS)
@@ -214,6 +218,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let team = lid / LANES;
   let kvHead = h0 / (params.numHeads / params.numKvHeads);
   let n = rowPos[m] + 1u;
+  // The window's first position; rounds start at a multiple of 4 so quads stay within a block.
+  let lo = select(0u, n - params.window, params.window > 0u && n > params.window);
   let tableRow = (params.layer * params.maxSlots + rowSlot[m]) * params.maxBlocksPerSeq;
   let qBase = m * (params.numHeads + 2u * params.numKvHeads) * HD4 + h0 * HD4;
   let scale = inverseSqrt(f32(HD));
@@ -242,19 +248,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
 
   // Every team runs the same number of rounds (barriers need it); tiles past the end are masked.
-  for (var round = 0u; round < n; round += GROUPS * TP) {
+  for (var round = lo & ~3u; round < n; round += GROUPS * TP) {
     let j0 = round + team * TP;
-    for (var t4 = 0u; t4 < TP4; t4++) { partialQuad(&q, tableRow, kvHead, stride, j0, t4, n, team, lane); }
+    for (var t4 = 0u; t4 < TP4; t4++) { partialQuad(&q, tableRow, kvHead, stride, j0, t4, lo, n, team, lane); }
     workgroupBarrier();
 
-    // Sum the partials across the team's lanes (lane order); positions past the end get -inf.
+    // Sum the partials across the team's lanes (lane order); positions outside lo..n-1 get -inf.
     for (var r = 0u; r < ITEMS_PER_LANE; r++) {
       let it = lane + r * LANES;
       if (it < HPW * TP4) {
         var s = vec4<f32>(0.0);
         for (var l = 0u; l < LANES; l++) { s += partial[team][it * LANES + l]; }
         let j4 = j0 + (it % TP4) * 4u + vec4<u32>(0u, 1u, 2u, 3u);
-        scores[team][it] = select(s, vec4<f32>(NEG_BIG), j4 >= vec4<u32>(n));
+        scores[team][it] = select(s, vec4<f32>(NEG_BIG), j4 >= vec4<u32>(n) | j4 < vec4<u32>(lo));
       }
     }
     workgroupBarrier();
@@ -272,7 +278,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
     for (var t4 = 0u; t4 < TP4; t4++) {
-      addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, t4, n, team, lane);
+      addQuad(&acc, &runMax, &runSum, tableRow, kvHead, stride, j0, t4, lo, n, team, lane);
     }
   }
 

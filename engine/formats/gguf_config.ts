@@ -1,14 +1,25 @@
-// Turns a GGUF file's llama.* metadata into the engine's LlamaConfig. The keys are mapped onto the
-// config.json fields they stand for and validated by parseLlamaConfig, so a GGUF model passes the
-// same checks (GQA divisibility, even head dim, rope scaling) as a Hugging Face directory.
+// Turns a GGUF file's <arch>.* metadata (llama, qwen2, qwen3) into the engine's LlamaConfig. The
+// keys are mapped onto the config.json fields they stand for and validated by parseLlamaConfig, so
+// a GGUF model passes the same checks (GQA divisibility, even head dim, rope scaling) as a Hugging
+// Face directory. Mistral ships as "llama"; a llama file with attention.sliding_window is read as
+// Mistral, the one family whose window Sluice applies.
 
-import { type LlamaConfig, parseLlamaConfig } from "../model/config.ts";
+import {
+  type Architecture,
+  ARCHITECTURES,
+  type LlamaConfig,
+  parseLlamaConfig,
+} from "../model/config.ts";
 import { ModelLoadError } from "../model/errors.ts";
 import type { GgufFile, GgufValue } from "./gguf.ts";
 import { readTensorInto } from "./safetensors.ts";
 
-/** Architectures whose GGUF tensors and metadata follow llama's (Mistral ships as "llama"). */
-const LLAMA_ARCHITECTURES = ["llama"];
+/** GGUF architectures Sluice loads, and the config.json model_type each stands for. */
+const GGUF_ARCHITECTURES: Record<string, Architecture> = {
+  llama: "llama",
+  qwen2: "qwen2",
+  qwen3: "qwen3",
+};
 
 export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
   const fail = (problem: string): never => {
@@ -16,10 +27,10 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
   };
   const md = gguf.metadata;
   const arch = md["general.architecture"];
-  if (typeof arch !== "string" || !LLAMA_ARCHITECTURES.includes(arch)) {
+  if (typeof arch !== "string" || !Object.hasOwn(GGUF_ARCHITECTURES, arch)) {
     fail(
-      `general.architecture is ${JSON.stringify(arch ?? null)}: only llama-architecture GGUF ` +
-        `models are supported`,
+      `general.architecture is ${JSON.stringify(arch ?? null)}: supported GGUF architectures ` +
+        `are ${Object.keys(GGUF_ARCHITECTURES).join(", ")}`,
     );
   }
   const num = (key: string): number | undefined => scalar(md, `${arch}.${key}`, fail);
@@ -41,9 +52,14 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
     fail(`rope.dimension_count ${ropeDims} is not the head dim ${headDim} (partial RoPE)`);
   }
 
+  const window = num("attention.sliding_window");
+  const family = window !== undefined && arch === "llama"
+    ? "mistral"
+    : GGUF_ARCHITECTURES[arch as string];
   const hfConfig = {
-    architectures: ["LlamaForCausalLM"],
-    model_type: "llama",
+    architectures: [ARCHITECTURES[family]],
+    model_type: family,
+    ...(family === "mistral" ? { sliding_window: window } : {}),
     hidden_size: hidden,
     intermediate_size: need("feed_forward_length"),
     num_hidden_layers: need("block_count"),

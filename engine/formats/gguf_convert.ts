@@ -1,6 +1,7 @@
-// Converts a Hugging Face Llama directory into a GGUF file the way llama.cpp's
-// convert_hf_to_gguf.py (then llama-quantize) does: llama.* metadata, ggml tensor names and
-// dimension order, attn_q and attn_k rows permuted for interleaved RoPE, llama3 RoPE scaling as a
+// Converts a Hugging Face Llama, Qwen2, Qwen3 or Mistral directory into a GGUF file the way
+// llama.cpp's convert_hf_to_gguf.py (then llama-quantize) does: <arch>.* metadata (Mistral as
+// "llama", with attention.sliding_window when it has one), ggml tensor names and dimension order,
+// attn_q and attn_k rows permuted for interleaved RoPE in llama-arch files, llama3 RoPE scaling as a
 // rope_freqs tensor, the tokenizer as tokenizer.ggml.* metadata, and each matrix in the type the
 // caller picks (norms stay F32, as llama.cpp keeps them). Tests build fixtures with it, the decode
 // benchmark its quantized models; the quantizers are round-to-nearest (quant/formats.ts).
@@ -72,32 +73,39 @@ export async function convertToGguf(
   await writeGguf(path, {
     version: options.version ?? 3,
     metadata: {
-      ...llamaMetadata(cfg, scaling),
+      ...archMetadata(cfg, scaling),
       ...ggufTokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
     },
     tensors,
   });
 }
 
-function llamaMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<string, GgufMeta> {
+/** llama.cpp's architecture name for a family: Mistral's files say "llama". */
+const GGUF_ARCH = { llama: "llama", mistral: "llama", qwen2: "qwen2", qwen3: "qwen3" } as const;
+
+function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<string, GgufMeta> {
+  const arch = GGUF_ARCH[cfg.architecture];
   const md: Record<string, GgufMeta> = {
-    "general.architecture": meta.str("llama"),
+    "general.architecture": meta.str(arch),
     "general.name": meta.str("sluice tiny"),
-    "llama.block_count": meta.u32(cfg.numLayers),
-    "llama.context_length": meta.u32(cfg.maxPositionEmbeddings),
-    "llama.embedding_length": meta.u32(cfg.hiddenSize),
-    "llama.feed_forward_length": meta.u32(cfg.intermediateSize),
-    "llama.attention.head_count": meta.u32(cfg.numHeads),
-    "llama.attention.head_count_kv": meta.u32(cfg.numKvHeads),
-    "llama.attention.key_length": meta.u32(cfg.headDim),
-    "llama.attention.value_length": meta.u32(cfg.headDim),
-    "llama.rope.dimension_count": meta.u32(cfg.headDim),
-    "llama.rope.freq_base": meta.f32(cfg.ropeTheta),
-    "llama.attention.layer_norm_rms_epsilon": meta.f32(cfg.rmsNormEps),
+    [`${arch}.block_count`]: meta.u32(cfg.numLayers),
+    [`${arch}.context_length`]: meta.u32(cfg.maxPositionEmbeddings),
+    [`${arch}.embedding_length`]: meta.u32(cfg.hiddenSize),
+    [`${arch}.feed_forward_length`]: meta.u32(cfg.intermediateSize),
+    [`${arch}.attention.head_count`]: meta.u32(cfg.numHeads),
+    [`${arch}.attention.head_count_kv`]: meta.u32(cfg.numKvHeads),
+    [`${arch}.attention.key_length`]: meta.u32(cfg.headDim),
+    [`${arch}.attention.value_length`]: meta.u32(cfg.headDim),
+    [`${arch}.rope.dimension_count`]: meta.u32(cfg.headDim),
+    [`${arch}.rope.freq_base`]: meta.f32(cfg.ropeTheta),
+    [`${arch}.attention.layer_norm_rms_epsilon`]: meta.f32(cfg.rmsNormEps),
   };
+  if (cfg.slidingWindow !== null) {
+    md[`${arch}.attention.sliding_window`] = meta.u32(cfg.slidingWindow);
+  }
   if (scaling?.type === "linear") {
-    md["llama.rope.scaling.type"] = meta.str("linear");
-    md["llama.rope.scaling.factor"] = meta.f32(scaling.factor);
+    md[`${arch}.rope.scaling.type`] = meta.str("linear");
+    md[`${arch}.rope.scaling.factor`] = meta.f32(scaling.factor);
   }
   return md;
 }

@@ -1,19 +1,27 @@
 // llama.cpp's converter permutes the rows of attn_q and attn_k within each head so that its
 // interleaved RoPE (pairs 2i, 2i+1) computes what Hugging Face's rotate-half RoPE (pairs i,
-// i + headDim/2) does. Writing a GGUF applies the permutation (gguf_convert.ts); loading one undoes
+// i + headDim/2) does. It does so for llama-architecture files (Mistral's included) only: qwen2
+// and qwen3 files use llama.cpp's NEOX RoPE, which is rotate-half, and keep Hugging Face's rows. Writing a GGUF applies the permutation (gguf_convert.ts); loading one undoes
 // it (weights/gguf_upload.ts), since Sluice's rope kernel is rotate-half: whole rows move, which
 // works for quantized rows as well (a block never spans two rows).
 
-import type { LlamaConfig } from "../model/config.ts";
+import type { Architecture, LlamaConfig } from "../model/config.ts";
 
-/** Heads whose rows a GGUF tensor holds permuted (attn_q, attn_k), by its GGUF name; else 0. */
+/** Families whose GGUF files are of llama.cpp's "llama" architecture, with permuted rows. */
+const PERMUTED_FAMILIES: readonly Architecture[] = ["llama", "mistral"];
+
+/**
+ * Heads whose rows a GGUF tensor holds permuted (the attn_q and attn_k weights of a llama-arch
+ * file), by its GGUF name; else 0.
+ */
 export function permutedHeads(
-  cfg: Pick<LlamaConfig, "numHeads" | "numKvHeads">,
+  cfg: Pick<LlamaConfig, "numHeads" | "numKvHeads" | "architecture">,
   ggufName: string,
 ): number {
-  return ggufName.includes("attn_q")
+  if (!PERMUTED_FAMILIES.includes(cfg.architecture)) return 0;
+  return /\.attn_q\.weight$/.test(ggufName)
     ? cfg.numHeads
-    : ggufName.includes("attn_k")
+    : /\.attn_k\.weight$/.test(ggufName)
     ? cfg.numKvHeads
     : 0;
 }

@@ -1,7 +1,8 @@
 // The Llama forward pass as a list of bound kernels, encoded into one command buffer per step, in
 // the order the model computes (as llama2.c's forward()): embed, then per layer attention and MLP
 // around the residual stream, then, on the sampled rows only, the LM head, the sampling controls
-// (for rows that have any) and the GPU sampler.
+// (for rows that have any) and the GPU sampler. The other families are this pass with per-layer
+// options: Qwen2's q, k, v biases, Qwen3's q and k norms, Mistral's sliding window.
 //
 // A step runs any mix of prefill-chunk rows and decode rows. Decode rows take their input token
 // from `nextIds`, where the previous step's GPU sampler wrote it, so no token crosses to the host
@@ -14,6 +15,8 @@ import { readF32, writeBytes } from "../gpu/buffers.ts";
 import { ReadbackRing } from "../gpu/readback_ring.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
 import { bindRope } from "../gpu/kernels/rope.ts";
+import { bindBiasAdd } from "../gpu/kernels/bias_add.ts";
+import { bindQkNorm } from "../gpu/kernels/qk_norm.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
 import { bindAttention } from "../gpu/kernels/attention.ts";
 import { bindGatherRows } from "../gpu/kernels/gather.ts";
@@ -60,6 +63,7 @@ export class LlamaForward {
     const D = cfg.hiddenSize, hd = cfg.headDim, Hq = cfg.numHeads, Hkv = cfg.numKvHeads;
     const eps = cfg.rmsNormEps;
     const layout = kv.layout;
+    const heads = { numHeads: Hq, numKvHeads: Hkv, headDim: hd };
     const attnShape = {
       numHeads: Hq,
       numKvHeads: Hkv,
@@ -92,19 +96,25 @@ export class LlamaForward {
         bindRmsNorm(gpu, { x: io.hidden, w: w.inputNorm, y: io.normed, D, eps }),
         // q, k and v of every head in one matmul: qkv = normed · Wqkvᵀ.
         ...matmulParts(gpu, w.qkv, io.normed, io.qkv, "store"),
+        // Qwen2: qkv += the q, k and v biases.
+        ...(w.qkvBias
+          ? [bindBiasAdd(gpu, { x: io.qkv, b: w.qkvBias, width: (Hq + 2 * Hkv) * hd })]
+          : []),
+        // Qwen3: each q and k head = rmsnorm(head) · qNorm (kNorm), in place.
+        ...(w.qkNorm ? [bindQkNorm(gpu, { qkv: io.qkv, w: w.qkNorm, ...heads, eps })] : []),
         // RoPE: q and k rotated in place by each row's position.
-        bindRope(gpu, {
-          qkv: io.qkv,
-          positions: io.rowPos,
-          invFreq: io.invFreq,
-          numHeads: Hq,
-          numKvHeads: Hkv,
-          headDim: hd,
-        }),
+        bindRope(gpu, { qkv: io.qkv, positions: io.rowPos, invFreq: io.invFreq, ...heads }),
         // The rows' k and v into their slots' paged KV cache, at their positions.
         bindKvWrite(gpu, { qkv: io.qkv, ...cache, ...attnShape }),
-        // Causal attention of each row's q heads over its slot's cache (grouped-query): attn.
-        bindAttention(gpu, { qkv: io.qkv, out: io.attn, ...cache, ...attnShape }),
+        // Causal attention of each row's q heads over its slot's cache (grouped-query), over the
+        // last slidingWindow positions only where the model has a window (Mistral): attn.
+        bindAttention(gpu, {
+          qkv: io.qkv,
+          out: io.attn,
+          ...cache,
+          ...attnShape,
+          window: cfg.slidingWindow ?? 0,
+        }),
         // Output projection into the residual stream: hidden += attn · Woᵀ.
         ...matmulParts(gpu, w.o, io.attn, io.hidden, "add"),
         // MLP norm: normed = rmsnorm(hidden) · postAttentionNorm.

@@ -1,6 +1,12 @@
-// Parses a Hugging Face Llama config.json into the fields the engine needs, with the same defaults
-// transformers' LlamaConfig applies, and rejects what the engine cannot run (biases, non-SiLU
-// activations, unknown RoPE scaling) up front instead of producing wrong logits later.
+// Parses a Hugging Face config.json of a Llama-family model into the fields the engine needs, with
+// the same defaults transformers' config classes apply, and rejects what the engine cannot run
+// (other architectures, MoE, o-projection biases, non-SiLU activations, unknown RoPE scaling) up
+// front instead of producing wrong logits later.
+//
+// The families differ from Llama only by per-layer options, which the forward pass applies as such:
+//   qwen2    biases on the q, k and v projections (always: its config has no attention_bias);
+//   qwen3    a per-head RMSNorm of q and k before RoPE, and an explicit head_dim;
+//   mistral  attention limited to a sliding window of the last `sliding_window` positions.
 
 import { z } from "zod";
 import { ModelLoadError } from "./errors.ts";
@@ -19,7 +25,19 @@ export type RopeScaling =
   // frequency, already computed (gguf_config.ts).
   | { type: "freq_factors"; factors: number[] };
 
+/** The model families Sluice runs: Llama and the ones that are Llama plus per-layer options. */
+export const ARCHITECTURES = {
+  llama: "LlamaForCausalLM",
+  qwen2: "Qwen2ForCausalLM",
+  qwen3: "Qwen3ForCausalLM",
+  mistral: "MistralForCausalLM",
+} as const;
+
+export type Architecture = keyof typeof ARCHITECTURES;
+
 export interface LlamaConfig {
+  /** The family (model_type), named where the engine names its model. */
+  architecture: Architecture;
   hiddenSize: number;
   intermediateSize: number;
   numLayers: number;
@@ -34,6 +52,12 @@ export interface LlamaConfig {
   tieWordEmbeddings: boolean;
   bosTokenId: number | null;
   eosTokenIds: number[];
+  /** Biases on the q, k and v projections (Qwen2). */
+  qkvBias: boolean;
+  /** Per-head RMSNorm of q and k, weights of headDim values, before RoPE (Qwen3). */
+  qkNorm: boolean;
+  /** A row at position p attends to positions p - W + 1..p only (Mistral); null: all of 0..p. */
+  slidingWindow: number | null;
 }
 
 const positiveInt = z.number().int().positive();
@@ -72,6 +96,8 @@ const configSchema = z.looseObject({
   attention_bias: z.boolean().default(false),
   mlp_bias: z.boolean().default(false),
   hidden_act: z.string().default("silu"),
+  sliding_window: positiveInt.nullish(),
+  use_sliding_window: z.boolean().default(false),
 });
 
 /** Validates `json` (the parsed contents of `file`) as a Llama config. Throws ModelLoadError. */
@@ -94,19 +120,19 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   }
   const c = parsed.data!;
 
-  const archs = c.architectures ?? [];
-  if (!archs.includes("LlamaForCausalLM") && c.model_type !== "llama") {
-    fail(
-      `unsupported architecture ${JSON.stringify(archs)} (model_type ${
-        JSON.stringify(c.model_type ?? null)
-      }): only LlamaForCausalLM models are supported`,
-    );
-  }
+  const architecture = architectureOf(c.architectures ?? [], c.model_type ?? null, fail);
+  // Llama's and Qwen3's attention_bias also adds an o_proj bias; Qwen2 has q, k, v biases only.
   if (c.attention_bias) fail(`field "attention_bias": true is not supported`);
   if (c.mlp_bias) fail(`field "mlp_bias": true is not supported`);
   if (c.hidden_act !== "silu") {
     fail(`field "hidden_act": "${c.hidden_act}" is not supported (only "silu")`);
   }
+  // Qwen's configs carry a sliding_window that applies only with use_sliding_window, and then only
+  // to some layers (max_window_layers): not supported. Mistral's applies to every layer.
+  if (c.use_sliding_window && architecture !== "mistral") {
+    fail(`field "use_sliding_window": true is not supported for ${architecture}`);
+  }
+  const slidingWindow = architecture === "mistral" ? c.sliding_window ?? null : null;
 
   const numHeads = c.num_attention_heads;
   const numKvHeads = c.num_key_value_heads ?? numHeads;
@@ -134,6 +160,7 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
 
   const eos = c.eos_token_id;
   return {
+    architecture,
     hiddenSize: c.hidden_size,
     intermediateSize: c.intermediate_size,
     numLayers: c.num_hidden_layers,
@@ -148,7 +175,28 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     tieWordEmbeddings: c.tie_word_embeddings,
     bosTokenId: c.bos_token_id ?? null,
     eosTokenIds: eos == null ? [] : Array.isArray(eos) ? [...eos] : [eos],
+    qkvBias: architecture === "qwen2",
+    qkNorm: architecture === "qwen3",
+    slidingWindow,
   };
+}
+
+/** The family named by `architectures` or, failing that, `model_type`; anything else fails. */
+function architectureOf(
+  archs: string[],
+  modelType: string | null,
+  fail: (problem: string) => never,
+): Architecture {
+  const families = Object.entries(ARCHITECTURES) as [Architecture, string][];
+  const byClass = families.find(([, cls]) => archs.includes(cls));
+  if (byClass) return byClass[0];
+  const byType = families.find(([type]) => type === modelType);
+  if (byType) return byType[0];
+  return fail(
+    `unsupported architecture ${JSON.stringify(archs)} (model_type ${
+      JSON.stringify(modelType)
+    }): supported are ${Object.values(ARCHITECTURES).join(", ")} (dense models; no MoE)`,
+  );
 }
 
 function parseRopeScaling(

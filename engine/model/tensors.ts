@@ -1,22 +1,32 @@
-// The tensors of a Llama checkpoint, written once: their Hugging Face names, llama.cpp's GGUF
-// names, their [out, in] shapes from the config, and what each one is. Checking a checkpoint
+// The tensors of a Llama-family checkpoint, written once: their Hugging Face names, llama.cpp's
+// GGUF names, their [out, in] shapes from the config, and what each one is. Qwen2's q, k, v
+// biases and Qwen3's q and k norms are optional entries of the same list, present where the
+// config says so. Checking a checkpoint
 // (formats/hf_dir.ts, formats/gguf_model.ts), loading it (weights/load_weights.ts), converting it
 // to GGUF and generating a tiny one (sources/tiny_model.ts) all walk this list.
 
 import type { LlamaConfig } from "./config.ts";
 
-/** Each layer's tensors in checkpoint order: model.layers.N.<hf>.weight, blk.N.<gguf>.weight. */
+/**
+ * Each layer's tensors in checkpoint order: model.layers.N.<hf>.<suffix>, blk.N.<gguf>.<suffix>
+ * (suffix "weight" unless given).
+ */
 const LAYER_TENSORS = {
   inputNorm: { hf: "input_layernorm", gguf: "attn_norm" },
   q: { hf: "self_attn.q_proj", gguf: "attn_q" },
   k: { hf: "self_attn.k_proj", gguf: "attn_k" },
   v: { hf: "self_attn.v_proj", gguf: "attn_v" },
+  qBias: { hf: "self_attn.q_proj", gguf: "attn_q", suffix: "bias" },
+  kBias: { hf: "self_attn.k_proj", gguf: "attn_k", suffix: "bias" },
+  vBias: { hf: "self_attn.v_proj", gguf: "attn_v", suffix: "bias" },
+  qNorm: { hf: "self_attn.q_norm", gguf: "attn_q_norm" },
+  kNorm: { hf: "self_attn.k_norm", gguf: "attn_k_norm" },
   o: { hf: "self_attn.o_proj", gguf: "attn_output" },
   postAttentionNorm: { hf: "post_attention_layernorm", gguf: "ffn_norm" },
   gate: { hf: "mlp.gate_proj", gguf: "ffn_gate" },
   up: { hf: "mlp.up_proj", gguf: "ffn_up" },
   down: { hf: "mlp.down_proj", gguf: "ffn_down" },
-} as const;
+} as const satisfies Record<string, { hf: string; gguf: string; suffix?: "bias" }>;
 
 export type LayerTensor = keyof typeof LAYER_TENSORS;
 
@@ -27,8 +37,22 @@ export const LM_HEAD = "lm_head.weight";
 
 /** The Hugging Face name of `tensor` of layer `layer`. */
 export function layerTensor(layer: number, tensor: LayerTensor): string {
-  return `model.layers.${layer}.${LAYER_TENSORS[tensor].hf}.weight`;
+  return `model.layers.${layer}.${LAYER_TENSORS[tensor].hf}.${suffixOf(tensor)}`;
 }
+
+function suffixOf(tensor: LayerTensor): "weight" | "bias" {
+  const entry = LAYER_TENSORS[tensor];
+  return "suffix" in entry ? entry.suffix : "weight";
+}
+
+/** Tensors a layer has only when the config says so. */
+const OPTIONAL: Partial<Record<LayerTensor, (cfg: LlamaShape) => boolean>> = {
+  qBias: (cfg) => cfg.qkvBias,
+  kBias: (cfg) => cfg.qkvBias,
+  vBias: (cfg) => cfg.qkvBias,
+  qNorm: (cfg) => cfg.qkNorm,
+  kNorm: (cfg) => cfg.qkNorm,
+};
 
 /** What the list depends on: a model's config, or the spec of a tiny model being written. */
 export type LlamaShape = Pick<
@@ -41,6 +65,8 @@ export type LlamaShape = Pick<
   | "headDim"
   | "vocabSize"
   | "tieWordEmbeddings"
+  | "qkvBias"
+  | "qkNorm"
 >;
 
 export interface ExpectedTensor {
@@ -61,6 +87,11 @@ export function expectedTensors(cfg: LlamaShape): ExpectedTensor[] {
     q: [qDim, h],
     k: [kvDim, h],
     v: [kvDim, h],
+    qBias: [qDim],
+    kBias: [kvDim],
+    vBias: [kvDim],
+    qNorm: [cfg.headDim],
+    kNorm: [cfg.headDim],
     o: [h, qDim],
     postAttentionNorm: [h],
     gate: [inter, h],
@@ -70,6 +101,7 @@ export function expectedTensors(cfg: LlamaShape): ExpectedTensor[] {
   const out: ExpectedTensor[] = [{ name: EMBED, shape: [cfg.vocabSize, h], role: "embed" }];
   for (let i = 0; i < cfg.numLayers; i++) {
     for (const role of Object.keys(LAYER_TENSORS) as LayerTensor[]) {
+      if (OPTIONAL[role] && !OPTIONAL[role](cfg)) continue;
       out.push({ name: layerTensor(i, role), shape: shapes[role], role });
     }
   }
@@ -85,8 +117,11 @@ export function ggufTensorName(hfName: string): string {
   if (hfName === EMBED) return "token_embd.weight";
   if (hfName === FINAL_NORM) return "output_norm.weight";
   if (hfName === LM_HEAD) return "output.weight";
-  const m = /^model\.layers\.(\d+)\.(.+)\.weight$/.exec(hfName);
-  const entry = m && Object.values(LAYER_TENSORS).find((t) => t.hf === m[2]);
-  if (!entry) throw new Error(`no GGUF name for tensor ${hfName}`);
-  return `blk.${m[1]}.${entry.gguf}.weight`;
+  const m = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(hfName);
+  const role = m &&
+    (Object.keys(LAYER_TENSORS) as LayerTensor[]).find((t) =>
+      LAYER_TENSORS[t].hf === m[2] && suffixOf(t) === m[3]
+    );
+  if (!role) throw new Error(`no GGUF name for tensor ${hfName}`);
+  return `blk.${m![1]}.${LAYER_TENSORS[role].gguf}.${m![3]}`;
 }

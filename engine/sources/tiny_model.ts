@@ -1,10 +1,11 @@
-// Writes small but complete Hugging Face-style Llama model directories: random weights that are
-// deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template
+// Writes small but complete Hugging Face-style model directories of any supported family (Llama,
+// Qwen2, Qwen3, Mistral: config.json as that family's config class writes it, and its optional
+// tensors): random weights that are deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template
 // (tiny_tokenizer.ts). Tests use them as fixtures; `--model demo` uses one (demo.ts) so the server
 // runs without a download.
 
 import { join } from "node:path";
-import type { RopeScaling } from "../model/config.ts";
+import { type Architecture, ARCHITECTURES, type RopeScaling } from "../model/config.ts";
 import { type ExpectedTensor, expectedTensors } from "../model/tensors.ts";
 import {
   encodeTensor,
@@ -20,6 +21,10 @@ import {
 } from "./tiny_tokenizer.ts";
 
 export interface TinyModelSpec {
+  /** The family whose config.json and tensors are written (default llama). */
+  architecture?: Architecture;
+  /** Mistral's sliding_window (only written for mistral; default null: none). */
+  slidingWindow?: number;
   hiddenSize: number;
   intermediateSize: number;
   numLayers: number;
@@ -55,9 +60,10 @@ export async function writeTinyModel(dir: string, spec: TinyModelSpec): Promise<
   const tokenizer = buildTokenizerJson(Math.min(vocabSize, TOKENIZER_VOCAB_SIZE));
   const maxPos = spec.maxPositionEmbeddings ?? 2048;
 
+  const architecture = spec.architecture ?? "llama";
   const config: Record<string, unknown> = {
-    architectures: ["LlamaForCausalLM"],
-    model_type: "llama",
+    architectures: [ARCHITECTURES[architecture]],
+    model_type: architecture,
     hidden_size: spec.hiddenSize,
     intermediate_size: spec.intermediateSize,
     num_hidden_layers: spec.numLayers,
@@ -71,8 +77,7 @@ export async function writeTinyModel(dir: string, spec: TinyModelSpec): Promise<
     rope_scaling: ropeScalingJson(spec.ropeScaling ?? null),
     max_position_embeddings: maxPos,
     tie_word_embeddings: spec.tied,
-    attention_bias: false,
-    mlp_bias: false,
+    ...familyFields(architecture, spec),
     bos_token_id: 1,
     eos_token_id: 2,
     torch_dtype: { F32: "float32", F16: "float16", BF16: "bfloat16" }[spec.dtype],
@@ -85,6 +90,26 @@ export async function writeTinyModel(dir: string, spec: TinyModelSpec): Promise<
   await writeJson(join(dir, "tokenizer.json"), tokenizer);
   await writeJson(join(dir, "tokenizer_config.json"), tokenizerConfigJson(maxPos));
   await writeWeights(dir, spec, headDim, vocabSize);
+}
+
+/** The fields by which each family's config class differs from LlamaConfig's. */
+function familyFields(architecture: Architecture, spec: TinyModelSpec): Record<string, unknown> {
+  switch (architecture) {
+    case "llama":
+      return { attention_bias: false, mlp_bias: false };
+    case "qwen2":
+      // No attention_bias field: Qwen2 always has q, k and v biases.
+      return { use_sliding_window: false, sliding_window: 32768, max_window_layers: 28 };
+    case "qwen3":
+      return {
+        attention_bias: false,
+        use_sliding_window: false,
+        sliding_window: null,
+        max_window_layers: 28,
+      };
+    case "mistral":
+      return { sliding_window: spec.slidingWindow ?? null };
+  }
 }
 
 function ropeScalingJson(s: RopeScaling): Record<string, unknown> | null {
@@ -120,6 +145,8 @@ const EMBED_STD = 0.5;
 const ATTN_OUT_GAIN = 0.5;
 const MLP_OUT_GAIN = 4;
 const LOGIT_STD = 4;
+/** Qwen2's q, k, v biases: large enough that a missing or misplaced bias shows in the logits. */
+const BIAS_STD = 0.5;
 
 interface PlannedTensor {
   name: string;
@@ -141,6 +168,11 @@ function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): Plann
     q: linear(),
     k: linear(),
     v: linear(),
+    qBias: { std: () => BIAS_STD, center: 0 },
+    kBias: { std: () => BIAS_STD, center: 0 },
+    vBias: { std: () => BIAS_STD, center: 0 },
+    qNorm: norm(),
+    kNorm: norm(),
     o: linear(ATTN_OUT_GAIN),
     postAttentionNorm: norm(),
     gate: linear(),
@@ -158,6 +190,8 @@ function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): Plann
     headDim,
     vocabSize: vocab,
     tieWordEmbeddings: spec.tied,
+    qkvBias: spec.architecture === "qwen2",
+    qkNorm: spec.architecture === "qwen3",
   };
   return expectedTensors(shape).map(({ name, shape, role }) => ({
     name,

@@ -57,12 +57,17 @@ export class GgufUpload extends WeightUpload {
     this.cfg = files.config;
   }
 
-  async vector(name: string): Promise<GPUBuffer> {
-    const t = ggufTensorOf(this.gguf, name);
-    const buffer = this.allocate(t.dims[0] * this.elemBytes, t.name);
-    await this.stream({ t }, "float", (_row0, _rows, data) => {
-      writeBytes(this.gpu, buffer, 0, data as ArrayBufferView);
-    });
+  async vector(...names: string[]): Promise<GPUBuffer> {
+    const tensors = names.map((name) => ggufTensorOf(this.gguf, name));
+    const length = tensors.reduce((sum, t) => sum + t.dims[0], 0);
+    const buffer = this.allocate(length * this.elemBytes, tensors[0].name);
+    let offset = 0;
+    for (const t of tensors) {
+      await this.stream({ t }, "float", (_row0, _rows, data) => {
+        writeBytes(this.gpu, buffer, offset, data as ArrayBufferView);
+      });
+      offset += t.dims[0] * this.elemBytes;
+    }
     return buffer;
   }
 

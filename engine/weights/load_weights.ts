@@ -1,5 +1,5 @@
-// Loads a model's weights onto the GPU: the same walk over the Llama tensor list for either
-// format, each tensor streamed by that format's uploader (safetensors_upload.ts, gguf_upload.ts).
+// Loads a model's weights onto the GPU: the same walk over the tensor list for either format and
+// every family (a family's optional tensors where its config has them), each tensor streamed by that format's uploader (safetensors_upload.ts, gguf_upload.ts).
 
 import type { Gpu } from "../gpu/device.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
@@ -27,6 +27,8 @@ export async function loadWeights(
       inputNorm: await upload.vector(t("inputNorm")),
       postAttentionNorm: await upload.vector(t("postAttentionNorm")),
       qkv: await upload.matrix([t("q"), t("k"), t("v")]),
+      ...(cfg.qkvBias ? { qkvBias: await upload.vector(t("qBias"), t("kBias"), t("vBias")) } : {}),
+      ...(cfg.qkNorm ? { qkNorm: await upload.vector(t("qNorm"), t("kNorm")) } : {}),
       o: await upload.matrix([t("o")]),
       gateUp: await upload.glu(t("gate"), t("up")),
       down: await upload.matrix([t("down")]),

@@ -41,6 +41,10 @@ export interface LayerWeights {
   postAttentionNorm: GPUBuffer;
   /** q, k, v projections stacked by rows: [(Hq + 2 Hkv) * hd, hidden]. */
   qkv: GpuMatrix;
+  /** Qwen2: the q, k and v biases concatenated, [(Hq + 2 Hkv) * hd]. */
+  qkvBias?: GPUBuffer;
+  /** Qwen3: the q norm's then the k norm's weights, [2, hd]. */
+  qkNorm?: GPUBuffer;
   o: GpuMatrix;
   gateUp: GluMatrix;
   down: GpuMatrix;

@@ -39,10 +39,15 @@ export class SafetensorsUpload extends WeightUpload {
     return t;
   }
 
-  async vector(name: string): Promise<GPUBuffer> {
-    const t = this.tensor(name);
-    const buffer = this.allocate(t.shape[0] * this.elemBytes, t.name);
-    await this.copyRows(t, 0, 1, buffer, 0);
+  async vector(...names: string[]): Promise<GPUBuffer> {
+    const tensors = names.map((name) => this.tensor(name));
+    const length = tensors.reduce((sum, t) => sum + t.shape[0], 0);
+    const buffer = this.allocate(length * this.elemBytes, tensors[0].name);
+    let offset = 0;
+    for (const t of tensors) {
+      await this.copyRows(t, 0, 1, buffer, offset);
+      offset += t.shape[0] * this.elemBytes;
+    }
     return buffer;
   }
 

@@ -30,8 +30,11 @@ export abstract class WeightUpload {
     this.elemBytes = gpu.f16 ? 2 : 4;
   }
 
-  /** A vector (a norm's weights) in the GPU's float dtype. */
-  abstract vector(name: string): Promise<GPUBuffer>;
+  /**
+   * A vector (a norm's weights, a bias) in the GPU's float dtype; several names are concatenated
+   * (q, k, v biases make the qkv bias, the q and k norms one [2, headDim] buffer).
+   */
+  abstract vector(...names: string[]): Promise<GPUBuffer>;
   /** The tensors stacked by rows into one matrix (q, k, v make qkv), split into parts. */
   abstract matrix(names: string[]): Promise<GpuMatrix>;
   /** Gate and up fused into one SwiGLU matrix (GluMatrix). */

@@ -30,6 +30,13 @@ export const DROPPED = -1;
  */
 export const OFFLOADED = -2;
 
+/**
+ * In a table: a block freed because it lies wholly before the sliding window of every row its
+ * request will still compute (Mistral; runtime/sliding_window.ts). Never refilled: the engine
+ * never reads it again. It keeps its entry so later entries keep their positions.
+ */
+export const EXPIRED = -3;
+
 export class BlockPool {
   readonly numLayers: number;
   readonly blockSize: number;
@@ -244,6 +251,37 @@ export class BlockPool {
       }
     }
     return freed;
+  }
+
+  /**
+   * Frees the leading blocks of every layer of `seqId` up to entry `count` (the positions before
+   * its sliding window); their entries read EXPIRED. Returns how many entries were released (a
+   * shared or cached block is released by this table but stays held or cached).
+   */
+  expireLeading(seqId: SeqId, count: number): number {
+    const layers = this.owned.get(seqId);
+    if (!layers) return 0;
+    let released = 0;
+    for (let layer = 0; layer < this.numLayers; layer++) {
+      const table = layers[layer];
+      const arena = this.layerArena[layer];
+      for (let i = 0; i < Math.min(count, table.length); i++) {
+        if (table[i] === EXPIRED) continue;
+        if (table[i] < 0) throw new Error(`expire: entry ${i} of layer ${layer} holds no block`);
+        this.unhold(arena, table[i]);
+        table[i] = EXPIRED;
+        released++;
+      }
+    }
+    return released;
+  }
+
+  /** Leading EXPIRED entries of `seqId`'s tables (the same on every layer). */
+  expiredOf(seqId: SeqId): number {
+    const table = this.owned.get(seqId)?.[0] ?? [];
+    let n = 0;
+    while (n < table.length && table[n] === EXPIRED) n++;
+    return n;
   }
 
   /**

@@ -1,7 +1,9 @@
 // The float64 reference forward pass is the oracle for GPU logits, so it is tested on properties
 // that any correct Llama forward must have and that typical mistakes break: causality, GQA head
 // sharing, tied embeddings, head layout, RoPE depending only on relative position, residual
-// connections, dtype decoding. Plus: generated models decode to varied tokens, not one repeated.
+// connections, dtype decoding; and the other families' options: Qwen2's biases (zero ones change
+// nothing), Qwen3's q/k norms (scale-invariance of q and k), Mistral's window (a receptive field
+// of layers × (W - 1) positions). Plus: generated models decode to varied tokens, not one repeated.
 
 import { join } from "node:path";
 import { assert, assertEquals } from "../helpers/testing.ts";
@@ -289,6 +291,106 @@ Deno.test("reference forward", async (t) => {
         );
       }
     });
+
+    /** `gqa` as another family (same tensors, plus `extra`). */
+    const asFamily = (
+      type: string,
+      cls: string,
+      fields: Record<string, unknown>,
+      extra?: (t: Map<string, Dense>) => void,
+    ) =>
+      derive(gqa, {
+        config: (c) => Object.assign(c, { architectures: [cls], model_type: type }, fields),
+        tensors: extra,
+      });
+    const kvDim = GQA.numKvHeads * (GQA.hiddenSize / GQA.numHeads);
+
+    await t.step("qwen2: zero biases change nothing, a v bias does", async () => {
+      const biases = (scale: number) => (t: Map<string, Dense>) => {
+        for (let l = 0; l < GQA.numLayers; l++) {
+          for (const [p, n] of [["q", GQA.hiddenSize], ["k", kvDim], ["v", kvDim]] as const) {
+            const values = Float64Array.from({ length: n }, () => scale * (next() * 2 - 1));
+            t.set(`model.layers.${l}.self_attn.${p}_proj.bias`, { shape: [n], values });
+          }
+        }
+      };
+      const zero = await asFamily("qwen2", "Qwen2ForCausalLM", {}, biases(0));
+      assertEquals(zero.config.qkvBias, true);
+      assertSameLogits(await referenceForward(zero, ids), base, 1e-12, `zero biases ${note}`);
+      const some = await asFamily("qwen2", "Qwen2ForCausalLM", {}, biases(0.5));
+      assert(relativeError((await referenceForward(some, ids))[5], base[5]).maxRelError > 1e-3);
+    });
+
+    await t.step("qwen3: q and k norms make q and k projections scale-free", async () => {
+      const headDim = GQA.hiddenSize / GQA.numHeads;
+      const normWeights = Array.from(
+        { length: 2 * GQA.numLayers },
+        () => Float64Array.from({ length: headDim }, () => 1 + 0.3 * (next() - 0.5)),
+      );
+      const norms = (t: Map<string, Dense>) => {
+        for (let l = 0; l < GQA.numLayers; l++) {
+          ["q", "k"].forEach((p, i) => {
+            t.set(`model.layers.${l}.self_attn.${p}_norm.weight`, {
+              shape: [headDim],
+              values: normWeights[2 * l + i],
+            });
+          });
+        }
+      };
+      const scaled = (inner: (t: Map<string, Dense>) => void) => (t: Map<string, Dense>) => {
+        inner(t);
+        for (let l = 0; l < GQA.numLayers; l++) {
+          for (const p of ["q", "k"]) {
+            const w = t.get(`model.layers.${l}.self_attn.${p}_proj.weight`)!;
+            w.values = w.values.map((v) => 3 * v);
+          }
+        }
+      };
+      const normed = await asFamily("qwen3", "Qwen3ForCausalLM", { head_dim: headDim }, norms);
+      assertEquals(normed.config.qkNorm, true);
+      const plain = await referenceForward(normed, ids);
+      const tripled = await asFamily(
+        "qwen3",
+        "Qwen3ForCausalLM",
+        { head_dim: headDim },
+        scaled(norms),
+      );
+      // Up to eps (1e-5 against mean squares of order 1): the norm cancels the factor.
+      assertSameLogits(await referenceForward(tripled, ids), plain, 1e-4, `q/k scaled ${note}`);
+      // Without the norms the same scaling changes the attention.
+      const llamaTripled = await derive(gqa, { tensors: scaled(() => {}) });
+      assert(
+        relativeError((await referenceForward(llamaTripled, ids))[8], base[8]).maxRelError > 1e-3,
+      );
+    });
+
+    await t.step(
+      "mistral: a window past the prompt changes nothing; W = 3 sees 2 × 2 back",
+      async () => {
+        const wide = await asFamily("mistral", "MistralForCausalLM", { sliding_window: 1000 });
+        assertEquals(wide.config.slidingWindow, 1000);
+        assertSameLogits(await referenceForward(wide, ids), base, 1e-12, `wide window ${note}`);
+        const narrow = await asFamily("mistral", "MistralForCausalLM", { sliding_window: 3 });
+        const windowed = await referenceForward(narrow, ids);
+        // Two layers of window 3: position 11 reads positions 7..11 of the input, no earlier.
+        const early = [...ids];
+        early[6] = (early[6] + 1) % GQA.vocabSize!;
+        assertClose(
+          (await referenceForward(narrow, early))[11],
+          windowed[11],
+          1e-12,
+          `pos 6 ${note}`,
+        );
+        const inside = [...ids];
+        inside[7] = (inside[7] + 1) % GQA.vocabSize!;
+        assert(
+          relativeError((await referenceForward(narrow, inside))[11], windowed[11]).maxRelError >
+            1e-6,
+          "position 7 is within reach",
+        );
+        assert(relativeError(windowed[11], base[11]).maxRelError > 1e-3, "the window bites");
+      },
+    );
   } finally {
     for (const dir of tempDirs.splice(0)) await Deno.remove(dir, { recursive: true });
   }

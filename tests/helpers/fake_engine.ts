@@ -28,6 +28,8 @@ export interface FakeEngineShape {
   ringSize?: number;
   /** Host KV tier blocks (0: none). */
   hostBlocks?: number;
+  /** A sliding window: samples read only its positions, and the runtime frees blocks behind it. */
+  slidingWindow?: number;
   /** A cost model "profiled at load" (none by default), and the bytes of a block it prices. */
   costModel?: CostModel;
   kvBlockBytes?: number;
@@ -67,18 +69,23 @@ function toyHash(context: readonly number[], seed: number): number {
   return Math.imul(h ^ context.length, 0x01000193) >>> 0;
 }
 
-/** The tokens a request gets when nothing interferes: maxTokens, or up to a stop id. */
+/**
+ * The tokens a request gets when nothing interferes: maxTokens, or up to a stop id. With a sliding
+ * `window`, each token sees only the last `window` positions (the earlier ones read as -1).
+ */
 export function toyGeneration(
   prompt: readonly number[],
   maxTokens: number,
   seed: number,
   vocab: number,
   stopIds: ReadonlySet<number> = new Set(),
+  window?: number,
 ): number[] {
   const ctx = [...prompt];
   const out: number[] = [];
   while (out.length < maxTokens) {
-    const t = toyNextToken(ctx, seed, vocab);
+    const seen = window ? ctx.map((t, i) => i < ctx.length - window ? -1 : t) : ctx;
+    const t = toyNextToken(seen, seed, vocab);
     if (stopIds.has(t)) break;
     out.push(t);
     ctx.push(t);
@@ -121,6 +128,8 @@ export class FakeEngine implements StepEngine {
     const layerArena = shape.layerArena ?? new Array(numLayers).fill(0);
     const perLayer = blocksPerLayer({ blocksPerArena, layerArena });
     this.info = {
+      architecture: "llama",
+      slidingWindow: shape.slidingWindow ?? null,
       adapter: "fake",
       dtype: "f32",
       weightBytes: 0,
@@ -199,7 +208,10 @@ export class FakeEngine implements StepEngine {
       );
       plan.samples.forEach((s, i) => {
         const row = plan.rows[s.row];
-        for (let pos = 0; pos <= row.pos; pos++) {
+        // With a sliding window, like the attention kernel: the positions before it are not read
+        // (their blocks may be freed and taken by others); they stay -1 in the context.
+        const window = this.info.slidingWindow;
+        for (let pos = window ? Math.max(0, row.pos - window + 1) : 0; pos <= row.pos; pos++) {
           const t = arena.get(this.key(l, row.slot, pos));
           if (t === undefined) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
           if (t.layer !== l) throw new Error(`layer ${l} reads a block layer ${t.layer} wrote`);

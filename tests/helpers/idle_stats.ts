@@ -21,6 +21,7 @@ export const IDLE_STATS: RuntimeStats = {
   tokensGenerated: 0,
   preemptions: 0,
   partialResumes: 0,
+  windowReleasedBlocks: 0,
   policyPauses: 0,
   preemptChoices: { swap: 0, dropOldest: 0, dropAll: 0 },
   recomputedTokens: 0,

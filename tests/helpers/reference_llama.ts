@@ -1,6 +1,8 @@
 // A plain float64 Llama forward pass on the CPU with Hugging Face semantics: the oracle for GPU
 // logits. Written for obviousness, not speed: one token at a time, full causal attention over
-// the tokens before it, no caches shared between calls.
+// the tokens before it, no caches shared between calls. The other families' options, as
+// transformers' Qwen2, Qwen3 and Mistral models apply them: q, k, v biases after the projections,
+// per-head q and k RMSNorm before RoPE, and a sliding window (positions t - W + 1..t).
 
 import type { ModelFiles } from "../../engine/formats/model_files.ts";
 import { ropeInvFreq } from "../../engine/model/rope_freqs.ts";
@@ -22,6 +24,7 @@ export async function referenceForward(
   const invFreq = ropeInvFreq(cfg);
   const { hiddenSize: h, numHeads, numKvHeads, headDim, numLayers } = cfg;
   const group = numHeads / numKvHeads;
+  const window = cfg.slidingWindow ?? Infinity;
 
   // Residual stream per position.
   const xs = ids.map((id) => {
@@ -40,30 +43,42 @@ export async function referenceForward(
       const normed = rmsNorm(xs[t], L.inputNorm, cfg.rmsNormEps);
       const q = matVec(L.q, normed);
       const k = matVec(L.k, normed);
+      const v = matVec(L.v, normed);
+      if (L.bias) {
+        addInPlace(q, L.bias.q);
+        addInPlace(k, L.bias.k);
+        addInPlace(v, L.bias.v);
+      }
       for (let hd = 0; hd < numHeads; hd++) {
+        if (L.qkNorm) normHeadInPlace(q, hd * headDim, headDim, L.qkNorm.q, cfg.rmsNormEps);
         applyRope(q, hd * headDim, headDim, positionOffset + t, invFreq);
       }
       for (let hd = 0; hd < numKvHeads; hd++) {
+        if (L.qkNorm) normHeadInPlace(k, hd * headDim, headDim, L.qkNorm.k, cfg.rmsNormEps);
         applyRope(k, hd * headDim, headDim, positionOffset + t, invFreq);
       }
       queries.push(q);
       keys.push(k);
-      values.push(matVec(L.v, normed));
+      values.push(v);
     }
     for (let t = 0; t < xs.length; t++) {
       const attn = new Float64Array(numHeads * headDim);
       for (let hd = 0; hd < numHeads; hd++) {
         const kvOff = Math.floor(hd / group) * headDim; // GQA: consecutive heads share a kv head
         const qOff = hd * headDim;
-        const scores = new Float64Array(t + 1); // causal: positions 0..t only
-        for (let s = 0; s <= t; s++) {
+        // Causal: positions first..t only (first = 0 without a window).
+        const first = Math.max(0, t - window + 1);
+        const scores = new Float64Array(t + 1 - first);
+        for (let s = first; s <= t; s++) {
           let dot = 0;
           for (let d = 0; d < headDim; d++) dot += queries[t][qOff + d] * keys[s][kvOff + d];
-          scores[s] = dot / Math.sqrt(headDim);
+          scores[s - first] = dot / Math.sqrt(headDim);
         }
         softmaxInPlace(scores);
-        for (let s = 0; s <= t; s++) {
-          for (let d = 0; d < headDim; d++) attn[qOff + d] += scores[s] * values[s][kvOff + d];
+        for (let s = first; s <= t; s++) {
+          for (let d = 0; d < headDim; d++) {
+            attn[qOff + d] += scores[s - first] * values[s][kvOff + d];
+          }
         }
       }
       addInPlace(xs[t], matVec(L.o, attn));
@@ -95,6 +110,10 @@ interface LayerWeights {
   gate: Matrix;
   up: Matrix;
   down: Matrix;
+  /** Qwen2. */
+  bias?: { q: Float64Array; k: Float64Array; v: Float64Array };
+  /** Qwen3: per-head norm weights of q and of k. */
+  qkNorm?: { q: Float64Array; k: Float64Array };
 }
 
 interface Weights {
@@ -134,6 +153,23 @@ async function readWeights(files: ModelFiles): Promise<Weights> {
       gate: await matrix(`${p}.mlp.gate_proj.weight`),
       up: await matrix(`${p}.mlp.up_proj.weight`),
       down: await matrix(`${p}.mlp.down_proj.weight`),
+      ...(files.config.qkvBias
+        ? {
+          bias: {
+            q: await vector(`${p}.self_attn.q_proj.bias`),
+            k: await vector(`${p}.self_attn.k_proj.bias`),
+            v: await vector(`${p}.self_attn.v_proj.bias`),
+          },
+        }
+        : {}),
+      ...(files.config.qkNorm
+        ? {
+          qkNorm: {
+            q: await vector(`${p}.self_attn.q_norm.weight`),
+            k: await vector(`${p}.self_attn.k_norm.weight`),
+          },
+        }
+        : {}),
     });
   }
   const embed = await matrix("model.embed_tokens.weight");
@@ -170,6 +206,17 @@ function matVec(m: Matrix, x: Float64Array): Float64Array {
     out[r] = acc;
   }
   return out;
+}
+
+/** RMSNorm of one head (values offset..offset + headDim) in place, as Qwen3's q_norm and k_norm. */
+function normHeadInPlace(
+  v: Float64Array,
+  offset: number,
+  headDim: number,
+  w: Float64Array,
+  eps: number,
+): void {
+  v.set(rmsNorm(v.subarray(offset, offset + headDim), w, eps), offset);
 }
 
 /**

@@ -27,6 +27,8 @@ interface Setup {
   prefetchBlocks?: number;
   /** eLLM's token-wise caching of running requests. */
   tokenCache?: boolean;
+  /** A sliding window per scenario (Mistral), small enough to bite: blocks behind it are freed. */
+  slidingWindow?: boolean;
 }
 
 /**
@@ -214,6 +216,7 @@ async function runScenario(
     droppedOldest: number;
     droppedAll: number;
     uncachings: number;
+    windowReleased: number;
   }
 > {
   const engine = new FakeEngine(
@@ -258,7 +261,14 @@ async function runScenario(
   );
   results.forEach(({ got, finish }, i) => {
     const r = s.requests[i];
-    const want = toyGeneration(r.prompt, r.maxTokens, r.seed, vocab, new Set(r.stopIds));
+    const want = toyGeneration(
+      r.prompt,
+      r.maxTokens,
+      r.seed,
+      vocab,
+      new Set(r.stopIds),
+      engine.info.slidingWindow ?? undefined,
+    );
     if (finish.reason === "cancelled") {
       assertEquals(
         got,
@@ -301,6 +311,7 @@ async function runScenario(
     droppedOldest: choices.dropOldest,
     droppedAll: choices.dropAll,
     uncachings: stats.tokenCache?.uncachings ?? 0,
+    windowReleased: stats.windowReleasedBlocks,
   };
 }
 
@@ -363,6 +374,11 @@ const PROPERTY_CASES: (Setup & { seed: number })[] = [
     hostCache: true,
     seed: 52,
   },
+  { policy: "fcfs", slidingWindow: true, seed: 61 },
+  { policy: "fcfs", slidingWindow: true, preempt: "partial", prefixCache: true, seed: 62 },
+  { policy: "reserve", slidingWindow: true, prefixCache: true, seed: 63 },
+  // A host tier keeps whole tables: the window still bounds what is read, nothing is freed.
+  { policy: "fcfs", slidingWindow: true, preempt: "swap", writeThrough: true, seed: 64 },
 ];
 
 for (const { seed, ...setup } of PROPERTY_CASES) {
@@ -372,6 +388,7 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
     setup.preempt === "partial" ? "dropping only the oldest KV" : "",
     setup.recompute === "auto" ? "swap or drop chosen by cost" : "",
     setup.tokenCache ? "running requests' oldest KV uncached (eLLM)" : "",
+    setup.slidingWindow ? "a sliding window" : "",
     setup.writeThrough ? "write-through" : "",
     setup.prefixCache ? `the prefix cache${setup.hostCache ? " on both tiers" : ""}` : "",
     setup.offloadDistance === "changing"
@@ -395,9 +412,16 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
       droppedOldest: 0,
       droppedAll: 0,
       uncachings: 0,
+      windowReleased: 0,
     };
     for (let i = 0; i < 3000; i++) {
       const s = randomScenario(next);
+      if (setup.slidingWindow) {
+        const { shape } = s;
+        shape.slidingWindow = 1 + Math.floor(next() * 3 * shape.blockSize!);
+        // Without a host tier the blocks behind the window are freed (a tier keeps them).
+        if (setup.preempt !== "swap") shape.hostBlocks = 0;
+      }
       if (setup.tokenCache) {
         // Token-wise caching is refused unless every layer shares one arena and there are two or
         // more (tested in token_cache_test.ts): one arena holds what the several did.
@@ -443,6 +467,9 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
       if (!setup.offloadDistance) assert(total.refilled > 100, `only ${total.refilled} refills`);
     }
     if (setup.tokenCache) assert(total.uncachings > 300, `only ${total.uncachings} uncachings`);
+    if (setup.slidingWindow && setup.preempt !== "swap") {
+      assert(total.windowReleased > 1000, `only ${total.windowReleased} blocks freed by windows`);
+    }
     if (setup.writeThrough) {
       assert(total.written > 1000, `only ${total.written} blocks written through`);
       if (setup.preempt === "partial") {

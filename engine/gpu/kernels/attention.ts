@@ -1,4 +1,5 @@
-// Binds shaders/attention.wgsl: causal attention of each row over its slot's paged KV cache.
+// Binds shaders/attention.wgsl: causal attention of each row over its slot's paged KV cache, over
+// all earlier positions or, with a sliding window (Mistral), the last `window` of them.
 
 import { type Gpu, type KvDtype, kvDtypeOf } from "../device.ts";
 import { q8ScaleWordsPerRow, requireQ8HeadDim } from "../../kv/kv_format.ts";
@@ -18,7 +19,10 @@ export interface AttentionArgs {
   blockTable: BufferArg;
   /** u32 [rows]: each row's slot. */
   rowSlot: BufferArg;
-  /** u32 [rows]: each row's position; it attends to positions 0..rowPos inclusive. */
+  /**
+   * u32 [rows]: each row's position; it attends to positions 0..rowPos inclusive, or with a window
+   * rowPos - window + 1..rowPos.
+   */
   rowPos: BufferArg;
   /** f32 [rows, numHeads * headDim]. */
   out: BufferArg;
@@ -29,6 +33,8 @@ export interface AttentionArgs {
   blockSize: number;
   maxSlots: number;
   maxBlocksPerSeq: number;
+  /** Positions a row attends to, its own included (sliding window); 0 or absent: all. */
+  window?: number;
 }
 
 /** Largest row count one dispatch takes (one workgroup row per token along y). */
@@ -38,6 +44,10 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
   const { numHeads, numKvHeads, headDim } = args;
   if (headDim % 8 !== 0) {
     throw new RangeError(`attention: headDim ${headDim} must be a multiple of 8`);
+  }
+  const window = args.window ?? 0;
+  if (!Number.isInteger(window) || window < 0) {
+    throw new RangeError(`attention: bad window ${window}`);
   }
   if (args.blockSize % 4 !== 0) {
     throw new RangeError(`attention: blockSize ${args.blockSize} must be a multiple of 4`);
@@ -69,6 +79,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     args.blockSize,
     args.maxSlots,
     args.maxBlocksPerSeq,
+    window,
   ]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,

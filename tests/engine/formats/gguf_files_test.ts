@@ -113,7 +113,7 @@ Deno.test("the RoPE row permutation is undone exactly", () => {
   assertEquals(new Float64Array(back.buffer), values);
 });
 
-Deno.test("config from llama metadata: GQA, head dim, rope, tied output", async (t) => {
+Deno.test("config from llama, qwen2 and qwen3 metadata: GQA, head dim, rope, tied output, family", async (t) => {
   const cases: { name: string; spec: TinyModelSpec }[] = [
     { name: "GQA, tied", spec: SPEC },
     { name: "untied, explicit head dim", spec: { ...SPEC, tied: false, headDim: 32 } },
@@ -135,6 +135,10 @@ Deno.test("config from llama metadata: GQA, head dim, rope, tied output", async 
         },
       },
     },
+    { name: "qwen2 (biases)", spec: { ...SPEC, architecture: "qwen2", tied: false } },
+    { name: "qwen3 (q/k norms, head dim)", spec: { ...SPEC, architecture: "qwen3", headDim: 48 } },
+    // Written as llama.cpp writes Mistral: arch "llama" with llama.attention.sliding_window.
+    { name: "mistral (window)", spec: { ...SPEC, architecture: "mistral", slidingWindow: 16 } },
   ];
   for (const c of cases) {
     await t.step(c.name, async () => {
@@ -194,12 +198,15 @@ Deno.test("unsupported tensor types, architectures and shapes are named", async 
       );
     });
     await t.step("another architecture", async () => {
-      const path = join(dir, "qwen.gguf");
+      const path = join(dir, "gemma.gguf");
       await writeGguf(path, {
-        metadata: { "general.architecture": meta.str("qwen2") },
+        metadata: { "general.architecture": meta.str("gemma2") },
         tensors: [],
       });
-      await assertRejects(() => openModelDir(path), loadError(path, /"qwen2".*only llama/));
+      await assertRejects(
+        () => openModelDir(path),
+        loadError(path, /"gemma2".*supported GGUF architectures are llama, qwen2, qwen3/),
+      );
     });
     await t.step("a missing tensor", async () => {
       const path = await rewrite((b) => {

@@ -54,6 +54,20 @@ const VARIANTS: { name: string; spec: Omit<TinyModelSpec, "seed"> }[] = [
   { name: "sharded", spec: { ...base, numHeads: 4, numKvHeads: 2, shards: 3, tied: false } },
   { name: "bf16 weights", spec: { ...base, numHeads: 4, numKvHeads: 2, dtype: "BF16" } },
   { name: "f16 weights", spec: { ...base, numHeads: 4, numKvHeads: 2, dtype: "F16" } },
+  // The other families: Qwen2's q, k, v biases; Qwen3's q and k norms with a head_dim other than
+  // hidden / heads; Mistral's window, smaller than the 19-token prompt so that it bites.
+  {
+    name: "qwen2",
+    spec: { ...base, architecture: "qwen2", numHeads: 4, numKvHeads: 2, tied: false },
+  },
+  {
+    name: "qwen3",
+    spec: { ...base, architecture: "qwen3", numHeads: 4, numKvHeads: 2, headDim: 24 },
+  },
+  {
+    name: "mistral, window 8",
+    spec: { ...base, architecture: "mistral", numHeads: 4, numKvHeads: 2, slidingWindow: 8 },
+  },
 ];
 
 /**

@@ -44,6 +44,10 @@ Deno.test("config: defaults follow transformers' LlamaConfig", () => {
     tieWordEmbeddings: false,
     bosTokenId: null,
     eosTokenIds: [],
+    architecture: "llama",
+    qkvBias: false,
+    qkNorm: false,
+    slidingWindow: null,
   };
   assertEquals(c, want);
   // model_type alone identifies a Llama checkpoint too.
@@ -133,8 +137,8 @@ Deno.test("config: rope scaling under rope_type, type and rope_parameters", () =
 Deno.test("config: bad fields are rejected naming config.json and the field", () => {
   configError([1, 2], /JSON object/);
   configError(
-    baseConfig({ architectures: ["MistralForCausalLM"] }),
-    /unsupported architecture.*Mistral/,
+    baseConfig({ architectures: ["GPT2LMHeadModel"], model_type: "gpt2" }),
+    /unsupported architecture.*GPT2LMHeadModel.*supported are LlamaForCausalLM, Qwen2ForCausalLM/,
   );
   configError(baseConfig({ architectures: undefined }), /unsupported architecture/);
   configError(baseConfig({ hidden_size: "64" }), /"hidden_size"/);
@@ -158,6 +162,135 @@ Deno.test("config: bad fields are rejected naming config.json and the field", ()
     }),
     /"rope_scaling.original_max_position_embeddings"/,
   );
+});
+
+// config.json as published for Qwen2.5-0.5B-Instruct, Qwen3-0.6B, Mistral-7B-v0.1 and
+// Mistral-7B-Instruct-v0.3 (fields the engine does not read left in, as they are).
+const QWEN2_5 = {
+  architectures: ["Qwen2ForCausalLM"],
+  attention_dropout: 0.0,
+  bos_token_id: 151643,
+  eos_token_id: 151645,
+  hidden_act: "silu",
+  hidden_size: 896,
+  initializer_range: 0.02,
+  intermediate_size: 4864,
+  max_position_embeddings: 32768,
+  max_window_layers: 21,
+  model_type: "qwen2",
+  num_attention_heads: 14,
+  num_hidden_layers: 24,
+  num_key_value_heads: 2,
+  rms_norm_eps: 1e-6,
+  rope_theta: 1000000.0,
+  sliding_window: 32768,
+  tie_word_embeddings: true,
+  torch_dtype: "bfloat16",
+  use_cache: true,
+  use_sliding_window: false,
+  vocab_size: 151936,
+};
+const QWEN3 = {
+  architectures: ["Qwen3ForCausalLM"],
+  attention_bias: false,
+  attention_dropout: 0.0,
+  bos_token_id: 151643,
+  eos_token_id: 151645,
+  head_dim: 128,
+  hidden_act: "silu",
+  hidden_size: 1024,
+  initializer_range: 0.02,
+  intermediate_size: 3072,
+  max_position_embeddings: 40960,
+  max_window_layers: 28,
+  model_type: "qwen3",
+  num_attention_heads: 16,
+  num_hidden_layers: 28,
+  num_key_value_heads: 8,
+  rms_norm_eps: 1e-6,
+  rope_scaling: null,
+  rope_theta: 1000000,
+  sliding_window: null,
+  tie_word_embeddings: true,
+  torch_dtype: "bfloat16",
+  use_cache: true,
+  use_sliding_window: false,
+  vocab_size: 151936,
+};
+const MISTRAL_V01 = {
+  architectures: ["MistralForCausalLM"],
+  bos_token_id: 1,
+  eos_token_id: 2,
+  hidden_act: "silu",
+  hidden_size: 4096,
+  initializer_range: 0.02,
+  intermediate_size: 14336,
+  max_position_embeddings: 32768,
+  model_type: "mistral",
+  num_attention_heads: 32,
+  num_hidden_layers: 32,
+  num_key_value_heads: 8,
+  rms_norm_eps: 1e-5,
+  rope_theta: 10000.0,
+  sliding_window: 4096,
+  tie_word_embeddings: false,
+  torch_dtype: "bfloat16",
+  use_cache: true,
+  vocab_size: 32000,
+};
+
+Deno.test("config: Qwen2, Qwen3 and Mistral parse with their per-layer options", () => {
+  const q2 = parseLlamaConfig(QWEN2_5, CONFIG_FILE);
+  assertEquals(
+    [q2.architecture, q2.qkvBias, q2.qkNorm, q2.slidingWindow, q2.headDim, q2.numKvHeads],
+    ["qwen2", true, false, null, 64, 2],
+  );
+  assertEquals([q2.tieWordEmbeddings, q2.ropeTheta, q2.eosTokenIds], [true, 1e6, [151645]]);
+
+  const q3 = parseLlamaConfig(QWEN3, CONFIG_FILE);
+  // head_dim 128 while hidden / heads is 64.
+  assertEquals(
+    [q3.architecture, q3.qkvBias, q3.qkNorm, q3.slidingWindow, q3.headDim, q3.hiddenSize],
+    ["qwen3", false, true, null, 128, 1024],
+  );
+
+  const m1 = parseLlamaConfig(MISTRAL_V01, CONFIG_FILE);
+  assertEquals(
+    [m1.architecture, m1.qkvBias, m1.qkNorm, m1.slidingWindow, m1.headDim],
+    ["mistral", false, false, 4096, 128],
+  );
+  // v0.3 dropped the window: sliding_window null.
+  const m3 = parseLlamaConfig(
+    { ...MISTRAL_V01, sliding_window: null, vocab_size: 32768, rope_theta: 1000000.0 },
+    CONFIG_FILE,
+  );
+  assertEquals([m3.architecture, m3.slidingWindow], ["mistral", null]);
+  // model_type alone names the family, as for Llama.
+  const byType = parseLlamaConfig({ ...QWEN3, architectures: undefined }, CONFIG_FILE);
+  assertEquals(byType.architecture, "qwen3");
+});
+
+Deno.test("config: MoE and other families are refused, naming what is supported", () => {
+  configError(
+    { ...QWEN2_5, architectures: ["Qwen2MoeForCausalLM"], model_type: "qwen2_moe" },
+    /unsupported architecture \["Qwen2MoeForCausalLM"\].*qwen2_moe.*no MoE/,
+  );
+  configError(
+    { ...QWEN3, architectures: ["Qwen3MoeForCausalLM"], model_type: "qwen3_moe" },
+    /unsupported architecture \["Qwen3MoeForCausalLM"\]/,
+  );
+  configError(
+    { ...MISTRAL_V01, architectures: ["MixtralForCausalLM"], model_type: "mixtral" },
+    /unsupported architecture \["MixtralForCausalLM"\].*MistralForCausalLM/,
+  );
+  configError(
+    { ...QWEN2_5, architectures: ["Gemma2ForCausalLM"], model_type: "gemma2" },
+    /unsupported architecture/,
+  );
+  // Qwen's per-layer sliding window (max_window_layers) is not Mistral's: refused.
+  configError({ ...QWEN2_5, use_sliding_window: true }, /"use_sliding_window".*qwen2/);
+  // Qwen3's attention_bias adds an o_proj bias too.
+  configError({ ...QWEN3, attention_bias: true }, /"attention_bias"/);
 });
 
 function ropeConfig(

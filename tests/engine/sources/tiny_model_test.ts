@@ -29,6 +29,9 @@ Deno.test("tiny models of every flavour open cleanly", async (t) => {
     ["head_dim != hidden/heads", { headDim: 12 }],
     ["full tokenizer vocab", { vocabSize: undefined }],
     ["padded vocab", { vocabSize: 600 }],
+    ["qwen2 (q, k, v biases)", { architecture: "qwen2" }],
+    ["qwen3 (q and k norms)", { architecture: "qwen3", headDim: 16 }],
+    ["mistral (sliding window)", { architecture: "mistral", slidingWindow: 32 }],
   ];
   for (const [label, overrides] of cases) {
     await t.step(label, async () => {
@@ -50,8 +53,19 @@ Deno.test("tiny models of every flavour open cleanly", async (t) => {
           ],
         );
         assertEquals(c.ropeScaling, spec.ropeScaling ?? null);
+        assertEquals(
+          [c.architecture, c.qkvBias, c.qkNorm, c.slidingWindow],
+          [
+            spec.architecture ?? "llama",
+            spec.architecture === "qwen2",
+            spec.architecture === "qwen3",
+            spec.slidingWindow ?? null,
+          ],
+        );
         const expected = expectedTensors(c);
-        assertEquals(expected.length, 2 + 9 * spec.numLayers + (spec.tied ? 0 : 1));
+        // 9 per layer, Qwen2's 3 biases or Qwen3's 2 norms beside them.
+        const extra = { qwen2: 3, qwen3: 2 }[spec.architecture as string] ?? 0;
+        assertEquals(expected.length, 2 + (9 + extra) * spec.numLayers + (spec.tied ? 0 : 1));
         for (const want of expected) {
           const info = files.tensors.get(want.name)!;
           assertEquals([info.shape, info.dtype], [want.shape, spec.dtype], want.name);

@@ -5,9 +5,10 @@
 // for a prefix of those rows in one dispatch: prefill-like runs of one slot mixed with single rows
 // of other slots. Both layers draw their blocks from one shared pool, so the blocks of the layer
 // not under test sit (poisoned) between those of the layer under test; one case gives each layer
-// an arena of its own instead.
+// an arena of its own instead. Sliding-window cases (Mistral) poison, after the write, every block
+// wholly before all queried rows' windows, as the runtime frees them: a read of one fails.
 
-import type { Gpu } from "../../../../engine/gpu/device.ts";
+import { type Gpu, kvIsF16 } from "../../../../engine/gpu/device.ts";
 import { readBack, readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../../../../engine/quant/half.ts";
 import { bindAttention } from "../../../../engine/gpu/kernels/attention.ts";
@@ -35,6 +36,8 @@ interface Case {
   queried?: number[];
   /** "shared": both layers in one arena (default); "split": an arena per layer. */
   arenas?: "shared" | "split";
+  /** Sliding window: a row at p attends to p - window + 1..p (default: none). */
+  window?: number;
 }
 
 const CASES: Case[] = [
@@ -63,6 +66,34 @@ const CASES: Case[] = [
     headDim: 64,
     lengths: [9000, 7, 1],
     queried: [3, 1, 1],
+  },
+  {
+    // Windows start mid-quad (lo = 29..32, 274..293) and past whole blocks; slot 1 is shorter than
+    // the window.
+    name: "sliding window 7, GQA 4:2",
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    lengths: [40, 3, 300],
+    queried: [4, 3, 20],
+    window: 7,
+  },
+  {
+    name: "sliding window 1 (itself only)",
+    numHeads: 2,
+    numKvHeads: 1,
+    headDim: 32,
+    lengths: [9, 33],
+    window: 1,
+  },
+  {
+    name: "sliding window 100, long context",
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    lengths: [9000, 7, 1],
+    queried: [3, 1, 1],
+    window: 100,
   },
 ];
 
@@ -107,6 +138,11 @@ function roundW(gpu: Gpu, x: number): number {
   return gpu.f16 ? f16BitsToF32(f32ToF16Bits(x)) : Math.fround(x);
 }
 
+/** The first position row `pos` attends to. */
+function windowStart(c: Case, pos: number): number {
+  return c.window ? Math.max(0, pos + 1 - c.window) : 0;
+}
+
 /** Float64 causal attention for rows 0..queried-1, from the (W-rounded) K/V of every row. */
 function reference(gpu: Gpu, c: Case, rows: Rows, qkv: Float32Array): Float64Array {
   const { numHeads: H, numKvHeads: Hkv, headDim: hd } = c;
@@ -120,11 +156,12 @@ function reference(gpu: Gpu, c: Case, rows: Rows, qkv: Float32Array): Float64Arr
   for (let m = 0; m < rows.queried; m++) {
     const slot = rows.slot[m];
     const n = rows.pos[m] + 1;
+    const lo = windowStart(c, rows.pos[m]);
     for (let h = 0; h < H; h++) {
       const kvh = Math.floor(h / (H / Hkv));
-      const scores = new Float64Array(n);
+      const scores = new Float64Array(n).fill(-Infinity);
       let max = -Infinity;
-      for (let j = 0; j < n; j++) {
+      for (let j = lo; j < n; j++) {
         const r = rowOf[slot][j];
         let s = 0;
         for (let d = 0; d < hd; d++) {
@@ -134,8 +171,8 @@ function reference(gpu: Gpu, c: Case, rows: Rows, qkv: Float32Array): Float64Arr
         max = Math.max(max, scores[j]);
       }
       let total = 0;
-      for (let j = 0; j < n; j++) total += scores[j] = Math.exp(scores[j] - max);
-      for (let j = 0; j < n; j++) {
+      for (let j = lo; j < n; j++) total += scores[j] = Math.exp(scores[j] - max);
+      for (let j = lo; j < n; j++) {
         const r = rowOf[slot][j];
         const p = scores[j] / total;
         for (let d = 0; d < hd; d++) {
@@ -224,7 +261,32 @@ function kernelArgs(c: Case, s: Setup) {
     blockSize: BLOCK,
     maxSlots: s.layout.maxSlots,
     maxBlocksPerSeq: s.layout.maxBlocksPerSeq,
+    window: c.window ?? 0,
   };
+}
+
+/**
+ * Fills with NaN every block of layer LAYER that lies wholly before the windows of all queried
+ * rows of its slot (what the runtime frees); returns how many.
+ */
+function poisonOutsideWindows(gpu: Gpu, c: Case, s: Setup): number {
+  const firstRead = c.lengths.map(() => Infinity);
+  for (let m = 0; m < s.rows.queried; m++) {
+    const slot = s.rows.slot[m];
+    firstRead[slot] = Math.min(firstRead[slot], windowStart(c, s.rows.pos[m]));
+  }
+  const blockBytes = BLOCK * c.numKvHeads * c.headDim * (kvIsF16(gpu) ? 2 : 4);
+  let poisoned = 0;
+  s.tables.forEach((blocks, slot) => {
+    const dead = Math.min(blocks.length, Math.floor(firstRead[slot] / BLOCK));
+    for (const block of blocks.slice(0, dead)) {
+      for (const cache of [s.kv.kOf(LAYER), s.kv.vOf(LAYER)]) {
+        writeBytes(gpu, cache, block * blockBytes, new Uint8Array(blockBytes).fill(0xff));
+      }
+      poisoned++;
+    }
+  });
+  return poisoned;
 }
 
 /** Runs attention on `qkv` rows (already in the cache) and returns out. */
@@ -306,16 +368,26 @@ Deno.test("kv_write + attention match the float64 reference", async (t) => {
             rowPos: s.posBuf,
             out,
           });
-          // Both in one pass, as in a step: attention reads what kv_write just wrote.
+          // Both in one pass, as in a step: attention reads what kv_write just wrote. With a
+          // window, the cache is checked and the blocks outside every window poisoned between.
           const encoder = gpu.device.createCommandEncoder();
-          const pass = encoder.beginComputePass();
+          let pass = encoder.beginComputePass();
           kvWrite.encode(pass, s.rows.slot.length);
+          if (c.window) {
+            pass.end();
+            gpu.device.queue.submit([encoder.finish()]);
+            await checkCache(gpu, c, s);
+            const poisoned = poisonOutsideWindows(gpu, c, s);
+            if (c.name.includes("long")) assert(poisoned > 500, `only ${poisoned} blocks poisoned`);
+          }
+          const encoder2 = c.window ? gpu.device.createCommandEncoder() : encoder;
+          if (c.window) pass = encoder2.beginComputePass();
           attention.encode(pass, s.rows.queried);
           pass.end();
-          gpu.device.queue.submit([encoder.finish()]);
+          gpu.device.queue.submit([encoder2.finish()]);
           const got = await readF32(gpu, out, count);
 
-          await checkCache(gpu, c, s);
+          if (!c.window) await checkCache(gpu, c, s);
           assertClose(got, reference(gpu, c, s.rows, s.qkv), BOUND[label], "attention out");
           out.destroy();
           s.kv.destroy();

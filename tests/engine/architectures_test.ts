@@ -1,0 +1,177 @@
+// Every supported family end to end, in both formats: a tiny Llama, Qwen2, Qwen3 and Mistral (a
+// window of 8, smaller than the 22-token prompt, so that it bites) written as a Hugging Face
+// directory and as GGUF (F32, F16 and Q8_0 matrices), loaded through Engine.load like --model. Each
+// gives logits within a bound of the float64 reference over the values its file holds, at every
+// prompt position and through a greedy decode, and the reference's greedy tokens.
+//
+// Bounds, relative to the largest |logit|, as in model_logits_test.ts: f32 path 2e-4 (summation
+// order only), f16 path 2e-2 (f16 weights and KV through 2 layers).
+
+import { Engine } from "../../engine/engine.ts";
+import { BlockPool } from "../../runtime/kv/block_pool.ts";
+import { openModelDir } from "../../engine/formats/open_model.ts";
+import { readGguf } from "../../engine/formats/gguf.ts";
+import { readTensorF64 } from "../../engine/formats/safetensors.ts";
+import type { Architecture } from "../../engine/model/config.ts";
+import type { ModelFiles } from "../../engine/formats/model_files.ts";
+import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
+import type { Gpu } from "../../engine/gpu/device.ts";
+import { assertClose } from "../helpers/compare.ts";
+import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
+import { rng, testSeed } from "../helpers/random.ts";
+import { referenceForward } from "../helpers/reference_llama.ts";
+import { assert, assertEquals } from "../helpers/testing.ts";
+import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
+
+const BASE = {
+  hiddenSize: 64,
+  // Every matrix's columns (64, 4 × 16 or 4 × 24, 128) are whole Q8_0 blocks of 32.
+  intermediateSize: 128,
+  numLayers: 2,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 16,
+  tied: true,
+  dtype: "F32",
+} as const;
+
+const WINDOW = 8;
+const FAMILIES: { architecture: Architecture; spec: Omit<TinyModelSpec, "seed">; gguf: string }[] =
+  [
+    { architecture: "llama", spec: BASE, gguf: "llama" },
+    { architecture: "qwen2", spec: { ...BASE, architecture: "qwen2", tied: false }, gguf: "qwen2" },
+    { architecture: "qwen3", spec: { ...BASE, architecture: "qwen3", headDim: 24 }, gguf: "qwen3" },
+    {
+      architecture: "mistral",
+      spec: { ...BASE, architecture: "mistral", slidingWindow: WINDOW },
+      gguf: "llama", // as llama.cpp writes Mistral, with llama.attention.sliding_window
+    },
+  ];
+
+const BOUND = { f32: 2e-4, f16: 2e-2 };
+const PROMPT = 22;
+const GENERATED = 6;
+
+Deno.test("each family in both formats: logits and greedy tokens match the float64 reference", async (t) => {
+  const seed = testSeed();
+  const def = await testGpu();
+  const f32 = await testGpuF32();
+  for (const family of FAMILIES) {
+    const dir = await Deno.makeTempDir({ prefix: "sluice-arch-" });
+    try {
+      const f16File = await writeTinyGguf(`${dir}/f16`, { ...family.spec, seed }, { type: "F16" });
+      const f32File = await writeTinyGguf(`${dir}/f32`, { ...family.spec, seed }, { type: "F32" });
+      const q8File = await writeTinyGguf(`${dir}/q8`, { ...family.spec, seed }, { type: "Q8_0" });
+      const gguf = await readGguf(f32File.path);
+      assertEquals(gguf.metadata["general.architecture"], family.gguf);
+      await t.step(`${family.architecture}: GGUF q rows in llama.cpp's order`, async () => {
+        // llama-arch files hold attn_q permuted for interleaved RoPE; qwen2 and qwen3 files use
+        // NEOX (rotate-half) RoPE and keep Hugging Face's rows.
+        const source = await openModelDir(f32File.sourceDir);
+        const hf = await readTensorF64(
+          source.tensors.get("model.layers.0.self_attn.q_proj.weight")!,
+        );
+        const t = gguf.tensors.get("blk.0.attn_q.weight")!;
+        const stored = await readTensorF64({ ...t, dtype: "F32", shape: [...t.dims].reverse() });
+        const same = hf.every((v, i) => v === stored[i]);
+        assertEquals(same, family.gguf !== "llama", "rows kept as Hugging Face's");
+      });
+      const runs: { name: string; model: string; reference: string; gpu: Gpu }[] = [
+        // The source directory holds F32 safetensors: both dtype paths load it.
+        { name: "safetensors", model: f32File.sourceDir, reference: f32File.sourceDir, gpu: f32 },
+        { name: "safetensors", model: f32File.sourceDir, reference: f32File.sourceDir, gpu: def },
+        { name: "GGUF F32", model: f32File.path, reference: f32File.referenceDir, gpu: def },
+        { name: "GGUF F16", model: f16File.path, reference: f16File.referenceDir, gpu: def },
+        // Quantized matrices beside the float biases and norms.
+        { name: "GGUF Q8_0", model: q8File.path, reference: q8File.referenceDir, gpu: def },
+      ];
+      for (const run of runs) {
+        const label = run.gpu.f16 ? "f16" : "f32";
+        await t.step(`${family.architecture}, ${run.name} (${label})`, async () => {
+          const engine = await Engine.load({
+            modelDir: run.model,
+            gpu: run.gpu,
+            gpuKvMb: 1,
+            maxSlots: 32,
+            maxRows: 32,
+            blockSize: 4,
+            maxTopLogprobs: 1,
+            ringSize: 2,
+            skipWarmUp: true,
+          });
+          try {
+            assertEquals(engine.info.architecture, family.architecture);
+            assertEquals(
+              engine.info.slidingWindow,
+              family.architecture === "mistral" ? WINDOW : null,
+            );
+            const reference = await openModelDir(run.reference);
+            await checkModel(engine, reference, BOUND[label], `${run.name} ${label} seed ${seed}`);
+          } finally {
+            await engine.close();
+          }
+        });
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }
+});
+
+/** Prefills PROMPT random tokens, every row sampled, then decodes GENERATED tokens greedily. */
+async function checkModel(
+  engine: Engine,
+  reference: ModelFiles,
+  bound: number,
+  what: string,
+): Promise<void> {
+  const vocab = reference.config.vocabSize;
+  const next = rng(vocab);
+  const ids = Array.from({ length: PROMPT }, () => Math.floor(next() * vocab));
+  const pool = new BlockPool(engine.info);
+  let sampling = [{ slot: 0, params: { temperature: 0, topK: 0, topP: 1, seed: 0 } }];
+
+  /** Runs positions [from, ids.length) and returns each row's logits and sampled id. */
+  const step = async (from: number) => {
+    const added = pool.growAll(0, ids.length)!;
+    const tables = added.flatMap((blocks, layer) =>
+      blocks.length === 0
+        ? []
+        : [{ slot: 0, layer, first: pool.table(0, layer).length - blocks.length, blocks }]
+    );
+    const rows = ids.slice(from).map((token, i) => ({ slot: 0, pos: from + i, token }));
+    const samples = rows.map((_, row) => ({ row }));
+    const records = await engine.step({ tables, sampling, rows, samples, wantTopLogprobs: false });
+    sampling = [];
+    return { logits: await engine.readLogits(rows.length), records };
+  };
+
+  const prefill = await step(0);
+  const want = await referenceForward(reference, ids);
+  prefill.logits.forEach((got, pos) => assertClose(got, want[pos], bound, `${what} pos ${pos}`));
+  ids.push(prefill.records.at(-1)!.id);
+  assertGreedy(want.at(-1)!, ids.at(-1)!, bound, `${what} step 0`);
+  for (let s = 1; s <= GENERATED; s++) {
+    const { logits, records } = await step(ids.length - 1);
+    const ref = await referenceForward(reference, ids);
+    assertClose(logits[0], ref.at(-1)!, bound, `${what} decode ${s}`);
+    ids.push(records[0].id);
+    assertGreedy(ref.at(-1)!, ids.at(-1)!, bound, `${what} step ${s}`);
+  }
+  pool.release(0);
+}
+
+/** The GPU's greedy token is the reference's argmax, unless the two are tied within the bound. */
+function assertGreedy(ref: Float64Array, chosen: number, bound: number, what: string): void {
+  let best = 0, scale = 0;
+  ref.forEach((v, i) => {
+    if (v > ref[best]) best = i;
+    scale = Math.max(scale, Math.abs(v));
+  });
+  if (chosen === best) return;
+  assert(
+    ref[best] - ref[chosen] <= 2 * bound * scale,
+    `${what}: GPU chose ${chosen} (ref logit ${ref[chosen]}), reference ${best} (${ref[best]})`,
+  );
+  console.warn(`${what}: near-tie between ${chosen} and ${best}, accepted`);
+}
