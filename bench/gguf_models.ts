@@ -88,8 +88,8 @@ export function describeRecipe(kind: QuantKind): string[] {
     const whole = layers.find((i) => !mixed.includes(i));
     lines.push(
       label === "q/k/v"
-        ? `- loaded: the fused ${label} matrix runs as one part per type in layers ` +
-          `${mixed.join(", ")} (its tensors differ)`
+        ? `- loaded: the fused ${label} matrix keeps its types (one run of row parts per ` +
+          `type) in layers ${mixed.join(", ")} (its tensors differ)`
         : `- loaded: the fused ${label} matrix is dequantized to f16 in layers ${
           mixed.join(", ")
         } ` + `(its parts differ)` + (whole === undefined ? "" : `, ${types[0][whole]} elsewhere`),

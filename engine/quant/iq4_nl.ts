@@ -48,7 +48,8 @@ export function dequantizeIq4Nl(bytes: Uint8Array, blocks: number, out: Float32A
   }
 }
 
-/** The value of largest magnitude maps to the level -127 (d may be negative), others to the nearest. */
+/** The value of largest magnitude maps to the level -127 (d may be negative), others to the nearest
+ * level. */
 export function quantizeIq4Nl(values: Float32Array, blocks: number, out: Uint8Array): void {
   for (let b = 0; b < blocks; b++) {
     const x = values.subarray(b * ELEMS, (b + 1) * ELEMS);

@@ -35,7 +35,8 @@ export function dequantizeIq4Xs(bytes: Uint8Array, blocks: number, out: Float32A
 
 /**
  * Each sub-block's value of largest magnitude maps to the level -127; the signed sub-block scales
- * are rounded to 6 bits against the largest, and the quants to the nearest level of the stored scale.
+ * are rounded to 6 bits against the largest, and the quants to the nearest level of the stored
+ * scale.
  */
 export function quantizeIq4Xs(values: Float32Array, blocks: number, out: Uint8Array): void {
   for (let b = 0; b < blocks; b++) {

@@ -214,7 +214,7 @@ Deno.test("iq4_nl: q4_0's nibble order, value = d * level[q]", () => {
   assertEquals(Array.from(got), want);
 });
 
-Deno.test("iq4_xs: 6-bit sub-block scales (scales_l nibbles, scales_h bit pairs), iq4_nl levels", () => {
+Deno.test("iq4_xs: 6-bit scales (scales_l nibbles, scales_h bit pairs), iq4_nl levels", () => {
   const ls = [0, 63, 31, 32, 17, 48, 5, 40]; // offset 32: negative, zero and positive scales
   let scalesH = 0;
   const scalesL = [0, 0, 0, 0];

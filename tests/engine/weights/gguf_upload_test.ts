@@ -27,7 +27,7 @@ const SPEC = {
 /** Each part's [rowStart, rows, format]. */
 const layoutOf = (m: GpuMatrix) => m.parts.map((p) => [p.rowStart, p.rows, p.format ?? m.format]);
 
-Deno.test("gguf upload: mixed q/k/v keep their types in parts, mixed gate/up become float", async () => {
+Deno.test("gguf upload: mixed q/k/v keep their types, mixed gate/up become float", async () => {
   const gpu = await testGpu();
   const dir = await Deno.makeTempDir({ prefix: "sluice-gguf-upload-" });
   try {
