@@ -7,7 +7,7 @@ import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
 import { Runtime } from "../runtime/service.ts";
 import { measureDecode } from "./decode_measure.ts";
-import { describeRecipe, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
+import { describeRecipe, MIX_KINDS, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
 
 const BATCHES = [1, 16] as const;
 
@@ -103,14 +103,12 @@ export async function benchDecodeQuant(
     "| kind | batch | rounds |",
     "|---|---|---|",
     ...perRound,
-    ...(kinds.includes("q4_k_m")
-      ? [
-        "",
-        "q4_k_m recipe (llama.cpp's Q4_K_M choices for this shape):",
-        "",
-        ...describeRecipe("q4_k_m"),
-      ]
-      : []),
+    ...kinds.filter((k) => (MIX_KINDS as readonly string[]).includes(k)).flatMap((k) => [
+      "",
+      `${k} recipe (llama.cpp's ${k.toUpperCase()} choices for this shape):`,
+      "",
+      ...describeRecipe(k),
+    ]),
   ].join("\n");
 }
 

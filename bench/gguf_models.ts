@@ -4,14 +4,18 @@
 
 import type { GgmlTypeName } from "../engine/formats/gguf.ts";
 import { convertToGguf } from "../engine/formats/gguf_convert.ts";
-import { GGML_BLOCKS } from "../engine/formats/gguf.ts";
+import { type GgufMix, recipeType } from "../engine/formats/gguf_recipes.ts";
 import { benchCacheDir, SMOLLM2_SHAPE, smolShapedModelDir } from "./common/smol_model.ts";
 
-export const QUANT_KINDS = ["f16", "q8_0", "q4_0", "q4_k_m"] as const;
+/** Single-type files (llama-quantize --pure), f16 the baseline. */
+const PURE_KINDS = ["f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"] as const;
+/** llama.cpp's mixes (q8_0 is the pure file above: the Q8_0 mix types every matrix Q8_0 too). */
+export const MIX_KINDS = ["q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_xs"] as const;
+export const QUANT_KINDS = [...PURE_KINDS, ...MIX_KINDS] as const;
 export type QuantKind = typeof QUANT_KINDS[number];
 
 /** Bump when a recipe or the converter changes, so cached files are rewritten. */
-const RECIPE_VERSION = 1;
+const RECIPE_VERSION = 2;
 
 /** The model as a GGUF file of `kind`, written on first use. */
 export async function smolShapedGguf(kind: QuantKind): Promise<string> {
@@ -29,38 +33,19 @@ export async function smolShapedGguf(kind: QuantKind): Promise<string> {
 }
 
 /**
- * The type of one matrix. f16, q8_0 and q4_0 put every matrix in that type (llama-quantize
- * --pure). q4_k_m follows llama.cpp's llama_tensor_get_type (src/llama-quant.cpp) for
- * LLAMA_FTYPE_MOSTLY_Q4_K_M on a llama model with tied embeddings.
+ * The type of one matrix: pure kinds put every matrix in that type, mixes follow llama.cpp's
+ * choices (engine/formats/gguf_recipes.ts) for this shape, rows of 576 taking its fallbacks.
  */
 export function typeOf(kind: QuantKind, name: string, dims: number[]): GgmlTypeName {
-  if (kind !== "q4_k_m") return kind.toUpperCase() as GgmlTypeName;
-  return fitRow(q4kmChoice(name), dims[0]);
-}
-
-/** llama.cpp's use_more_bits(): the first and last eighth of layers, and every third between. */
-function useMoreBits(layer: number, layers: number): boolean {
-  const eighth = Math.floor(layers / 8);
-  return layer < eighth || layer >= Math.floor(7 * layers / 8) || (layer - eighth) % 3 === 2;
-}
-
-function q4kmChoice(name: string): GgmlTypeName {
-  // With tied embeddings token_embd is also the output, and takes the output's rule: Q6_K.
-  if (name === "token_embd.weight" || name === "output.weight") return "Q6_K";
-  const m = /^blk\.(\d+)\.(attn_v|ffn_down)\./.exec(name);
-  if (m && useMoreBits(Number(m[1]), SMOLLM2_SHAPE.numLayers)) return "Q6_K";
-  return "Q4_K";
-}
-
-/**
- * llama.cpp's fallback for rows that are not whole 256-value super-blocks (hidden 576 here):
- * Q6_K becomes Q8_0 and Q4_K becomes Q5_0. Sluice cannot load Q5_0, so Q4_0 stands in for it
- * (Q5_0 is Q4_0 with a fifth bit per weight: 22 bytes per 32 values against 18).
- */
-function fitRow(type: GgmlTypeName, cols: number): GgmlTypeName {
-  if (cols % GGML_BLOCKS[type].elems === 0) return type;
-  const fallback: GgmlTypeName = type === "Q6_K" ? "Q8_0" : "Q4_0";
-  return cols % GGML_BLOCKS[fallback].elems === 0 ? fallback : "F16";
+  const model = {
+    numLayers: SMOLLM2_SHAPE.numLayers,
+    gqa: SMOLLM2_SHAPE.numHeads / SMOLLM2_SHAPE.numKvHeads,
+    tied: SMOLLM2_SHAPE.tied,
+  };
+  const recipe = (MIX_KINDS as readonly string[]).includes(kind)
+    ? kind as GgufMix
+    : { pure: kind.toUpperCase() as GgmlTypeName };
+  return recipeType(recipe, model, name, dims);
 }
 
 /** Markdown lines: each matrix role's type by layers, and what the loader makes of fused ones. */
@@ -89,7 +74,8 @@ export function describeRecipe(kind: QuantKind): string[] {
     );
     lines.push(`- \`${role}\`: ${parts.join("; ")}`);
   }
-  // weights/gguf_upload.ts fuses q/k/v and gate/up; a fused matrix whose parts differ loads as f16.
+  // weights/gguf_upload.ts fuses q/k/v and gate/up: q/k/v of different types keep each its own,
+  // gate/up of different types load as f16.
   const fused: [string, string[]][] = [["q/k/v", ["attn_q", "attn_k", "attn_v"]], [
     "gate/up",
     ["ffn_gate", "ffn_up"],
@@ -101,8 +87,12 @@ export function describeRecipe(kind: QuantKind): string[] {
     if (mixed.length === 0) continue;
     const whole = layers.find((i) => !mixed.includes(i));
     lines.push(
-      `- loaded: the fused ${label} matrix is dequantized to f16 in layers ${mixed.join(", ")} ` +
-        `(its parts differ)` + (whole === undefined ? "" : `, ${types[0][whole]} elsewhere`),
+      label === "q/k/v"
+        ? `- loaded: the fused ${label} matrix keeps its types (one run of row parts per ` +
+          `type) in layers ${mixed.join(", ")} (its tensors differ)`
+        : `- loaded: the fused ${label} matrix is dequantized to f16 in layers ${
+          mixed.join(", ")
+        } ` + `(its parts differ)` + (whole === undefined ? "" : `, ${types[0][whole]} elsewhere`),
     );
   }
   return lines;

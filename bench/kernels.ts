@@ -27,7 +27,7 @@ export const USAGE = `usage: deno task bench kernels
 
 The copy kernel's and a read-only kernel's bandwidth, then the matmul on SmolLM2-135M's shapes
 (decode at 1, 4 and 16 rows, prefill at 256 rows), then every matrix-vector kernel at one row (the
-weight dtype's and q8_0, q4_0, q4_k, q6_k where K is whole blocks) as GB/s of weight bytes read and
+weight dtype's and each GGUF block format's where K is whole blocks) as GB/s of weight bytes read and
 as a share of the read rooflines (the same bytes summed from a storage buffer and from a texture).
 Takes no flags.`;
 

@@ -2,8 +2,9 @@
 // prepended): embedding.wgsl's contract, with each 32-value chunk dequantized on the way.
 //
 // Values are decoded with GGML's f32 arithmetic, so y holds exactly what the CPU dequantizer gives:
-// d·q and d·sc are exact products of small integers and f16 values, and Q6_K takes (d·sc)·(q - 32)
-// as GGML does, not a·q + b, whose product a·q could round.
+// d·q and d·sc are exact products of small integers and f16 values (a·q + b then rounds once, as
+// GGML's d·q + m does), and Q6_K and Q3_K take (d·sc)·(q - offset) as GGML does, not a·q + b, whose
+// product a·q could round.
 
 struct Params {
   rows: u32,
@@ -13,6 +14,7 @@ struct Params {
   rowCount: u32,
   sBase: u32,
   dBase: u32,
+  hBase: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -38,12 +40,20 @@ fn localRow(m: u32) -> i32 {
   return i32(id - p.rowStart);
 }
 
-/** Four values: quants q (from quant4 / bytes4) of the half whose pair is (a, b). */
-fn values4(q: vec4<f32>, a: f32, b: f32) -> vec4<f32> {
+/** Values 16·half + 4v .. + 3 of chunk w. */
+fn values4(w: WChunk, half: u32, v: u32) -> vec4<f32> {
+  let q = quants(w, half, v);
+  let a = w.a[half];
   if (FMT == FMT_Q6_K) {
     return a * (q - 32.0);
   }
-  return a * q + b;
+  if (FMT == FMT_Q3_K) {
+    return a * (q - 4.0);
+  }
+  if (FMT == FMT_Q8_0 || iq4()) {
+    return a * q;
+  }
+  return a * q + w.b[half];
 }
 
 // One workgroup per row; lanes stride over the row's 32-value chunks.
@@ -60,24 +70,9 @@ fn embeddingQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
     let blk = c / chunks;
     let w = weights(row, blk, c % chunks, header(row, blk));
     let o = (m * p.K + 32u * c) / 4u;
-    if (FMT == FMT_Q8_0) {
-      y[o] = values4(bytes4(w.q.x), w.a.x, 0.0);
-      y[o + 1u] = values4(bytes4(w.q.y), w.a.x, 0.0);
-      y[o + 2u] = values4(bytes4(w.q.z), w.a.x, 0.0);
-      y[o + 3u] = values4(bytes4(w.q.w), w.a.x, 0.0);
-      y[o + 4u] = values4(bytes4(w.h.x), w.a.y, 0.0);
-      y[o + 5u] = values4(bytes4(w.h.y), w.a.y, 0.0);
-      y[o + 6u] = values4(bytes4(w.h.z), w.a.y, 0.0);
-      y[o + 7u] = values4(bytes4(w.h.w), w.a.y, 0.0);
-    } else {
-      y[o] = values4(quant4(w.q.x, 0u, w.h.x, 0u), w.a.x, w.b.x);
-      y[o + 1u] = values4(quant4(w.q.y, 0u, w.h.x, 1u), w.a.x, w.b.x);
-      y[o + 2u] = values4(quant4(w.q.z, 0u, w.h.x, 2u), w.a.x, w.b.x);
-      y[o + 3u] = values4(quant4(w.q.w, 0u, w.h.x, 3u), w.a.x, w.b.x);
-      y[o + 4u] = values4(quant4(w.q.x, 4u, w.h.y, 0u), w.a.y, w.b.y);
-      y[o + 5u] = values4(quant4(w.q.y, 4u, w.h.y, 1u), w.a.y, w.b.y);
-      y[o + 6u] = values4(quant4(w.q.z, 4u, w.h.y, 2u), w.a.y, w.b.y);
-      y[o + 7u] = values4(quant4(w.q.w, 4u, w.h.y, 3u), w.a.y, w.b.y);
+    for (var v = 0u; v < 4u; v++) {
+      y[o + v] = values4(w, 0u, v);
+      y[o + 4u + v] = values4(w, 1u, v);
     }
   }
 }

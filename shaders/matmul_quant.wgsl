@@ -1,5 +1,6 @@
-// y = x · Wᵀ with W block-quantized (Q8_0, Q4_0, Q4_K, Q6_K in engine/gpu/kernels/quant_layout.ts's
-// repacked layout), dequantized in registers, accumulated in f32. Modes as in matmul.wgsl.
+// y = x · Wᵀ with W block-quantized (any of quant_blocks.wgsl's formats, in
+// engine/gpu/kernels/quant_layout.ts's repacked layout), dequantized in registers, accumulated in
+// f32. Modes as in matmul.wgsl.
 //
 // Consts: LANES, TILE_ROWS, OUTS (outputs per lane), MODE (0 store, 1 add, 2 SwiGLU with gate rows
 // 0..N-1 then up rows N..2N-1), CHUNKS (32-value chunks per block), and quant_blocks.wgsl's.
@@ -21,6 +22,8 @@ struct Params {
   sBase: u32,
   /** Start of the D region, in u32 words. */
   dBase: u32,
+  /** Start of the H region (Q5_0, Q5_1), in u32 words. */
+  hBase: u32,
 }
 
 const MODE_ADD: u32 = 1u;
@@ -61,17 +64,14 @@ fn loadX(row: u32, chunk: u32) -> XChunk {
 
 /** acc + this chunk's Σ x·w. */
 fn accumulate(acc: f32, x: XChunk, w: WChunk) -> f32 {
-  var lo: f32;
-  var hi: f32;
-  if (FMT == FMT_Q8_0) {
-    lo = dot(x.v0, bytes4(w.q.x)) + dot(x.v1, bytes4(w.q.y)) + dot(x.v2, bytes4(w.q.z)) + dot(x.v3, bytes4(w.q.w));
-    hi = dot(x.v4, bytes4(w.h.x)) + dot(x.v5, bytes4(w.h.y)) + dot(x.v6, bytes4(w.h.z)) + dot(x.v7, bytes4(w.h.w));
+  let lo = dot(x.v0, quants(w, 0u, 0u)) + dot(x.v1, quants(w, 0u, 1u))
+         + dot(x.v2, quants(w, 0u, 2u)) + dot(x.v3, quants(w, 0u, 3u));
+  let hi = dot(x.v4, quants(w, 1u, 0u)) + dot(x.v5, quants(w, 1u, 1u))
+         + dot(x.v6, quants(w, 1u, 2u)) + dot(x.v7, quants(w, 1u, 3u));
+  if (FMT == FMT_Q8_0 || iq4()) {
+    // No offset (b = 0).
     return fma(w.a.y, hi, fma(w.a.x, lo, acc));
   }
-  lo = dot(x.v0, quant4(w.q.x, 0u, w.h.x, 0u)) + dot(x.v1, quant4(w.q.y, 0u, w.h.x, 1u))
-     + dot(x.v2, quant4(w.q.z, 0u, w.h.x, 2u)) + dot(x.v3, quant4(w.q.w, 0u, w.h.x, 3u));
-  hi = dot(x.v4, quant4(w.q.x, 4u, w.h.y, 0u)) + dot(x.v5, quant4(w.q.y, 4u, w.h.y, 1u))
-     + dot(x.v6, quant4(w.q.z, 4u, w.h.y, 2u)) + dot(x.v7, quant4(w.q.w, 4u, w.h.y, 3u));
   return fma(w.a.y, hi, fma(w.b.y, x.sums.y, fma(w.a.x, lo, fma(w.b.x, x.sums.x, acc))));
 }
 

@@ -21,6 +21,13 @@ export const GGML = {
   Q8_0: GGMLQuantizationType.Q8_0,
   Q4_K: GGMLQuantizationType.Q4_K,
   Q6_K: GGMLQuantizationType.Q6_K,
+  Q4_1: GGMLQuantizationType.Q4_1,
+  Q5_0: GGMLQuantizationType.Q5_0,
+  Q5_1: GGMLQuantizationType.Q5_1,
+  Q5_K: GGMLQuantizationType.Q5_K,
+  Q3_K: GGMLQuantizationType.Q3_K,
+  IQ4_NL: GGMLQuantizationType.IQ4_NL,
+  IQ4_XS: GGMLQuantizationType.IQ4_XS,
 } as const;
 
 export type GgmlTypeName = keyof typeof GGML;
@@ -34,6 +41,13 @@ export const GGML_BLOCKS: Record<GgmlTypeName, { elems: number; bytes: number }>
   Q8_0: { elems: 32, bytes: 34 },
   Q4_K: { elems: 256, bytes: 144 },
   Q6_K: { elems: 256, bytes: 210 },
+  Q4_1: { elems: 32, bytes: 20 },
+  Q5_0: { elems: 32, bytes: 22 },
+  Q5_1: { elems: 32, bytes: 24 },
+  Q5_K: { elems: 256, bytes: 176 },
+  Q3_K: { elems: 256, bytes: 110 },
+  IQ4_NL: { elems: 32, bytes: 18 },
+  IQ4_XS: { elems: 256, bytes: 136 },
 };
 
 export const SUPPORTED_GGML_TYPES = Object.keys(GGML) as GgmlTypeName[];

@@ -19,8 +19,9 @@ export function embeddingParts(
   return m.parts.map((part) => {
     const partArgs = { ...args, table: part.buffer, rowStart: part.rowStart, rowCount: part.rows };
     // A quantized table (GGUF) is gathered and dequantized row by row.
-    return m.format && isQuantType(m.format)
-      ? bindQuantEmbedding(gpu, { ...partArgs, type: m.format })
+    const format = part.format ?? m.format;
+    return format && isQuantType(format)
+      ? bindQuantEmbedding(gpu, { ...partArgs, type: format })
       : bindEmbedding(gpu, partArgs);
   });
 }
@@ -64,8 +65,10 @@ function partKernels(
       yCol: p.rowStart,
       mode,
     };
-    return m.format && isQuantType(m.format)
-      ? bindQuantMatmul(gpu, { ...args, type: m.format })
+    // A part may have its own format (a fused matrix of GGUF tensors of different types).
+    const format = p.format ?? m.format;
+    return format && isQuantType(format)
+      ? bindQuantMatmul(gpu, { ...args, type: format })
       : bindMatmul(gpu, args);
   });
 }

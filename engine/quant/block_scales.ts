@@ -5,12 +5,19 @@
 
 import { QUANT_FORMATS, type QuantType } from "./formats.ts";
 
-/** Byte offsets of a block's f16 scales (d, and dmin where the format has one). */
+/** Byte offsets of a block's f16 scales (d, and dmin or m where the format has one). */
 const SCALE_OFFSETS: Record<QuantType, readonly number[]> = {
   q8_0: [0], // d, then 32 int8
   q4_0: [0], // d, then 16 bytes of nibbles
   q4_k: [0, 2], // d, dmin, then 12 bytes of 6-bit scales and 128 of nibbles
   q6_k: [208], // 128 low bits, 64 high bits, 16 int8 scales, then d
+  q4_1: [0, 2], // d, m, then 16 bytes of nibbles
+  q5_0: [0], // d, then 4 bytes of fifth bits and 16 of nibbles
+  q5_1: [0, 2], // d, m, then as q5_0
+  q5_k: [0, 2], // d, dmin, then 12 bytes of 6-bit scales, 32 of fifth bits, 128 of nibbles
+  q3_k: [108], // 32 bytes of high bits, 64 of low bits, 12 of 6-bit scales, then d
+  iq4_nl: [0], // d, then 16 bytes of nibbles
+  iq4_xs: [0], // d, then 2 + 4 bytes of 6-bit scales and 128 of nibbles
 };
 
 /** f16 exponent bits: all ones is Inf (mantissa 0) or NaN. */

@@ -9,8 +9,26 @@ import { dequantizeQ8_0, quantizeQ8_0 } from "./q8_0.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./q4_0.ts";
 import { dequantizeQ4K, quantizeQ4K } from "./q4_k.ts";
 import { dequantizeQ6K, quantizeQ6K } from "./q6_k.ts";
+import { dequantizeQ4_1, quantizeQ4_1 } from "./q4_1.ts";
+import { dequantizeQ5_0, quantizeQ5_0 } from "./q5_0.ts";
+import { dequantizeQ5_1, quantizeQ5_1 } from "./q5_1.ts";
+import { dequantizeQ5K, quantizeQ5K } from "./q5_k.ts";
+import { dequantizeQ3K, quantizeQ3K } from "./q3_k.ts";
+import { dequantizeIq4Nl, quantizeIq4Nl } from "./iq4_nl.ts";
+import { dequantizeIq4Xs, quantizeIq4Xs } from "./iq4_xs.ts";
 
-export type QuantType = "q8_0" | "q4_0" | "q4_k" | "q6_k";
+export type QuantType =
+  | "q8_0"
+  | "q4_0"
+  | "q4_k"
+  | "q6_k"
+  | "q4_1"
+  | "q5_0"
+  | "q5_1"
+  | "q5_k"
+  | "q3_k"
+  | "iq4_nl"
+  | "iq4_xs";
 
 export interface QuantFormat {
   type: QuantType;
@@ -27,6 +45,13 @@ export const QUANT_FORMATS: Record<QuantType, QuantFormat> = {
   q4_0: { type: "q4_0", ggmlType: 2, blockElems: 32, blockBytes: 18 },
   q4_k: { type: "q4_k", ggmlType: 12, blockElems: 256, blockBytes: 144 },
   q6_k: { type: "q6_k", ggmlType: 14, blockElems: 256, blockBytes: 210 },
+  q4_1: { type: "q4_1", ggmlType: 3, blockElems: 32, blockBytes: 20 },
+  q5_0: { type: "q5_0", ggmlType: 6, blockElems: 32, blockBytes: 22 },
+  q5_1: { type: "q5_1", ggmlType: 7, blockElems: 32, blockBytes: 24 },
+  q5_k: { type: "q5_k", ggmlType: 13, blockElems: 256, blockBytes: 176 },
+  q3_k: { type: "q3_k", ggmlType: 11, blockElems: 256, blockBytes: 110 },
+  iq4_nl: { type: "iq4_nl", ggmlType: 20, blockElems: 32, blockBytes: 18 },
+  iq4_xs: { type: "iq4_xs", ggmlType: 23, blockElems: 256, blockBytes: 136 },
 };
 
 export const QUANT_TYPES = Object.keys(QUANT_FORMATS) as QuantType[];
@@ -56,6 +81,13 @@ const DECODERS: Record<QuantType, Decoder> = {
   q4_0: dequantizeQ4_0,
   q4_k: dequantizeQ4K,
   q6_k: dequantizeQ6K,
+  q4_1: dequantizeQ4_1,
+  q5_0: dequantizeQ5_0,
+  q5_1: dequantizeQ5_1,
+  q5_k: dequantizeQ5K,
+  q3_k: dequantizeQ3K,
+  iq4_nl: dequantizeIq4Nl,
+  iq4_xs: dequantizeIq4Xs,
 };
 
 const ENCODERS: Record<QuantType, Encoder> = {
@@ -63,6 +95,13 @@ const ENCODERS: Record<QuantType, Encoder> = {
   q4_0: quantizeQ4_0,
   q4_k: quantizeQ4K,
   q6_k: quantizeQ6K,
+  q4_1: quantizeQ4_1,
+  q5_0: quantizeQ5_0,
+  q5_1: quantizeQ5_1,
+  q5_k: quantizeQ5K,
+  q3_k: quantizeQ3K,
+  iq4_nl: quantizeIq4Nl,
+  iq4_xs: quantizeIq4Xs,
 };
 
 /** The first `count` values held by `bytes`, decoded exactly as GGML does (f32 arithmetic). */

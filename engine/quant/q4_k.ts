@@ -47,33 +47,8 @@ export function dequantizeQ4K(bytes: Uint8Array, blocks: number, out: Float32Arr
 export function quantizeQ4K(values: Float32Array, blocks: number, out: Uint8Array): void {
   for (let b = 0; b < blocks; b++) {
     const x = values.subarray(b * ELEMS, (b + 1) * ELEMS);
-    const scales: number[] = [], mins: number[] = [];
-    for (let j = 0; j < 8; j++) {
-      const sub = x.subarray(32 * j, 32 * j + 32);
-      const lo = Math.min(0, ...sub), hi = Math.max(0, ...sub);
-      scales.push((hi - lo) / 15);
-      mins.push(-lo);
-    }
-    const dBits = f32ToF16Bits(Math.max(...scales) / 63);
-    const dminBits = f32ToF16Bits(Math.max(...mins) / 63);
-    const d = f16BitsToF32(dBits), dmin = f16BitsToF32(dminBits);
-    const sc = scales.map((s) => d === 0 ? 0 : Math.min(63, Math.round(s / d)));
-    const m = mins.map((v) => dmin === 0 ? 0 : Math.min(63, Math.round(v / dmin)));
     const o = b * BYTES;
-    out[o] = dBits & 0xff;
-    out[o + 1] = dBits >> 8;
-    out[o + 2] = dminBits & 0xff;
-    out[o + 3] = dminBits >> 8;
-    for (let j = 0; j < 4; j++) {
-      out[o + 4 + j] = sc[j] | ((sc[j + 4] >> 4) << 6);
-      out[o + 8 + j] = m[j] | ((m[j + 4] >> 4) << 6);
-      out[o + 12 + j] = (sc[j + 4] & 0xf) | ((m[j + 4] & 0xf) << 4);
-    }
-    const quant = (j: number, v: number) => {
-      const step = f(d * sc[j]);
-      if (step === 0) return 0;
-      return Math.max(0, Math.min(15, Math.round((v + f(dmin * m[j])) / step)));
-    };
+    const quant = writeScaleMinK4(x, 15, out, o);
     for (let g = 0; g < 4; g++) {
       for (let l = 0; l < 32; l++) {
         const lo = quant(2 * g, x[64 * g + l]);
@@ -82,4 +57,44 @@ export function quantizeQ4K(values: Float32Array, blocks: number, out: Uint8Arra
       }
     }
   }
+}
+
+/**
+ * The K-quants' shared header (Q4_K, Q5_K): writes f16 d, dmin and the 12 packed bytes of 6-bit
+ * sub-block scales and mins for the 256 values `x`, each 32-value sub-block's range
+ * [min(0, lo), hi] mapped to 0..levels. Returns the quantizer of value v of sub-block j against
+ * the stored (rounded) scales, so decoded values stay closest to the input.
+ */
+export function writeScaleMinK4(
+  x: Float32Array,
+  levels: number,
+  out: Uint8Array,
+  o: number,
+): (j: number, v: number) => number {
+  const scales: number[] = [], mins: number[] = [];
+  for (let j = 0; j < 8; j++) {
+    const sub = x.subarray(32 * j, 32 * j + 32);
+    const lo = Math.min(0, ...sub), hi = Math.max(0, ...sub);
+    scales.push((hi - lo) / levels);
+    mins.push(-lo);
+  }
+  const dBits = f32ToF16Bits(Math.max(...scales) / 63);
+  const dminBits = f32ToF16Bits(Math.max(...mins) / 63);
+  const d = f16BitsToF32(dBits), dmin = f16BitsToF32(dminBits);
+  const sc = scales.map((s) => d === 0 ? 0 : Math.min(63, Math.round(s / d)));
+  const m = mins.map((v) => dmin === 0 ? 0 : Math.min(63, Math.round(v / dmin)));
+  out[o] = dBits & 0xff;
+  out[o + 1] = dBits >> 8;
+  out[o + 2] = dminBits & 0xff;
+  out[o + 3] = dminBits >> 8;
+  for (let j = 0; j < 4; j++) {
+    out[o + 4 + j] = sc[j] | ((sc[j + 4] >> 4) << 6);
+    out[o + 8 + j] = m[j] | ((m[j + 4] >> 4) << 6);
+    out[o + 12 + j] = (sc[j + 4] & 0xf) | ((m[j + 4] & 0xf) << 4);
+  }
+  return (j, v) => {
+    const step = f(d * sc[j]);
+    if (step === 0) return 0;
+    return Math.max(0, Math.min(levels, Math.round((v + f(dmin * m[j])) / step)));
+  };
 }

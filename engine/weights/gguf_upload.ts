@@ -1,14 +1,17 @@
 // Streams a GGUF model's tensors into GPU buffers, chunk by chunk as safetensors_upload.ts does
 // for safetensors: float tensors (F32, F16, BF16) become the GPU's weight dtype, quantized ones
-// (Q8_0, Q4_0, Q4_K, Q6_K) stay quantized, repacked by quant_layout.ts for the dequantizing
+// (every type of quant/formats.ts) stay quantized, repacked by quant_layout.ts for the dequantizing
 // kernels. Either way NaN and Inf fail the load: float values as they pass, quantized blocks by
 // their scales (quant/block_scales.ts).
 // The rows of attn_q and attn_k are put back in Hugging Face's order on the way
 // (formats/rope_permutation.ts).
 //
-// Fused matrices (qkv, gate/up) need one format: Q4_K_M files give attn_v or ffn_down Q6_K in
-// some layers, and where the tensors of one fused matrix differ, that matrix is dequantized to
-// the GPU's float dtype instead.
+// Fused matrices whose tensors differ in type keep each type: Q4_K_M files give attn_v Q6_K in
+// some layers (and Q8_0 beside Q5_0 q and k where rows are not whole 256-value blocks), so such a
+// qkv matrix becomes one row part per tensor, each in its own format, run by its own kernel.
+// gate/up is the exception: the SwiGLU kernel reads an output's gate and up rows from one part in
+// one format, so a gate/up pair of two types (which llama.cpp's recipes give only in a few IQ
+// mixes) is dequantized to the GPU's float dtype instead.
 
 import type { Gpu } from "../gpu/device.ts";
 import { writeBytes } from "../gpu/buffers.ts";
@@ -24,7 +27,7 @@ import { readTensorInto } from "../formats/safetensors.ts";
 import { dequantize, isQuantType, QUANT_FORMATS, type QuantType } from "../quant/formats.ts";
 import { firstNonFiniteBlock } from "../quant/block_scales.ts";
 import { f32ToF16Bits } from "../quant/half.ts";
-import type { GluMatrix, GpuMatrix } from "./model_weights.ts";
+import type { GluMatrix, GpuMatrix, MatrixPart } from "./model_weights.ts";
 import {
   convert,
   type LoadProgress,
@@ -78,33 +81,65 @@ export class GgufUpload extends WeightUpload {
     });
     const cols = sources[0].t.dims[0];
     const rows = sources.reduce((sum, s) => sum + s.t.dims[1], 0);
-    const storage = storageOf(sources.map((s) => s.t));
+    // Consecutive tensors of one storage share parts; each further storage starts its own.
+    const runs: { storage: Storage; sources: Source[] }[] = [];
+    for (const source of sources) {
+      const storage = storageOf([source.t]), last = runs.at(-1);
+      if (last?.storage === storage) last.sources.push(source);
+      else runs.push({ storage, sources: [source] });
+    }
+    const parts: MatrixPart[] = [];
+    let base = 0;
+    for (const { storage, sources } of runs) {
+      const runRows = sources.reduce((sum, s) => sum + s.t.dims[1], 0);
+      const own = this.matrixParts(storage, runRows, cols, sources[0].t.name);
+      let row = 0;
+      for (const source of sources) {
+        await this.streamRows(source, storage, own, row, cols);
+        row += source.t.dims[1];
+      }
+      // Where storages differ, each part names its own format.
+      const format = runs.length > 1 ? { format: this.formatOf(storage) } : {};
+      for (const part of own) parts.push({ ...part, rowStart: base + part.rowStart, ...format });
+      base += runRows;
+    }
+    return {
+      rows,
+      cols,
+      parts,
+      format: runs.length === 1 ? this.formatOf(runs[0].storage) : undefined,
+    };
+  }
+
+  /** Buffers for a matrix of `rows` rows stored as `storage`, cut to fit the binding limit. */
+  private matrixParts(storage: Storage, rows: number, cols: number, label: string): MatrixPart[] {
     const perPart = storage === "float"
       ? rowsPerPart(this.gpu, cols)
       : quantRowsPerPart(this.gpu, storage, cols);
-    const parts = this.allocateParts(
-      rows,
-      perPart,
-      (n) => this.partBytes(storage, n, cols),
-      sources[0].t.name,
-    );
-    let base = 0;
-    for (const source of sources) {
-      await this.stream(source, storage, (row0, n, data) => {
-        // A chunk may straddle parts: write each part its share.
-        for (const { part, partRow, from, rows } of partShares(parts, base + row0, n)) {
-          this.writeRows(storage, part.buffer, part.rows, cols, partRow, data, from, rows);
-        }
-      });
-      base += source.t.dims[1];
-    }
-    return { rows, cols, parts, format: this.formatOf(storage) };
+    return this.allocateParts(rows, perPart, (n) => this.partBytes(storage, n, cols), label);
+  }
+
+  /** Streams `source` as rows base.. of the matrix held by `parts`. */
+  private async streamRows(
+    source: Source,
+    storage: Storage,
+    parts: MatrixPart[],
+    base: number,
+    cols: number,
+  ): Promise<void> {
+    await this.stream(source, storage, (row0, n, data) => {
+      // A chunk may straddle parts: write each part its share.
+      for (const { part, partRow, from, rows } of partShares(parts, base + row0, n)) {
+        this.writeRows(storage, part.buffer, part.rows, cols, partRow, data, from, rows);
+      }
+    });
   }
 
   /** Gate rows [a, b) then up rows [a, b) in each part, one layout of 2(b - a) rows (GluMatrix). */
   async glu(gateName: string, upName: string): Promise<GluMatrix> {
     const gate = ggufTensorOf(this.gguf, gateName), up = ggufTensorOf(this.gguf, upName);
     const [cols, intermediate] = gate.dims;
+    // One format for both halves (see the header): float where their types differ.
     const storage = storageOf([gate, up]);
     const perPart = storage === "float"
       ? rowsPerPart(this.gpu, cols, 2)

@@ -9,6 +9,8 @@ export interface MatrixPart {
   /** First output row of the full matrix held by this part. */
   rowStart: number;
   rows: number;
+  /** This part's own format, where a matrix's parts differ (GGUF tensors of different types). */
+  format?: MatrixFormat;
 }
 
 /**
@@ -22,6 +24,7 @@ export interface GpuMatrix {
   rows: number;
   cols: number;
   parts: MatrixPart[];
+  /** The format of every part that names none of its own. */
   format?: MatrixFormat;
 }
 

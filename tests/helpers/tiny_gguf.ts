@@ -20,8 +20,8 @@ import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_mo
 export interface TinyGgufOptions {
   /** Type of every matrix (norms stay F32, as llama.cpp keeps them). */
   type: GgmlTypeName;
-  /** Per-tensor override by GGUF name (e.g. a Q4_K_M-like mix). */
-  typeOf?: (ggufName: string) => GgmlTypeName | undefined;
+  /** Per-tensor override by GGUF name and ggml dims [cols, rows] (e.g. a Q4_K_M mix). */
+  typeOf?: (ggufName: string, dims: number[]) => GgmlTypeName | undefined;
   version?: 2 | 3;
 }
 
@@ -46,7 +46,7 @@ export async function writeTinyGguf(
   const reference: TensorToWrite[] = [];
   const path = join(dir, "model.gguf");
   await convertToGguf(sourceDir, path, {
-    typeOf: (name) => options.typeOf?.(name) ?? options.type,
+    typeOf: (name, dims) => options.typeOf?.(name, dims) ?? options.type,
     version: options.version,
     onTensor: ({ hfName, shape, type, stored, data, heads }) => {
       let held = decode(type, data, stored.length);

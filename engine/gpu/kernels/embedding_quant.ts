@@ -5,7 +5,7 @@ import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { checkTablePart, type EmbeddingArgs, workgroupPerRow } from "./embedding.ts";
-import { Q_VEC4_PER_BLOCK, quantLayout } from "./quant_layout.ts";
+import { FORMAT_CODES, quantLayout, qVec4PerBlock } from "./quant_layout.ts";
 import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import embeddingQuant from "../../../shaders/embedding_quant.wgsl" with { type: "text" };
@@ -15,8 +15,6 @@ export interface QuantEmbeddingArgs extends EmbeddingArgs {
   type: QuantType;
 }
 
-const FORMAT_CODES: Record<QuantType, number> = { q8_0: 0, q4_0: 1, q4_k: 2, q6_k: 3 };
-
 export function bindQuantEmbedding(gpu: Gpu, args: QuantEmbeddingArgs): BoundKernel {
   checkTablePart("embedding_quant", args);
   const { rowStart, rowCount, D, type } = args;
@@ -25,7 +23,7 @@ export function bindQuantEmbedding(gpu: Gpu, args: QuantEmbeddingArgs): BoundKer
   const pipeline = getPipeline(gpu, blocks + embeddingQuant, "embeddingQuant", {
     FMT: FORMAT_CODES[type],
     BLOCK: QUANT_FORMATS[type].blockElems,
-    Q_VEC4: Q_VEC4_PER_BLOCK[type],
+    Q_VEC4: qVec4PerBlock(type),
   });
   const params = new ParamsUniform(gpu, [
     D,
@@ -33,6 +31,7 @@ export function bindQuantEmbedding(gpu: Gpu, args: QuantEmbeddingArgs): BoundKer
     rowCount,
     layout.sOffset / 16,
     layout.dOffset / 4,
+    layout.hOffset / 4,
   ]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,

@@ -15,7 +15,7 @@ import type { Gpu } from "../device.ts";
 import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
-import { Q_VEC4_PER_BLOCK, quantLayout } from "./quant_layout.ts";
+import { FORMAT_CODES, quantLayout, qVec4PerBlock } from "./quant_layout.ts";
 import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import matmulQuant from "../../../shaders/matmul_quant.wgsl" with { type: "text" };
@@ -29,7 +29,6 @@ export interface QuantMatmulArgs extends MatmulArgs {
 const LANES = 8;
 const MAX_WORKGROUPS = 65535;
 const MODE_CODES: Record<MatmulMode, number> = { store: 0, add: 1, glu: 2 };
-const FORMAT_CODES: Record<QuantType, number> = { q8_0: 0, q4_0: 1, q4_k: 2, q6_k: 3 };
 
 /** A register tile (see matmul.ts), with its outputs per lane where x is read from storage. */
 export interface QuantMatmulTile extends MatmulTile {
@@ -65,7 +64,15 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
   if (!(mode in MODE_CODES)) throw new RangeError(`matmul_quant: unknown mode ${mode}`);
   const format = QUANT_FORMATS[type];
   const layout = quantLayout(type, mode === "glu" ? 2 * N : N, K); // throws on a partial block
-  const params = new ParamsUniform(gpu, [K, N, ldy, yCol, layout.sOffset / 16, layout.dOffset / 4]);
+  const params = new ParamsUniform(gpu, [
+    K,
+    N,
+    ldy,
+    yCol,
+    layout.sOffset / 16,
+    layout.dOffset / 4,
+    layout.hOffset / 4,
+  ]);
   const groupsOf = (outs: number) => Math.ceil(N / (LANES * outs));
   for (const tile of QUANT_MATMUL_TILES) {
     const groups = groupsOf(outsOf(Math.min(tile.outs, tile.storageOuts), mode));
@@ -91,7 +98,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       FMT: FORMAT_CODES[type],
       BLOCK: format.blockElems,
       CHUNKS: format.blockElems / 32,
-      Q_VEC4: Q_VEC4_PER_BLOCK[type],
+      Q_VEC4: qVec4PerBlock(type),
     });
     const x = uniform ? xUniform!.binding : args.x;
     const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, x, args.w, args.w, args.y]);

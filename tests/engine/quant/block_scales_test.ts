@@ -6,14 +6,31 @@ import { ModelLoadError } from "../../../engine/model/errors.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import type { GgmlTypeName } from "../../../engine/formats/gguf.ts";
 import { firstNonFiniteBlock } from "../../../engine/quant/block_scales.ts";
-import { QUANT_FORMATS, QUANT_TYPES, quantize } from "../../../engine/quant/formats.ts";
+import {
+  QUANT_FORMATS,
+  QUANT_TYPES,
+  quantize,
+  type QuantType,
+} from "../../../engine/quant/formats.ts";
 import { loadWeights } from "../../../engine/weights/load_weights.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 import { testGpu } from "../../helpers/gpu.ts";
 import { writeTinyGguf } from "../../helpers/tiny_gguf.ts";
 
 /** Scales' byte offsets as the formats' own decoders read them (independent of the check's). */
-const SCALES: Record<string, number[]> = { q8_0: [0], q4_0: [0], q4_k: [0, 2], q6_k: [208] };
+const SCALES: Record<string, number[]> = {
+  q8_0: [0],
+  q4_0: [0],
+  q4_k: [0, 2],
+  q6_k: [208],
+  q4_1: [0, 2],
+  q5_0: [0],
+  q5_1: [0, 2],
+  q5_k: [0, 2],
+  q3_k: [108],
+  iq4_nl: [0],
+  iq4_xs: [0],
+};
 const NAN = [0x00, 0x7e];
 const NEG_INF = [0x00, 0xfc];
 
@@ -47,17 +64,18 @@ Deno.test("block scales: a GGUF whose quantized tensor has a NaN scale fails the
     dtype: "F32" as const,
     seed: 3,
   };
-  for (const type of ["Q8_0", "Q4_K"] as GgmlTypeName[]) {
+  for (const type of ["Q8_0", "Q4_K", "Q5_0", "Q3_K", "IQ4_XS"] as GgmlTypeName[]) {
     const dir = await Deno.makeTempDir({ prefix: "sluice-block-scales-" });
     try {
       const g = await writeTinyGguf(dir, spec, { type });
       const files = await openModelDir(g.path);
       const t = files.gguf!.tensors.get("blk.0.ffn_down.weight")!;
       assertEquals(t.typeName, type);
-      const { blockBytes, blockElems } = QUANT_FORMATS[type.toLowerCase() as "q8_0"];
+      const quant = type.toLowerCase() as QuantType;
+      const { blockBytes, blockElems } = QUANT_FORMATS[quant];
       const block = 7;
       const file = await Deno.open(t.file, { write: true });
-      await file.seek(t.dataOffset + block * blockBytes, Deno.SeekMode.Start);
+      await file.seek(t.dataOffset + block * blockBytes + SCALES[quant][0], Deno.SeekMode.Start);
       await file.write(new Uint8Array(NAN));
       file.close();
       await assertRejects(
