@@ -127,32 +127,76 @@ function decodePlan(batch: number, context: number): StepPlan {
   };
 }
 
+/** One step, submitted and awaited. */
+type Step = () => Promise<unknown>;
+
+/**
+ * A step of `n` one-workgroup dispatches of a kernel that stores one word, each with its pipeline
+ * and bind group set as the forward pass's kernels are, then a copy and a readback as a step's
+ * records: with n = 0 and n = the step's dispatches, what dispatching alone costs on the adapter.
+ */
+function dispatchOnly(gpu: Gpu, n: number): Step {
+  const code = `@group(0) @binding(0) var<storage, read_write> sink: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lane: u32) { if (lane == 0u) { sink[0] = sink[0] + 1u; } }`;
+  const module = gpu.device.createShaderModule({ code });
+  const pipeline = gpu.device.createComputePipeline({
+    layout: "auto",
+    compute: { module, entryPoint: "main" },
+  });
+  const sink = gpu.device.createBuffer({
+    size: 16,
+    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC,
+  });
+  const group = gpu.device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [{ binding: 0, resource: { buffer: sink } }],
+  });
+  const read = gpu.device.createBuffer({
+    size: 16,
+    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+  });
+  return async () => {
+    const encoder = gpu.device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    for (let i = 0; i < n; i++) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(1);
+    }
+    pass.end();
+    encoder.copyBufferToBuffer(sink, 0, read, 0, 16);
+    gpu.device.queue.submit([encoder.finish()]);
+    await read.mapAsync(GPUMapMode.READ);
+    read.unmap();
+  };
+}
+
 /** ms of each of `steps` steps, each submitted and awaited alone, after one untimed step. */
-async function timeSteps(f: LlamaForward, plan: StepPlan, steps: number): Promise<number[]> {
-  await f.submit(plan);
+async function timeSteps(step: Step, steps: number): Promise<number[]> {
+  await step();
   const times: number[] = [];
   for (let i = 0; i < steps; i++) {
     const t0 = performance.now();
-    await f.submit(plan);
+    await step();
     times.push(performance.now() - t0);
   }
   return times;
 }
 
-/** Median ms per step of each named forward, alternating them round by round. */
+/** Median ms per step of each named step, alternating them round by round. */
 async function alternate(
-  forwards: Map<string, LlamaForward>,
-  plan: StepPlan,
+  variants: Map<string, Step>,
   steps: number,
   rounds: number,
 ): Promise<Map<string, number>> {
-  const perRound = new Map<string, number[]>([...forwards.keys()].map((k) => [k, []]));
-  const names = [...forwards.keys()];
+  const perRound = new Map<string, number[]>([...variants.keys()].map((k) => [k, []]));
+  const names = [...variants.keys()];
   for (let r = 0; r < rounds; r++) {
     // Rotated each round, so no variant always follows the same one.
     for (let i = 0; i < names.length; i++) {
       const name = names[(i + r) % names.length];
-      perRound.get(name)!.push(median(await timeSteps(forwards.get(name)!, plan, steps)));
+      perRound.get(name)!.push(median(await timeSteps(variants.get(name)!, steps)));
     }
   }
   return new Map([...perRound].map(([k, v]) => [k, median(v)]));
@@ -175,6 +219,8 @@ export async function benchStepSplit(args: string[]): Promise<string> {
   if (q4) forwards.set("Q4_0 whole step", forwardOf(gpu, q4, {}));
 
   const whole = forwards.get("whole step")!;
+  // dispatchesPerStep counts the one-workgroup sampler's one dispatch; the greedy one has two.
+  const dispatches = whole.dispatchesPerStep + 1;
   const kinds = whole.kernelsByKind();
   const count = (k: KernelKind | "other") => kinds.get(k) ?? 0;
   const V = f16.cfg.vocabSize;
@@ -188,7 +234,7 @@ export async function benchStepSplit(args: string[]): Promise<string> {
     `and awaited alone (the serving loop keeps two in flight, hiding part of the fixed cost). ` +
     `Medians of ${flags.rounds} rounds × ${flags.steps} steps, the variants alternating.`,
     "",
-    `Dispatches per step: ${whole.dispatchesPerStep - 1 + 2} with the greedy sampler ` +
+    `Dispatches per step: ${dispatches} with the greedy sampler ` +
     `(${whole.dispatchesPerStep} with the one-workgroup sampler): weights ${count("weights")}, ` +
     `attention ${count("attention")}, norms ${count("norm")}, embedding ${count("embedding")}, ` +
     `LM head ${count("lmHead")}, sampler 2 (greedy: ${greedyChunks(V)} chunk workgroups per row, ` +
@@ -201,12 +247,15 @@ export async function benchStepSplit(args: string[]): Promise<string> {
   let batch1Weights = 0;
   let q4Whole = 0;
   for (const batch of flags.batch) {
-    const t = await alternate(
-      forwards,
-      decodePlan(batch, flags.context),
-      flags.steps,
-      flags.rounds,
+    const plan = decodePlan(batch, flags.context);
+    const steps = new Map<string, Step>(
+      [...forwards].map(([name, f]) => [name, () => f.submit(plan)]),
     );
+    // Two steps submitted before either is awaited, as the serving loop keeps them.
+    steps.set("two in flight", () => Promise.all([whole.submit(plan), whole.submit(plan)]));
+    steps.set("dispatches only", dispatchOnly(gpu, dispatches));
+    steps.set("no dispatches", dispatchOnly(gpu, 0));
+    const t = await alternate(steps, flags.steps, flags.rounds);
     const full = t.get("whole step")!;
     const fixed = t.get("no kernels")!;
     const part = (name: string) => full - t.get(name)!;
@@ -220,6 +269,7 @@ export async function benchStepSplit(args: string[]): Promise<string> {
     ];
     const rest = full - parts.reduce((s, [, x]) => s + x, 0);
     const plainSampler = t.get("one-workgroup sampler")! - t.get("no sampler")!;
+    const dispatching = t.get("dispatches only")! - t.get("no dispatches")!;
     lines.push(
       `#### Batch ${batch}: ${ms(full)} ms per step (${(1000 * batch / full).toFixed(1)} tokens/s)`,
       "",
@@ -227,6 +277,15 @@ export async function benchStepSplit(args: string[]): Promise<string> {
       "|---|---|---|",
       ...parts.map(([name, x]) => `| ${name} | ${ms(x)} | ${pct(x, full)} |`),
       `| not additive (whole − the parts above) | ${ms(rest)} | ${pct(rest, full)} |`,
+      "",
+      `With two steps in flight (as the serving loop runs them): ${
+        ms(t.get("two in flight")! / 2)
+      } ms per step.`,
+      "",
+      `Dispatch overhead, inside the kinds' shares above: ${dispatches} one-workgroup dispatches ` +
+        `of a kernel that stores one word take ${ms(dispatching)} ms (${
+          pct(dispatching, full)
+        } of the step) more than a step with none (${ms(t.get("no dispatches")!)} ms).`,
       "",
       `Sampler: greedy ${ms(part("no sampler"))} ms against the one-workgroup sampler's ` +
         `${ms(plainSampler)} ms (whole step with it: ${ms(t.get("one-workgroup sampler")!)} ms).`,
