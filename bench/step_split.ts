@@ -219,8 +219,8 @@ export async function benchStepSplit(args: string[]): Promise<string> {
   if (q4) forwards.set("Q4_0 whole step", forwardOf(gpu, q4, {}));
 
   const whole = forwards.get("whole step")!;
-  // dispatchesPerStep counts the one-workgroup sampler's one dispatch; the greedy one has two.
-  const dispatches = whole.dispatchesPerStep + 1;
+  // A greedy step's: the greedy sampler's two dispatches.
+  const dispatches = whole.dispatchesPerStep;
   const kinds = whole.kernelsByKind();
   const count = (k: KernelKind | "other") => kinds.get(k) ?? 0;
   const V = f16.cfg.vocabSize;
@@ -235,7 +235,7 @@ export async function benchStepSplit(args: string[]): Promise<string> {
     `Medians of ${flags.rounds} rounds × ${flags.steps} steps, the variants alternating.`,
     "",
     `Dispatches per step: ${dispatches} with the greedy sampler ` +
-    `(${whole.dispatchesPerStep} with the one-workgroup sampler): weights ${count("weights")}, ` +
+    `(${dispatches - 1} with the one-workgroup sampler): weights ${count("weights")}, ` +
     `attention ${count("attention")}, norms ${count("norm")}, embedding ${count("embedding")}, ` +
     `LM head ${count("lmHead")}, sampler 2 (greedy: ${greedyChunks(V)} chunk workgroups per row, ` +
     `then one per row) or 1 (one workgroup per row)` +

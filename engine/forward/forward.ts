@@ -197,9 +197,12 @@ export class LlamaForward {
     return counts;
   }
 
-  /** Number of compute dispatches one step records (for benchmarks and the one-submission check). */
+  /**
+   * Number of compute dispatches one greedy step records (for benchmarks and the one-submission
+   * check): the greedy sampler's two; a step that takes the full sampler records one fewer.
+   */
   get dispatchesPerStep(): number {
-    return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 1;
+    return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 2;
   }
 
   /** Throws what setSampling would throw for `params`, before anything is written. */
