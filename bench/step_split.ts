@@ -46,8 +46,9 @@ Where a decode step of the SmolLM2-135M-shaped random model goes: weights (the l
 attention (with RoPE and the KV write), norms and embedding, the LM head, the sampler, and the fixed
 rest (encoding, submission, readback), each measured by building the forward pass without it; the
 greedy sampler against the one-workgroup sampler; dispatches per step; and the part of a batch-1 f16
-step that does not depend on the weights, from the removal and from a line through f16 and Q4_0.
-Each step is submitted and its records awaited before the next (no steps in flight).
+step that does not depend on the weights, from the removal and from a line through f16 and Q4_0;
+what as many trivial dispatches cost; and the whole step with two in flight. Each other step is
+submitted and its records awaited before the next.
 
   --batch LIST   batch sizes, 1..16 (default 1,16)
   --steps N      timed steps per variant per round (default 8)
