@@ -10,7 +10,7 @@
 // through a readback ring (gpu/readback_ring.ts), read a few steps behind.
 
 import type { Gpu } from "../gpu/device.ts";
-import type { BoundKernel } from "../gpu/kernel.ts";
+import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
 import { readF32, writeBytes } from "../gpu/buffers.ts";
 import { ReadbackRing } from "../gpu/readback_ring.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
@@ -28,6 +28,7 @@ import {
   samplerParamsBytes,
   type SamplingParams,
 } from "../gpu/kernels/sample.ts";
+import { bindGreedySampler, isGreedy } from "../gpu/kernels/sample_greedy.ts";
 import type { DeviceKv } from "../kv/device_kv.ts";
 import type { LayerCopies } from "../kv/kv_transfers.ts";
 import type { LlamaConfig } from "../model/config.ts";
@@ -37,6 +38,16 @@ import type { ForwardLimits, StepPlan } from "./step.ts";
 import { StepBuffers } from "./step_buffers.ts";
 import { type PenaltySeed, SamplingControls } from "./sampling_controls.ts";
 
+/** For benchmarks only: a pass built without the kernels of some kinds (bench step-split). */
+export interface ForwardBenchOptions {
+  skipKinds?: ReadonlySet<KernelKind>;
+  /** false: greedy steps take the one-workgroup sampler too (to compare the two). */
+  greedySampler?: boolean;
+}
+
+/** What a skipped sampler encodes. */
+const SKIPPED = { kind: "sampler", encode() {}, destroy() {} } as const;
+
 export class LlamaForward {
   readonly cfg: LlamaConfig;
   /** The embedding, then each layer's kernels: a step may need copies between layers. */
@@ -45,6 +56,11 @@ export class LlamaForward {
   private readonly tail: BoundKernel[];
   private readonly samplerPlain: BoundKernel;
   private readonly samplerTop: BoundKernel;
+  /** Argmax over many workgroups: for steps whose rows are all greedy and want no top logprobs. */
+  private readonly samplerGreedy: BoundKernel & { destroy(): void };
+  /** Per slot: its sampling is greedy (as setSampling last set it), so samplerGreedy may take it. */
+  private readonly greedySlots: Uint8Array;
+  private readonly greedyPath: boolean;
   private readonly io: StepBuffers;
   /** Logit bias, penalties and masks: passes around the sampler for the rows that have them. */
   private readonly controls: SamplingControls;
@@ -57,6 +73,7 @@ export class LlamaForward {
     weights: ModelWeights,
     kv: DeviceKv,
     readonly limits: ForwardLimits,
+    bench: ForwardBenchOptions = {},
   ) {
     this.cfg = cfg;
     const io = this.io = new StepBuffers(gpu, cfg, limits);
@@ -133,7 +150,7 @@ export class LlamaForward {
       // Final norm: sampleNormed = rmsnorm(sampleHidden) · finalNorm.
       bindRmsNorm(gpu, { x: io.sampleHidden, w: weights.finalNorm, y: io.sampleNormed, D, eps }),
       // LM head (the embedding when tied): logits = sampleNormed · Wlmᵀ.
-      ...matmulParts(gpu, weights.lmHead, io.sampleNormed, io.logits, "store"),
+      ...matmulParts(gpu, weights.lmHead, io.sampleNormed, io.logits, "store", "lmHead"),
     ];
     // The sampler: each sample's next id into nextIds (the next step's input) and its record
     // (id, logprob, and top-K logprobs when asked) into records, for the readback.
@@ -151,6 +168,13 @@ export class LlamaForward {
       out: io.recordsTop,
       topLogprobs: limits.maxTopLogprobs,
     });
+    this.samplerGreedy = bindGreedySampler(gpu, {
+      ...samplerArgs,
+      maxRows: limits.maxSlots,
+      out: io.recordsPlain,
+    });
+    this.greedySlots = new Uint8Array(limits.maxSlots).fill(1);
+    this.greedyPath = bench.greedySampler ?? true;
 
     this.controls = new SamplingControls(gpu, {
       V: cfg.vocabSize,
@@ -162,11 +186,33 @@ export class LlamaForward {
 
     const recordBytes = limits.maxSlots * (2 + 2 * limits.maxTopLogprobs) * 4;
     this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes);
+
+    // bench step-split only: the same pass without the kernels of some kinds.
+    const skip = bench.skipKinds;
+    if (skip) {
+      const keep = (k: BoundKernel) => k.kind === undefined || !skip.has(k.kind);
+      this.head = this.head.filter(keep);
+      this.layers = this.layers.map((kernels) => kernels.filter(keep));
+      this.tail = this.tail.filter(keep);
+      if (skip.has("sampler")) this.samplerPlain = this.samplerTop = this.samplerGreedy = SKIPPED;
+    }
   }
 
-  /** Number of compute dispatches one step records (for benchmarks and the one-submission check). */
+  /** Each kind's kernels in one step's head, layers and tail, for bench step-split. */
+  kernelsByKind(): Map<KernelKind | "other", number> {
+    const counts = new Map<KernelKind | "other", number>();
+    for (const k of [...this.head, ...this.layers.flat(), ...this.tail]) {
+      counts.set(k.kind ?? "other", (counts.get(k.kind ?? "other") ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  /**
+   * Number of compute dispatches one greedy step records (for benchmarks and the one-submission
+   * check): the greedy sampler's two; a step that takes the full sampler records one fewer.
+   */
   get dispatchesPerStep(): number {
-    return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 1;
+    return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 2;
   }
 
   /** Throws what setSampling would throw for `params`, before anything is written. */
@@ -176,6 +222,7 @@ export class LlamaForward {
 
   setSampling(slot: number, params: SamplingParams): void {
     this.controls.set(slot, params);
+    this.greedySlots[slot] = isGreedy(params) ? 1 : 0;
     writeBytes(
       this.gpu,
       this.io.samplingParams,
@@ -253,7 +300,7 @@ export class LlamaForward {
       // Bias, penalties and masks of the rows that have any; nothing at all when none has.
       const slots = samples.map((smp) => rows[smp.row].slot);
       this.controls.encodeAdjust(pass, slots, plan.masks);
-      (plan.wantTopLogprobs ? this.samplerTop : this.samplerPlain).encode(pass, samples.length);
+      this.samplerFor(plan, slots).encode(pass, samples.length);
       // Each penalized slot's sampled id joins its counts for the next step.
       this.controls.encodeCount(pass);
     }
@@ -280,6 +327,18 @@ export class LlamaForward {
   }
 
   /**
+   * The sampler for a step, chosen on the host from the slots' sampling: the greedy one when every
+   * sample row is greedy and no top logprobs are asked (the same records, fewer passes).
+   */
+  private samplerFor(plan: StepPlan, slots: number[]): BoundKernel {
+    if (plan.wantTopLogprobs) return this.samplerTop;
+    if (!this.greedyPath) return this.samplerPlain;
+    return slots.every((slot) => this.greedySlots[slot] === 1)
+      ? this.samplerGreedy
+      : this.samplerPlain;
+  }
+
+  /**
    * Reads the logits of the last step's sample rows: raw, except that rows with sampling controls
    * or a mask hold them adjusted (in place). A synchronous round trip: for tests and debugging
    * only, never in the serving loop.
@@ -299,6 +358,7 @@ export class LlamaForward {
   /** Frees the step's buffers (call after idle()). */
   destroy(): void {
     this.readback.destroy();
+    this.samplerGreedy.destroy();
     this.controls.destroy();
     this.io.destroy();
   }

@@ -2,7 +2,7 @@
 // is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one.
 
 import type { Gpu } from "../gpu/device.ts";
-import type { BoundKernel } from "../gpu/kernel.ts";
+import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
 import { bindEmbedding, type EmbeddingArgs } from "../gpu/kernels/embedding.ts";
 import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
 import { bindMatmul, type MatmulArgs, type MatmulMode } from "../gpu/kernels/matmul.ts";
@@ -20,26 +20,31 @@ export function embeddingParts(
     const partArgs = { ...args, table: part.buffer, rowStart: part.rowStart, rowCount: part.rows };
     // A quantized table (GGUF) is gathered and dequantized row by row.
     const format = part.format ?? m.format;
-    return format && isQuantType(format)
+    const kernel = format && isQuantType(format)
       ? bindQuantEmbedding(gpu, { ...partArgs, type: format })
       : bindEmbedding(gpu, partArgs);
+    return { ...kernel, kind: "embedding" };
   });
 }
 
-/** y = x · Wᵀ ("store"), or y += x · Wᵀ ("add"): each part writes its own columns of y. */
+/**
+ * y = x · Wᵀ ("store"), or y += x · Wᵀ ("add"): each part writes its own columns of y. `kind`
+ * labels them for bench step-split (the LM head is told apart from the layers' weights).
+ */
 export function matmulParts(
   gpu: Gpu,
   m: GpuMatrix,
   x: GPUBuffer,
   y: GPUBuffer,
   mode: "store" | "add",
+  kind: KernelKind = "weights",
 ): BoundKernel[] {
-  return partKernels(gpu, m, m.rows, x, y, mode);
+  return partKernels(gpu, m, m.rows, x, y, mode).map((k) => ({ ...k, kind }));
 }
 
 /** y = silu(x · Wgateᵀ) * (x · Wupᵀ): each part holds its rows of gate and of up. */
 export function gluParts(gpu: Gpu, m: GluMatrix, x: GPUBuffer, y: GPUBuffer): BoundKernel[] {
-  return partKernels(gpu, m, m.intermediate, x, y, "glu");
+  return partKernels(gpu, m, m.intermediate, x, y, "glu").map((k) => ({ ...k, kind: "weights" }));
 }
 
 /**

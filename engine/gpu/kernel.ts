@@ -10,7 +10,16 @@ import { createUniform } from "./buffers.ts";
 /** A kernel's buffer argument: a whole buffer or a range of one. */
 export type BufferArg = GPUBuffer | GPUBufferBinding;
 
+/**
+ * What a kernel spends a step on, for the benchmark that splits a step's time by kind (bench
+ * step-split): weight matmuls, attention (with RoPE and the KV write), norms (with the sample
+ * rows' gather), the embedding, the LM head, and the sampler.
+ */
+export type KernelKind = "weights" | "attention" | "norm" | "embedding" | "lmHead" | "sampler";
+
 export interface BoundKernel {
+  /** Its kind, where a benchmark may want to leave it out (unset: counted as "other"). */
+  readonly kind?: KernelKind;
   /** Records this kernel's dispatch for `rows` rows (tokens or sample rows) into `pass`. */
   encode(pass: GPUComputePassEncoder, rows: number): void;
 }

@@ -92,6 +92,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     args.out,
   ]);
   return {
+    kind: "attention",
     encode(pass, rows) {
       if (rows > MAX_ATTENTION_ROWS) {
         throw new RangeError(`attention: ${rows} rows exceed ${MAX_ATTENTION_ROWS}`);

@@ -28,6 +28,7 @@ export function bindBiasAdd(gpu: Gpu, args: BiasAddArgs): BoundKernel {
   const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.x, args.b]);
   const groups = Math.ceil(width / LANES);
   return {
+    kind: "weights",
     encode(pass, rows) {
       if (rows <= 0) return;
       if (rows > MAX_WORKGROUPS) throw new RangeError(`biasAdd: ${rows} rows exceed one dispatch`);

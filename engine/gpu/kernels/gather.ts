@@ -25,6 +25,7 @@ export function bindGatherRows(gpu: Gpu, args: GatherRowsArgs): BoundKernel {
   const params = new ParamsUniform(gpu, [D]);
   const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.rowIndex, args.x, args.y]);
   return {
+    kind: "norm",
     encode(pass, rows) {
       if (rows <= 0) return;
       if (rows > MAX_WORKGROUPS) throw new RangeError(`gather: ${rows} rows exceed one dispatch`);

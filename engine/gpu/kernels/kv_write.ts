@@ -66,6 +66,7 @@ export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
     args.rowPos,
   ]);
   return {
+    kind: "attention",
     encode(pass, rows) {
       if (rows > MAX_KV_WRITE_ROWS) {
         throw new RangeError(`kv_write: ${rows} rows exceed ${MAX_KV_WRITE_ROWS}`);

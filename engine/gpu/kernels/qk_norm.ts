@@ -33,6 +33,7 @@ export function bindQkNorm(gpu: Gpu, args: QkNormArgs): BoundKernel {
   const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.qkv, args.w]);
   const groups = Math.ceil((numHeads + numKvHeads) / LANES);
   return {
+    kind: "norm",
     encode(pass, rows) {
       if (rows <= 0) return;
       if (rows > MAX_WORKGROUPS) throw new RangeError(`qkNorm: ${rows} rows exceed one dispatch`);

@@ -29,6 +29,7 @@ export function bindRmsNorm(gpu: Gpu, args: RmsNormArgs): BoundKernel {
   const params = new ParamsUniform(gpu, [D, { f32: eps }]);
   const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.x, args.w, args.y]);
   return {
+    kind: "norm",
     encode(pass, rows) {
       if (rows <= 0) return;
       const groups = Math.ceil(rows / LANES);

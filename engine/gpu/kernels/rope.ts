@@ -42,6 +42,7 @@ export function bindRope(gpu: Gpu, args: RopeArgs): BoundKernel {
   ]);
   const groups = Math.ceil(headDim / 2 / LANES);
   return {
+    kind: "attention",
     encode(pass, rows) {
       if (rows <= 0) return;
       if (rows > MAX_WORKGROUPS) throw new RangeError(`rope: ${rows} rows exceed one dispatch`);

@@ -95,6 +95,7 @@ export function bindSampler(gpu: Gpu, args: SamplerArgs): BoundKernel {
     args.out,
   ]);
   return {
+    kind: "sampler",
     encode(pass, rows) {
       if (rows > MAX_SAMPLE_ROWS) {
         throw new RangeError(`sampler: ${rows} rows exceed ${MAX_SAMPLE_ROWS}`);

@@ -1,6 +1,8 @@
 // GPU sampler against float64 CPU references: greedy and top-K logprobs exactly as the order and
 // log-softmax say; temperature / top-k / top-p draws inside the allowed set with frequencies that
 // pass a chi-square test against the renormalized distribution; draws reproducible per (seed, pos).
+// The greedy sampler (sample_greedy.ts) writes the full sampler's K = 0 records bit for bit, ties,
+// NaN and -inf rows included, and its ids are the float64 reference's.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
 import {
@@ -17,6 +19,7 @@ import {
   samplerParamsBytes,
   type SamplingParams,
 } from "../../../../engine/gpu/kernels/sample.ts";
+import { bindGreedySampler } from "../../../../engine/gpu/kernels/sample_greedy.ts";
 import { assert, assertEquals } from "../../../helpers/testing.ts";
 import { POISON_F32 } from "../../../helpers/compare.ts";
 import { testGpus } from "../../../helpers/gpu.ts";
@@ -415,3 +418,134 @@ async function largeVocabCase(gpu: Gpu, V: number, shape: "random" | "ascending"
     );
   }
 }
+
+// ---- the greedy sampler ----
+
+/** Runs the greedy sampler over `rows` (logits rows copied in order); `maxRows` sizes its buffer. */
+async function runGreedySampler(
+  gpu: Gpu,
+  V: number,
+  logits: Float32Array[],
+  rows: SampleRow[],
+  slots: number,
+): Promise<{ words: Uint32Array; nextIds: Uint32Array }> {
+  const data = new Float32Array(rows.length * V);
+  rows.forEach((r, s) => data.set(logits[r.logits], s * V));
+  const out = createStorage(gpu, rows.length * 2 * 4);
+  writeBytes(gpu, out, 0, new Uint32Array(rows.length * 2).fill(POISON_F32));
+  const nextIds = uploadStorage(gpu, new Uint32Array(slots).fill(NO_ID - 1));
+  const logitsBuffer = uploadStorage(gpu, data);
+  const sampleSlot = uploadStorage(gpu, Uint32Array.from(rows, (r) => r.slot));
+  const sampler = bindGreedySampler(gpu, {
+    logits: logitsBuffer,
+    V,
+    maxRows: rows.length + 3,
+    sampleSlot,
+    nextIds,
+    out,
+  });
+  const encoder = gpu.device.createCommandEncoder();
+  const pass = encoder.beginComputePass();
+  sampler.encode(pass, rows.length);
+  pass.end();
+  gpu.device.queue.submit([encoder.finish()]);
+  const words = await readU32(gpu, out, rows.length * 2);
+  const ids = await readU32(gpu, nextIds, slots);
+  for (const b of [out, nextIds, logitsBuffer, sampleSlot]) b.destroy();
+  sampler.destroy();
+  return { words, nextIds: ids };
+}
+
+/**
+ * The float64 reference's greedy id: the largest logit, the lowest id among equals; NaN below
+ * -inf (chosen only when the row is all NaN); +0 above -0 (the samplers order the f32 values).
+ */
+function greedyReference(x: Float32Array): number {
+  const rank = (v: number) => Number.isNaN(v) ? -Infinity : v;
+  let best = 0;
+  for (let i = 1; i < x.length; i++) {
+    const a = x[i], b = x[best];
+    if (Number.isNaN(a)) continue;
+    if (
+      Number.isNaN(b) || rank(a) > rank(b) ||
+      (a === 0 && b === 0 && Object.is(b, -0) && !Object.is(a, -0))
+    ) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+/** Rows that stress the greedy path's order: ties across chunks, NaN, -inf, signed zeros. */
+function greedyCases(next: () => number, V: number): { name: string; x: Float32Array }[] {
+  const random = () => randomLogits(next, V, 8);
+  const cases = [{ name: "random", x: random() }, {
+    name: "random, small scale",
+    x: randomLogits(next, V, 0.01),
+  }];
+  const tie = random();
+  // The max at a high id first written, then at a lower one: far apart, in different chunks.
+  tie[V - 1] = 20;
+  tie[Math.floor(V / 3)] = 20;
+  cases.push({ name: "tied max", x: tie });
+  const nan = random();
+  for (let i = 0; i < V; i += 5) nan[i] = NaN;
+  cases.push({ name: "NaN among the logits", x: nan });
+  const masked = random().fill(-Infinity);
+  masked[V - 1] = 1;
+  if (V > 2) masked[Math.floor(V / 2)] = -3;
+  cases.push({ name: "all -inf but a few", x: masked });
+  cases.push({ name: "all -inf", x: new Float32Array(V).fill(-Infinity) });
+  cases.push({ name: "all NaN", x: new Float32Array(V).fill(NaN) });
+  const zeros = new Float32Array(V).fill(-1);
+  zeros[0] = -0;
+  zeros[V - 1] = 0;
+  cases.push({ name: "-0 and +0 at the top", x: zeros });
+  return cases;
+}
+
+Deno.test("the greedy sampler writes the full sampler's records bit for bit", async (t) => {
+  // V = 1 and 7: less than a chunk; 1001 and 50257: rows straddle vec4s; 49152: SmolLM2's
+  // vocabulary (many chunks); 4099: one id past a chunk boundary.
+  for (const { label, gpu } of await testGpus()) {
+    for (const V of [1, 7, 1001, 4099, 49152, 50257]) {
+      await t.step(`${label}: V=${V}`, async () => {
+        const seed = testSeed();
+        const cases = greedyCases(rng(seed), V);
+        const logits = cases.map((c) => c.x);
+        const slots = cases.length + 2;
+        // Slots out of order, so each row's id must land in its own slot.
+        const rows = logits.map((_, i) => ({ logits: i, slot: slots - 1 - i, pos: i }));
+        const greedy = { temperature: 0, topK: 0, topP: 1, seed: 1 };
+        const full = await runSampler(gpu, V, logits, rows, new Array(slots).fill(greedy), 0);
+        const fast = await runGreedySampler(gpu, V, logits, rows, slots);
+        const fastRecords = decodeSampleRecords(fast.words, rows.length, 0);
+        assertEquals(Array.from(fast.nextIds), Array.from(full.nextIds), `seed ${seed}: nextIds`);
+        rows.forEach((row, s) => {
+          const where = `seed ${seed}, V ${V}, ${cases[s].name}`;
+          const x = logits[row.logits];
+          const want = greedyReference(x);
+          assertEquals(fastRecords[s].id, want, `${where}: id`);
+          assertEquals(full.records[s].id, want, `${where}: the full sampler's id`);
+          assertEquals(fast.nextIds[row.slot], want, `${where}: nextIds[slot]`);
+          // Bit for bit, NaN included: both samplers compute the logprob in the same order.
+          const bits = (v: number) => new Uint32Array(Float32Array.of(v).buffer)[0];
+          assertEquals(
+            bits(fastRecords[s].logprob),
+            bits(full.records[s].logprob),
+            `${where}: logprob ${fastRecords[s].logprob} vs the full sampler's ${
+              full.records[s].logprob
+            }`,
+          );
+          if (x.every((v) => Number.isFinite(v))) {
+            const lp = logSoftmax(x)[want];
+            assert(
+              Math.abs(fastRecords[s].logprob - lp) <= LOGPROB_ABS_BOUND,
+              `${where}: logprob ${fastRecords[s].logprob} vs ${lp}`,
+            );
+          }
+        });
+      });
+    }
+  }
+});

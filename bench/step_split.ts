@@ -1,0 +1,333 @@
+// Where a decode step's time goes (issue 22): the SmolLM2-135M-shaped random model decodes at
+// batch 1 and 16 with the forward pass built whole and built without one kind of kernel at a time
+// (engine/forward/forward.ts's bench option), alternating, medians; each kind's share is the
+// difference, and what is left with no kernel at all is the step's fixed cost (encoding,
+// submission, the records' copy and readback). Per-kernel GPU timestamps would be finer, but
+// WebGPU places them only at pass boundaries and the forward pass is one compute pass, so removal
+// is the method on every adapter. A line through two models differing only in weight bytes (f16
+// and Q4_0 GGUF) gives the other estimate of the weight-independent part, as the issue's did.
+
+import { z } from "zod";
+import { openGpu } from "../engine/gpu/device.ts";
+import type { Gpu } from "../engine/gpu/device.ts";
+import type { KernelKind } from "../engine/gpu/kernel.ts";
+import { greedyChunks } from "../engine/gpu/kernels/sample_greedy.ts";
+import { DeviceKv } from "../engine/kv/device_kv.ts";
+import { type ForwardBenchOptions, LlamaForward } from "../engine/forward/forward.ts";
+import type { StepPlan } from "../engine/forward/step.ts";
+import { openModelDir } from "../engine/formats/open_model.ts";
+import type { LlamaConfig } from "../engine/model/config.ts";
+import { loadWeights } from "../engine/weights/load_weights.ts";
+import type { ModelWeights } from "../engine/weights/model_weights.ts";
+import { BlockPool } from "../runtime/kv/block_pool.ts";
+import { parseBenchFlags } from "./common/cli.ts";
+import { smolShapedModelDir } from "./common/smol_model.ts";
+import { smolShapedGguf } from "./gguf_models.ts";
+
+const Flags = z.object({
+  batch: z.string().default("1,16").transform((s, ctx) => {
+    const list = s.split(",").map((a) => Number(a.trim()));
+    if (list.some((b) => !Number.isInteger(b) || b < 1 || b > 16)) {
+      ctx.addIssue({ code: "custom", message: "expected batch sizes in 1..16, comma-separated" });
+      return z.NEVER;
+    }
+    return [...new Set(list)];
+  }),
+  steps: z.coerce.number().int().min(1).max(1000).default(8),
+  rounds: z.coerce.number().int().min(1).max(50).default(5),
+  context: z.coerce.number().int().min(1).max(4096).default(64),
+  line: z.enum(["on", "off"]).default("on"),
+});
+
+export const USAGE =
+  `usage: deno task bench step-split [--batch 1,16] [--steps N] [--rounds N] [--context N] [--line on|off]
+
+Where a decode step of the SmolLM2-135M-shaped random model goes: weights (the layers' matmuls),
+attention (with RoPE and the KV write), norms and embedding, the LM head, the sampler, and the fixed
+rest (encoding, submission, readback), each measured by building the forward pass without it; the
+greedy sampler against the one-workgroup sampler; dispatches per step; and the part of a batch-1 f16
+step that does not depend on the weights, from the removal and from a line through f16 and Q4_0;
+what as many trivial dispatches cost; and the whole step with two in flight. Each other step is
+submitted and its records awaited before the next.
+
+  --batch LIST   batch sizes, 1..16 (default 1,16)
+  --steps N      timed steps per variant per round (default 8)
+  --rounds N     rounds; the variants alternate within each (default 5)
+  --context N    each row's position: attention reads N cached positions (default 64)
+  --line on|off  also load the Q4_0 GGUF and fit bytes -> ms through two points (default on)`;
+
+const ALL_KINDS: KernelKind[] = ["weights", "attention", "norm", "embedding", "lmHead", "sampler"];
+
+interface Variant {
+  name: string;
+  options: ForwardBenchOptions;
+}
+
+const VARIANTS: Variant[] = [
+  { name: "whole step", options: {} },
+  { name: "one-workgroup sampler", options: { greedySampler: false } },
+  { name: "no weights", options: { skipKinds: new Set<KernelKind>(["weights"]) } },
+  { name: "no attention", options: { skipKinds: new Set<KernelKind>(["attention"]) } },
+  {
+    name: "no norms/embedding",
+    options: { skipKinds: new Set<KernelKind>(["norm", "embedding"]) },
+  },
+  { name: "no LM head", options: { skipKinds: new Set<KernelKind>(["lmHead"]) } },
+  { name: "no sampler", options: { skipKinds: new Set<KernelKind>(["sampler"]) } },
+  { name: "no kernels", options: { skipKinds: new Set<KernelKind>(ALL_KINDS) } },
+];
+
+const LIMITS = { maxRows: 16, maxSlots: 16, maxTopLogprobs: 0, ringSize: 2 };
+const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** A model's weights and KV, with every batch slot's blocks reserved for `context` + 1 positions. */
+interface Loaded {
+  cfg: LlamaConfig;
+  weights: ModelWeights;
+  kv: DeviceKv;
+}
+
+async function load(gpu: Gpu, path: string, context: number): Promise<Loaded> {
+  const files = await openModelDir(path);
+  const cfg = files.config;
+  const weights = await loadWeights(gpu, files);
+  const dims = { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim };
+  // Room for every slot's blocks on every layer, and the block tables.
+  const blocks = cfg.numLayers * LIMITS.maxSlots * Math.ceil((context + 16) / 16);
+  const budget = blocks * 2 * DeviceKv.bytesPerBlock(gpu, { ...dims, blockSize: 16 }) + 2 ** 20;
+  const layout = DeviceKv.layoutForBudget(gpu, dims, budget, LIMITS.maxSlots, context + 16, 16);
+  const kv = new DeviceKv(gpu, layout);
+  const pool = new BlockPool(layout);
+  for (let slot = 0; slot < LIMITS.maxSlots; slot++) {
+    for (let l = 0; l < cfg.numLayers; l++) {
+      if (!pool.grow(slot + 1, l, context + 1)) throw new Error("step-split: KV pool too small");
+      kv.writeTable(slot, l, pool.table(slot + 1, l));
+    }
+  }
+  return { cfg, weights, kv };
+}
+
+function forwardOf(gpu: Gpu, m: Loaded, options: ForwardBenchOptions): LlamaForward {
+  const f = new LlamaForward(gpu, m.cfg, m.weights, m.kv, LIMITS, options);
+  for (let slot = 0; slot < LIMITS.maxSlots; slot++) f.setSampling(slot, GREEDY);
+  return f;
+}
+
+/** One decode row per slot at position `context`, its token the one the sampler wrote. */
+function decodePlan(batch: number, context: number): StepPlan {
+  return {
+    rows: Array.from({ length: batch }, (_, slot) => ({ slot, pos: context, token: null })),
+    samples: Array.from({ length: batch }, (_, row) => ({ row })),
+    wantTopLogprobs: false,
+  };
+}
+
+/** One step, submitted and awaited. */
+type Step = () => Promise<unknown>;
+
+/**
+ * A step of `n` one-workgroup dispatches of a kernel that stores one word, each with its pipeline
+ * and bind group set as the forward pass's kernels are, then a copy and a readback as a step's
+ * records: with n = 0 and n = the step's dispatches, what dispatching alone costs on the adapter.
+ */
+function dispatchOnly(gpu: Gpu, n: number): Step {
+  const code = `@group(0) @binding(0) var<storage, read_write> sink: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lane: u32) { if (lane == 0u) { sink[0] = sink[0] + 1u; } }`;
+  const module = gpu.device.createShaderModule({ code });
+  const pipeline = gpu.device.createComputePipeline({
+    layout: "auto",
+    compute: { module, entryPoint: "main" },
+  });
+  const sink = gpu.device.createBuffer({
+    size: 16,
+    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC,
+  });
+  const group = gpu.device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [{ binding: 0, resource: { buffer: sink } }],
+  });
+  const read = gpu.device.createBuffer({
+    size: 16,
+    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+  });
+  return async () => {
+    const encoder = gpu.device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    for (let i = 0; i < n; i++) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(1);
+    }
+    pass.end();
+    encoder.copyBufferToBuffer(sink, 0, read, 0, 16);
+    gpu.device.queue.submit([encoder.finish()]);
+    await read.mapAsync(GPUMapMode.READ);
+    read.unmap();
+  };
+}
+
+/** ms of each of `steps` steps, each submitted and awaited alone, after one untimed step. */
+async function timeSteps(step: Step, steps: number): Promise<number[]> {
+  await step();
+  const times: number[] = [];
+  for (let i = 0; i < steps; i++) {
+    const t0 = performance.now();
+    await step();
+    times.push(performance.now() - t0);
+  }
+  return times;
+}
+
+/** Median ms per step of each named step, alternating them round by round. */
+async function alternate(
+  variants: Map<string, Step>,
+  steps: number,
+  rounds: number,
+): Promise<Map<string, number>> {
+  const perRound = new Map<string, number[]>([...variants.keys()].map((k) => [k, []]));
+  const names = [...variants.keys()];
+  for (let r = 0; r < rounds; r++) {
+    // Rotated each round, so no variant always follows the same one.
+    for (let i = 0; i < names.length; i++) {
+      const name = names[(i + r) % names.length];
+      perRound.get(name)!.push(median(await timeSteps(variants.get(name)!, steps)));
+    }
+  }
+  return new Map([...perRound].map(([k, v]) => [k, median(v)]));
+}
+
+const ms = (x: number) => x.toFixed(2);
+const pct = (x: number, of: number) => `${(100 * x / of).toFixed(0)}%`;
+
+export async function benchStepSplit(args: string[]): Promise<string> {
+  const flags = parseBenchFlags(Flags, args);
+  const gpu = await openGpu();
+  // The engine's device does not request timestamp-query; say whether the adapter offers it.
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
+  const timestamps = adapter?.features.has("timestamp-query") ?? false;
+  const f16 = await load(gpu, await smolShapedModelDir(), flags.context);
+  const q4 = flags.line === "on"
+    ? await load(gpu, await smolShapedGguf("q4_0"), flags.context)
+    : undefined;
+  const forwards = new Map(VARIANTS.map((v) => [v.name, forwardOf(gpu, f16, v.options)]));
+  if (q4) forwards.set("Q4_0 whole step", forwardOf(gpu, q4, {}));
+
+  const whole = forwards.get("whole step")!;
+  // A greedy step's: the greedy sampler's two dispatches.
+  const dispatches = whole.dispatchesPerStep;
+  const kinds = whole.kernelsByKind();
+  const count = (k: KernelKind | "other") => kinds.get(k) ?? 0;
+  const V = f16.cfg.vocabSize;
+  const lines = [
+    `### Step split (${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"}, SmolLM2-135M shape, ` +
+    `random weights, context ${flags.context})`,
+    "",
+    `Timestamp queries: ${timestamps ? "offered by the adapter" : "not offered"}; not used ` +
+    `(the step is one compute pass, and WebGPU timestamps mark only pass boundaries), ` +
+    `so each part is the whole step minus the step built without it. Each step is submitted ` +
+    `and awaited alone (the serving loop keeps two in flight, hiding part of the fixed cost). ` +
+    `Medians of ${flags.rounds} rounds × ${flags.steps} steps, the variants alternating.`,
+    "",
+    `Dispatches per step: ${dispatches} with the greedy sampler ` +
+    `(${dispatches - 1} with the one-workgroup sampler): weights ${count("weights")}, ` +
+    `attention ${count("attention")}, norms ${count("norm")}, embedding ${count("embedding")}, ` +
+    `LM head ${count("lmHead")}, sampler 2 (greedy: ${greedyChunks(V)} chunk workgroups per row, ` +
+    `then one per row) or 1 (one workgroup per row)` +
+    (count("other") ? `, unlabelled ${count("other")}` : "") + ".",
+    "",
+  ];
+
+  let batch1Whole = 0;
+  let batch1Weights = 0;
+  let q4Whole = 0;
+  for (const batch of flags.batch) {
+    const plan = decodePlan(batch, flags.context);
+    const steps = new Map<string, Step>(
+      [...forwards].map(([name, f]) => [name, () => f.submit(plan)]),
+    );
+    // Two steps submitted before either is awaited, as the serving loop keeps them.
+    steps.set("two in flight", () => Promise.all([whole.submit(plan), whole.submit(plan)]));
+    steps.set("dispatches only", dispatchOnly(gpu, dispatches));
+    steps.set("no dispatches", dispatchOnly(gpu, 0));
+    const t = await alternate(steps, flags.steps, flags.rounds);
+    const full = t.get("whole step")!;
+    const fixed = t.get("no kernels")!;
+    const part = (name: string) => full - t.get(name)!;
+    const parts: [string, number][] = [
+      ["weights (layers' matmuls)", part("no weights")],
+      ["attention (RoPE, KV write, attention)", part("no attention")],
+      ["norms and embedding", part("no norms/embedding")],
+      ["LM head", part("no LM head")],
+      ["sampler (greedy, many workgroups)", part("no sampler")],
+      ["fixed (encode, submit, readback)", fixed],
+    ];
+    const rest = full - parts.reduce((s, [, x]) => s + x, 0);
+    const plainSampler = t.get("one-workgroup sampler")! - t.get("no sampler")!;
+    const dispatching = t.get("dispatches only")! - t.get("no dispatches")!;
+    lines.push(
+      `#### Batch ${batch}: ${ms(full)} ms per step (${(1000 * batch / full).toFixed(1)} tokens/s)`,
+      "",
+      "| part | ms per step | share |",
+      "|---|---|---|",
+      ...parts.map(([name, x]) => `| ${name} | ${ms(x)} | ${pct(x, full)} |`),
+      `| not additive (whole − the parts above) | ${ms(rest)} | ${pct(rest, full)} |`,
+      "",
+      `With two steps in flight (as the serving loop runs them): ${
+        ms(t.get("two in flight")! / 2)
+      } ms per step.`,
+      "",
+      `Dispatch overhead, inside the kinds' shares above: ${dispatches} one-workgroup dispatches ` +
+        `of a kernel that stores one word take ${ms(dispatching)} ms (${
+          pct(dispatching, full)
+        } of the step) more than a step with none (${ms(t.get("no dispatches")!)} ms).`,
+      "",
+      `Sampler: greedy ${ms(part("no sampler"))} ms against the one-workgroup sampler's ` +
+        `${ms(plainSampler)} ms (whole step with it: ${ms(t.get("one-workgroup sampler")!)} ms).`,
+      "",
+    );
+    if (batch === 1) {
+      batch1Whole = full;
+      batch1Weights = part("no weights") + part("no LM head");
+      if (q4) q4Whole = t.get("Q4_0 whole step")!;
+    }
+  }
+
+  if (flags.batch.includes(1)) {
+    const indep = batch1Whole - batch1Weights;
+    lines.push(
+      "#### The part of a batch-1 f16 step that does not depend on the weights (goal ≤ 25%)",
+      "",
+      `- by removal: whole step ${ms(batch1Whole)} ms − weights and LM head ${
+        ms(batch1Weights)
+      } ms = ${ms(indep)} ms, ${pct(indep, batch1Whole)} of the step (a lower bound: the ` +
+        `matmuls' own dispatch cost counts as weights here)`,
+    );
+    if (q4) {
+      const b16 = f16.weights.bytes, b4 = q4.weights.bytes;
+      const slope = (batch1Whole - q4Whole) / (b16 - b4);
+      const intercept = batch1Whole - slope * b16;
+      lines.push(
+        `- by a line through two points: f16 ${(b16 / 2 ** 20).toFixed(0)} MiB in ${
+          ms(batch1Whole)
+        } ms, Q4_0 ${(b4 / 2 ** 20).toFixed(0)} MiB in ${ms(q4Whole)} ms: ${
+          ms(intercept)
+        } ms at zero bytes, ${pct(intercept, batch1Whole)} of the f16 step`,
+      );
+    }
+    lines.push("");
+  }
+
+  await gpu.device.queue.onSubmittedWorkDone();
+  for (const f of forwards.values()) {
+    await f.idle();
+    f.destroy();
+  }
+  return lines.join("\n");
+}
