@@ -101,6 +101,8 @@ export class FakeEngine implements StepEngine {
   readonly samplesPerStep: { slot: number; masked: boolean }[][] = [];
   /** Per step, the decode steps it ran (1, or its group's size). */
   readonly groupSteps: number[] = [];
+  /** Per slot, the highest position any row has written (-1: none), for tests of groups. */
+  readonly highestPos: number[];
   private readonly table: Uint32Array;
   /** Per arena, what was stored at "block:offset": the token, and which layer wrote it. */
   private readonly kv: Map<string, { layer: number; token: number }>[];
@@ -153,6 +155,7 @@ export class FakeEngine implements StepEngine {
     this.kv = blocksPerArena.map(() => new Map());
     this.nextIds = new Array(maxSlots).fill(-1);
     this.seeds = new Array(maxSlots).fill(0);
+    this.highestPos = new Array(maxSlots).fill(-1);
   }
 
   step(plan: StepPlan): Promise<SampleRecord[]> {
@@ -305,6 +308,7 @@ export class FakeEngine implements StepEngine {
     const rowTokens = rows.map((r) => r.token ?? this.nextIds[r.slot]);
     rows.forEach((r, i) => {
       if (rowTokens[i] < 0) throw new Error(`slot ${r.slot} has no sampled id to decode from`);
+      this.highestPos[r.slot] = Math.max(this.highestPos[r.slot], r.pos);
     });
     const seen = plan.samples.map((s) => new Array(rows[s.row].pos + 1).fill(-1));
     for (let l = 0; l < numLayers; l++) {
