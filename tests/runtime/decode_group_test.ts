@@ -39,11 +39,12 @@ interface Logged {
 function groupedRuntime(shape: FakeEngineShape, delay?: () => Promise<void>) {
   const fake = new FakeEngine({ maxDecodeSteps: 8, costModel: SLOW, ...shape }, delay);
   const log: Logged[] = [];
-  let runtime!: Runtime;
+  // The log reads the queue of the runtime made below.
+  const stats = () => runtime.stats();
   const engine: StepEngine = {
     info: fake.info,
     step(plan: StepPlan): Promise<SampleRecord[]> {
-      const s = runtime.stats();
+      const s = stats();
       log.push({
         steps: plan.group?.steps ?? 1,
         waiting: s.waiting + s.paused,
@@ -53,7 +54,7 @@ function groupedRuntime(shape: FakeEngineShape, delay?: () => Promise<void>) {
     },
     close: () => fake.close(),
   };
-  runtime = new Runtime(engine, {
+  const runtime: Runtime = new Runtime(engine, {
     policy: "fcfs",
     maxQueue: 100,
     maxTokensLimit: 10_000,
