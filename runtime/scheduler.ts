@@ -108,6 +108,8 @@ export class Scheduler {
   private readonly decodeSteps: DecodeSteps;
   /** The last measured time of one decode step (ms), for groups when no cost model predicts. */
   private measuredStepMs: number | null = null;
+  /** `decisions` when this step began. */
+  private decisionsBefore = 0;
 
   constructor(parts: SchedulerParts) {
     const { pool, limits, policy } = parts;
@@ -225,6 +227,7 @@ export class Scheduler {
 
   /** One step's plan, or null when nothing can run now. */
   schedule(): BuiltStep | null {
+    this.decisionsBefore = this.decisions;
     this.reap();
     this.pauseByPolicy();
     this.tokenCached?.adjust(this.running, this.waiting, this.batch.freeSlots);
@@ -375,8 +378,6 @@ export class Scheduler {
       }
     }
     this.step.begin();
-    const preemptionsBefore = this.preemption.count;
-    const pausesBefore = this.policyPauses;
     const held = this.policy.holdBack?.(this.running, this.context, this.waiting);
     this.holding = held?.size ?? 0;
     for (const req of [...this.running]) {
@@ -396,8 +397,8 @@ export class Scheduler {
     const offload = this.placement?.take() ?? { prefetch: [], tables: [] };
     // A group only when this step made no decision and nothing in it needs the host in between.
     const quiet = this.waiting.length === 0 && this.holding === 0 && !this.tokenCached &&
-      !this.placement && writeThrough === 0 && this.preemption.count === preemptionsBefore &&
-      this.policyPauses === pausesBefore && moves.copies.length === 0 &&
+      !this.placement && writeThrough === 0 && this.decisions === this.decisionsBefore &&
+      this.running.every((r) => !r.grammar) && moves.copies.length === 0 &&
       moves.landings.length === 0 && offload.prefetch.length === 0 && offload.tables.length === 0;
     const k = quiet ? this.groupSteps() : 1;
     const group = k > 1 ? this.step.group(k, (req, tokens) => this.growQuietly(req, tokens)) : null;
@@ -406,6 +407,11 @@ export class Scheduler {
       this.groupedSteps += group.steps;
     }
     return this.step.finish(moves, offload, group ?? undefined);
+  }
+
+  /** Pauses and preemptions so far: a step that made any is no group. */
+  private get decisions(): number {
+    return this.policyPauses + this.preemption.count;
   }
 
   /** How many steps this step's decode rows may run as one group (1: no group). */

@@ -143,6 +143,27 @@ Deno.test("multi-step: mixed lengths, max_tokens and stop ids inside groups, gre
   });
 });
 
+Deno.test("multi-step: requests with penalties and logit bias (counted on the GPU step by step) get the tokens of one step per submission", async () => {
+  await withRuntimes(async (r) => {
+    const reqs = [4, 15, 9].map((len, i) => ({
+      ids: randomIds(200 + i, len, r.vocab),
+      maxTokens: 18,
+      sampling: {
+        ...greedy,
+        frequencyPenalty: 0.8 * i,
+        presencePenalty: 0.5,
+        repetitionPenalty: 1 + 0.2 * i,
+        logitBias: [[7, 3], [11, -100]] as [number, number][],
+      },
+      stopIds: [] as number[],
+    }));
+    const single = await together(r, 1, reqs);
+    const grouped = await together(r, 8, reqs);
+    assertEquals(grouped, single);
+    assert(r.groups.count > 0, "no decode group ran");
+  });
+});
+
 Deno.test("multi-step: under a KV budget that forces preemption, every request gets the tokens one step per submission gives", async () => {
   // 40 blocks of 16 positions over 2 layers for 8 requests of up to 60 + 40 positions.
   const headDim = SPEC.hiddenSize / SPEC.numHeads;

@@ -4,7 +4,12 @@
 // stops there and writes no KV past its end (its next table entry is another slot's live block,
 // and the whole KV cache must be bitwise what single steps leave); malformed groups are refused.
 
-import { Engine, type SamplingParams, type StepPlan } from "../../../engine/engine.ts";
+import {
+  Engine,
+  type SampleRecord,
+  type SamplingParams,
+  type StepPlan,
+} from "../../../engine/engine.ts";
 import { readBack } from "../../../engine/gpu/buffers.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
@@ -26,10 +31,21 @@ interface Run {
   /** Table entries that point elsewhere: [slot, entry, block]. */
   aliases?: [number, number, number][];
   sampling: (slot: number) => SamplingParams;
+  /** Ask for top logprobs, and keep every record (default: ids only). */
+  logprobs?: boolean;
 }
 
 /** Prefills the three prompts, then decodes; returns each slot's ids after its prefill's. */
 async function decode(engine: Engine, prompts: number[][], run: Run): Promise<number[][]> {
+  return (await decodeRecords(engine, prompts, run)).map((recs) => recs.map((r) => r.id));
+}
+
+/** As decode, with the whole records. */
+async function decodeRecords(
+  engine: Engine,
+  prompts: number[][],
+  run: Run,
+): Promise<SampleRecord[][]> {
   const { numLayers } = engine.info;
   const tables = prompts.flatMap((_, slot) => {
     const blocks = ownBlocks(slot);
@@ -44,13 +60,13 @@ async function decode(engine: Engine, prompts: number[][], run: Run): Promise<nu
     sampling: prompts.map((_, slot) => ({ slot, params: run.sampling(slot) })),
     rows,
     samples,
-    wantTopLogprobs: false,
+    wantTopLogprobs: run.logprobs ?? false,
   });
-  const out = prompts.map((_, s) => [first[s].id]);
+  const out = prompts.map((_, s) => [first[s]]);
   const total = run.groups.reduce((a, b) => a + b, 0);
   const budget = (s: number) => run.budgets?.[s] ?? total;
   const ended = (s: number) =>
-    out[s].length - 1 >= budget(s) || (run.stopIds?.[s] ?? []).includes(out[s].at(-1)!);
+    out[s].length - 1 >= budget(s) || (run.stopIds?.[s] ?? []).includes(out[s].at(-1)!.id);
   for (const k of run.groups) {
     const live = prompts.map((_, s) => s).filter((s) => !ended(s));
     if (live.length === 0) break;
@@ -59,7 +75,7 @@ async function decode(engine: Engine, prompts: number[][], run: Run): Promise<nu
       sampling: [],
       rows: live.map((s) => ({ slot: s, pos: prompts[s].length + out[s].length - 1, token: null })),
       samples: live.map((_, row) => ({ row })),
-      wantTopLogprobs: false,
+      wantTopLogprobs: run.logprobs ?? false,
       ...(k > 1
         ? {
           group: {
@@ -74,11 +90,11 @@ async function decode(engine: Engine, prompts: number[][], run: Run): Promise<nu
     assertEquals(records.length, k * live.length);
     for (let i = 0; i < k; i++) {
       live.forEach((s, j) => {
-        if (!ended(s)) out[s].push(records[i * live.length + j].id);
+        if (!ended(s)) out[s].push(records[i * live.length + j]);
       });
     }
   }
-  return out.map((ids) => ids.slice(1));
+  return out.map((recs) => recs.slice(1));
 }
 
 /** The device KV cache, K and V of every arena, as bytes. */
@@ -142,6 +158,16 @@ Deno.test("engine: decode groups give the ids single steps give, greedy and seed
     const g = await decode(engine, prompts, { groups: [8, 3], sampling: greedy });
     const s = await decode(engine, prompts, { groups: [8, 3], sampling: seeded });
     assert(JSON.stringify(g) !== JSON.stringify(s), "seeded sampling drew the greedy ids");
+  });
+});
+
+Deno.test("engine: a decode group's top logprobs are those of single steps, step by step", async () => {
+  await withEngine(async (engine, prompts) => {
+    const run = { sampling: seeded, logprobs: true };
+    const single = await decodeRecords(engine, prompts, { ...run, groups: new Array(6).fill(1) });
+    const grouped = await decodeRecords(engine, prompts, { ...run, groups: [6] });
+    assertEquals(grouped, single);
+    assert(single.every((recs) => recs.every((r) => r.top.length === engine.info.maxTopLogprobs)));
   });
 });
 
