@@ -50,8 +50,8 @@ export class LlamaForward {
   private readonly controls: SamplingControls;
   /** Where each step's sample records are copied for the host to read. */
   private readonly readback: ReadbackRing;
-  /** Moves a decode group's rows on between its steps. */
-  private readonly advance: DecodeAdvance;
+  /** Moves a decode group's rows on between its steps; bound by the first group. */
+  private advance: DecodeAdvance | null = null;
 
   constructor(
     private gpu: Gpu,
@@ -155,7 +155,6 @@ export class LlamaForward {
       nextIds: io.nextIds,
     });
 
-    this.advance = bindDecodeAdvance(gpu, { state: io.groupState, ...io });
     // A ring entry holds every step of a decode group.
     const recordBytes = limits.maxSlots * (2 + 2 * limits.maxTopLogprobs) * 4;
     this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes * this.maxDecodeSteps);
@@ -270,11 +269,14 @@ export class LlamaForward {
     const recordBytes = samples.length * (2 + 2 * K) * 4;
     for (let step = 0; step < steps; step++) {
       // Every kernel is encoded with the same row counts each time, so their uniforms hold.
-      const moveRows = plan.group
+      const advance = plan.group
+        ? this.advance ??= bindDecodeAdvance(this.gpu, { state: this.io.groupState, ...this.io })
+        : null;
+      const moveRows = advance
         ? (pass: GPUComputePassEncoder) =>
           step === 0
-            ? this.advance.encodeBegin(pass, samples.length)
-            : this.advance.encodeAdvance(pass, samples.length)
+            ? advance.encodeBegin(pass, samples.length)
+            : advance.encodeAdvance(pass, samples.length)
         : undefined;
       this.encodeStep(encoder, plan, moveRows, between, after);
       if (recordBytes > 0) {
