@@ -8,8 +8,10 @@ import {
   Engine,
   type SampleRecord,
   type SamplingParams,
+  type StepEngine,
   type StepPlan,
 } from "../../../engine/engine.ts";
+import { WorkerEngine } from "../../../engine/worker_engine.ts";
 import { readBack } from "../../../engine/gpu/buffers.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
@@ -36,13 +38,13 @@ interface Run {
 }
 
 /** Prefills the three prompts, then decodes; returns each slot's ids after its prefill's. */
-async function decode(engine: Engine, prompts: number[][], run: Run): Promise<number[][]> {
+async function decode(engine: StepEngine, prompts: number[][], run: Run): Promise<number[][]> {
   return (await decodeRecords(engine, prompts, run)).map((recs) => recs.map((r) => r.id));
 }
 
 /** As decode, with the whole records. */
 async function decodeRecords(
-  engine: Engine,
+  engine: StepEngine,
   prompts: number[][],
   run: Run,
 ): Promise<SampleRecord[][]> {
@@ -103,7 +105,18 @@ async function kvBytes(engine: Engine): Promise<Uint8Array[]> {
   return await Promise.all(buffers.map(async (b) => new Uint8Array(await readBack(engine.gpu, b))));
 }
 
-async function withEngine(fn: (engine: Engine, prompts: number[][]) => Promise<void> | void) {
+const OPTIONS = {
+  skipWarmUp: true,
+  maxSlots: 4,
+  maxRows: 32,
+  blockSize: BLOCK,
+  gpuKvMb: 1,
+  maxDecodeSteps: 8,
+};
+
+async function withEngine(
+  fn: (engine: Engine, prompts: number[][], dir: string) => Promise<void> | void,
+) {
   const dir = await Deno.makeTempDir({ prefix: "sluice-group-" });
   try {
     await writeTinyModel(dir, {
@@ -117,22 +130,13 @@ async function withEngine(fn: (engine: Engine, prompts: number[][]) => Promise<v
       vocabSize: 300,
       seed: 5,
     });
-    const engine = await Engine.load({
-      modelDir: dir,
-      gpu: await testGpu(),
-      skipWarmUp: true,
-      maxSlots: 4,
-      maxRows: 32,
-      blockSize: BLOCK,
-      gpuKvMb: 1,
-      maxDecodeSteps: 8,
-    });
+    const engine = await Engine.load({ modelDir: dir, gpu: await testGpu(), ...OPTIONS });
     try {
       const next = rng(42);
       const prompts = PROMPTS.map((n) =>
         Array.from({ length: n }, () => Math.floor(next() * engine.info.vocabSize))
       );
-      await fn(engine, prompts);
+      await fn(engine, prompts, dir);
     } finally {
       await engine.close();
     }
@@ -158,6 +162,20 @@ Deno.test("engine: decode groups give the ids single steps give, greedy and seed
     const g = await decode(engine, prompts, { groups: [8, 3], sampling: greedy });
     const s = await decode(engine, prompts, { groups: [8, 3], sampling: seeded });
     assert(JSON.stringify(g) !== JSON.stringify(s), "seeded sampling drew the greedy ids");
+  });
+});
+
+Deno.test("engine: decode groups run the same behind the engine Worker (serve's)", async () => {
+  await withEngine(async (engine, prompts, dir) => {
+    const run = { sampling: seeded, groups: [5, 3] };
+    const here = await decode(engine, prompts, run);
+    const worker = await WorkerEngine.load({ modelDir: dir, ...OPTIONS });
+    try {
+      assertEquals(worker.info.maxDecodeSteps, 8);
+      assertEquals(await decode(worker, prompts, run), here);
+    } finally {
+      await worker.close();
+    }
   });
 });
 
