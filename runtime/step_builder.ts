@@ -123,13 +123,17 @@ export class StepBuilder {
   /**
    * Makes the step's decode rows a group of up to `k` steps: each request's row runs until it has
    * taken `k` samples or its max_tokens, given blocks for those positions by `grow` (false: the
-   * pool has no room, and the step stays one step). Its extra samples are issued now, as the
-   * step's first one was. Null when some row could not grow.
+   * pool has no room, and the step stays one step), and the group ends when every row has. Its
+   * extra samples are issued now, as the step's first one was. Null when some row could not
+   * grow, or no row has a second sample to take.
    */
   group(k: number, grow: (req: Request, tokens: number) => boolean): DecodeGroup | null {
     const rows = this.rows, owners = this.owners;
     // The first sample is issued already: `issued` counts it.
     const budgets = owners.map((req) => Math.min(k, req.spec.maxTokens - req.issued + 1));
+    // No step after every row has taken its budget.
+    const steps = Math.max(...budgets);
+    if (steps < 2) return null;
     if (!owners.every((req, i) => grow(req, rows[i].pos + budgets[i]))) return null;
     owners.forEach((req, i) => {
       const last = rows[i].pos + budgets[i] - 1;
@@ -137,7 +141,7 @@ export class StepBuilder {
       req.rowAt(last);
       req.computeTo(last + 1);
     });
-    return { steps: k, budgets, stopIds: owners.map((req) => [...req.spec.stopIds]) };
+    return { steps, budgets, stopIds: owners.map((req) => [...req.spec.stopIds]) };
   }
 
   /** The last row is sampled, for `req` (under its grammar's mask if it has one). */

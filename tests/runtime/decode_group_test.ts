@@ -161,6 +161,8 @@ Deno.test("a request's row stops at its max_tokens inside a group: no position p
   assert(log.some((l) => l.steps === 8), "no group of 8 ran");
   // The 13th token is sampled from position 3 + 11; nothing is computed after it.
   assertEquals(fake.highestPos[0], ids.length + 13 - 2);
+  // And no step runs after it: the prefill's sample, then decode steps for the other 12.
+  assertEquals(log.slice(1).reduce((n, l) => n + l.steps, 0), 12, JSON.stringify(log));
   await runtime.close();
 });
 
