@@ -3,6 +3,12 @@
 // finishes), but the scheduler decides nothing while it runs: a cancel, an arrival or a pacing
 // decision waits for the next group. So a group runs only when this step had nothing to decide
 // (scheduler.ts says when), and its length is bounded in time as well as in steps.
+//
+// Inside a group, rows stop on the GPU at their max_tokens or a stop id; top logprobs, logit bias
+// and penalties work as in single steps (each step's records come back, counts update per step).
+// Stop strings need text, which only the server has: a group may decode up to k - 1 tokens past
+// one, which the server's text stream never sends, as it drops the one or two that pipelined
+// single steps decode past it; the cancel that follows lands at the next submission.
 
 /** `--decode-steps`: most steps per group (1: none), and the most time a group may take (ms). */
 export interface DecodeSteps {
