@@ -13,6 +13,13 @@ import { assert, assertEquals } from "../helpers/testing.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";
 import { greedy } from "../helpers/requests.ts";
 import { sumsOf } from "../../engine/kv/cost_model.ts";
+import { BlockPool } from "../../runtime/kv/block_pool.ts";
+import { fcfsPolicy } from "../../runtime/policy/fcfs.ts";
+import type { SchedulingPolicy } from "../../runtime/policy/policy.ts";
+import type { Request } from "../../runtime/request/request.ts";
+import { Scheduler } from "../../runtime/scheduler.ts";
+import type { BuiltStep } from "../../runtime/step_builder.ts";
+import { testRequest } from "../helpers/requests.ts";
 
 Deno.test("a group is as long as fits in its time at the predicted step time, at most --decode-steps", () => {
   const steps = { max: 8, groupMs: 200 };
@@ -178,4 +185,44 @@ Deno.test("--decode-steps 1 (or an engine without groups) runs one step per subm
   await collect(runtime.submit({ ids: [1, 2], maxTokens: 20, sampling: greedy() }));
   assert(fake.groupSteps.every((k) => k === 1));
   await runtime.close();
+});
+
+Deno.test("a step in which the policy holds a request back or pauses one is a single step", () => {
+  const pool = new BlockPool({ blocksPerArena: [64], layerArena: [0, 0], blockSize: 4 });
+  const hold = new Set<Request>();
+  const pause: Request[] = [];
+  const policy: SchedulingPolicy = {
+    ...fcfsPolicy,
+    holdBack: () => hold,
+    pauseBeforeStep: () => pause.splice(0),
+  };
+  const scheduler = new Scheduler({
+    pool,
+    limits: { maxSlots: 4, maxRows: 16, maxBlocksPerSeq: 16 },
+    policy,
+    decodeSteps: { max: 8, groupMs: 200 },
+    costModel: () => SLOW,
+  });
+  const [a, b] = [1, 2].map((id) => testRequest(id, { ids: [id, 5, 6], maxTokens: 40 }));
+  scheduler.submit(a);
+  scheduler.submit(b);
+  const deliver = (step: BuiltStep | null) => {
+    assert(step);
+    // What is sampled does not matter here: every record is id 7.
+    const records = (step.plan.group?.steps ?? 1) * step.plan.samples.length;
+    scheduler.deliver(
+      step,
+      Array.from({ length: records }, () => ({ id: 7, logprob: 0, top: [] })),
+    );
+    return step.plan.group?.steps ?? 1;
+  };
+  assertEquals(deliver(scheduler.schedule()), 1, "the prefill step");
+  assertEquals(deliver(scheduler.schedule()), 3, "a quiet decode step: a group of 3 (60 ms steps)");
+  hold.add(b);
+  assertEquals(deliver(scheduler.schedule()), 1, "b held back");
+  hold.clear();
+  assertEquals(deliver(scheduler.schedule()), 3);
+  pause.push(b);
+  assertEquals(deliver(scheduler.schedule()), 1, "b paused");
+  assertEquals(scheduler.policyPauses, 1);
 });
