@@ -9,6 +9,7 @@ import { DEFAULT_MODEL } from "./engine/sources/default_model.ts";
 import { ensureRuntimeDir } from "./engine/util/runtime_dir.ts";
 import { type PolicyName, presetProblems, PRESETS } from "./runtime/policy/index.ts";
 import { MAX_READING_RATE, MIN_READING_RATE } from "./runtime/service.ts";
+import { DEFAULT_DECODE_STEPS } from "./runtime/decode_group.ts";
 
 const idList = z.string().regex(/^\d+(,\d+)*$/, "expected comma-separated token ids")
   .transform((s) => s.split(",").map(Number));
@@ -19,6 +20,8 @@ const EngineFlags = z.object({
   "gpu-kv-mb": z.coerce.number().positive().optional(),
   "max-batch": z.coerce.number().int().min(1).max(256).default(32),
   "prefill-chunk": z.coerce.number().int().min(16).max(4096).default(128),
+  // Multi-step decode (runtime/decode_group.ts): most decode steps per submission; 1 = one each.
+  "decode-steps": z.coerce.number().int().min(1).max(64).default(DEFAULT_DECODE_STEPS),
   f32: z.boolean().default(false),
   "kv-dtype": z.enum(["f16", "f32", "q8_0"]).optional(),
   // The defaults below (tokenflow, a host tier, recompute auto, write-through) are the combination
@@ -144,6 +147,7 @@ const STRING_FLAGS = [
   "kv-dtype",
   "max-batch",
   "prefill-chunk",
+  "decode-steps",
   "prompt",
   "prompt-ids",
   "max-tokens",
@@ -217,6 +221,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       gpuKvMb: flags["gpu-kv-mb"],
       maxSlots: flags["max-batch"],
       maxRows: flags["prefill-chunk"],
+      maxDecodeSteps: flags["decode-steps"],
       forceF32: flags.f32,
       kvDtype: flags["kv-dtype"],
       hostKvMb: flags["host-kv-mb"],
@@ -225,6 +230,7 @@ function runtimeOptions(flags: EngineFlagValues) {
     },
     runtime: {
       policy: flags.sched,
+      decodeSteps: flags["decode-steps"],
       priority: flags.priority === "on",
       prefixCache: flags["prefix-cache"] === "on",
       preempt: flags.preempt,
@@ -345,6 +351,10 @@ const ENGINE_FLAGS = `engine and scheduling:
   --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)
   --max-batch N          most requests running at once (default 32)
   --prefill-chunk N      token rows per step (default 128)
+  --decode-steps N       most decode steps run in one submission when no request needs the host
+                         in between (no arrival, grammar, pause or copy due); a group's time is
+                         bounded (~200 ms) so cancels and arrivals wait little. 1: one step per
+                         submission (default ${DEFAULT_DECODE_STEPS})
   --sched reserve|fcfs|slo|tokenflow   scheduling policy (default tokenflow: pause and resume
                          requests by their readers' buffers); slo (LayerKV): admit a prefill only
                          while every decoding request keeps its TBT SLO through it

@@ -1,11 +1,14 @@
 // Decode and prefill throughput of the whole engine on a generated SmolLM2-135M-shaped model.
-// Reports tokens/s at batch 1, 4 and 16, prefill tokens/s, and dispatches and submissions per step;
-// with --quant, the same model as quantized GGUF files against f16 (decode_quant.ts).
+// Reports tokens/s at batch 1, 4 and 16, one step per submission against multi-step decode (decode
+// groups, runtime/decode_group.ts) measured in turn in one run, prefill tokens/s, and dispatches
+// and submissions per step; with --quant, the same model as quantized GGUF files against f16
+// (decode_quant.ts).
 
 import { z } from "zod";
-import { Engine } from "../engine/engine.ts";
+import { Engine, type StepEngine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
 import { Runtime } from "../runtime/service.ts";
+import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/decode_group.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { GREEDY, measureDecode, prompt } from "./decode_measure.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
@@ -25,12 +28,17 @@ const Flags = z.object({
     return list as QuantKind[];
   }).optional(),
   rounds: z.coerce.number().int().min(1).max(20).default(3),
+  "decode-steps": z.coerce.number().int().min(2).max(64).default(DEFAULT_DECODE_STEPS),
+  "group-ms": z.coerce.number().positive().default(DEFAULT_GROUP_MS),
 });
 
-export const USAGE = `usage: deno task bench decode [--tokens N] [--quant KINDS [--rounds N]]
+export const USAGE = `usage: deno task bench decode [--tokens N] [--decode-steps N] [--group-ms MS]
+       deno task bench decode --quant KINDS [--tokens N] [--rounds N]
 
 Decode and prefill throughput of the whole engine on a generated SmolLM2-135M-shaped model: tokens/s
-at batch 1, 4 and 16, prefill tokens/s, dispatches and submissions per step.
+at batch 1, 4 and 16, each one step per submission and with multi-step decode (up to
+--decode-steps steps per submission, a group bounded to --group-ms), measured in turn; prefill
+tokens/s; dispatches and submissions per step.
 
 With --quant, the same model as GGUF files of each kind instead (written once, cached beside it):
 decode tokens/s at batch 1 and 16 and weight bytes read per token, each as a ratio to f16 (always
@@ -38,7 +46,9 @@ included), the kinds interleaved round by round, medians reported.
 
   --tokens N    decode steps measured per batch size (default 24)
   --quant KINDS comma-separated: ${QUANT_KINDS.join(", ")}
-  --rounds N    with --quant: measurements of each kind and batch size (default 3)`;
+  --rounds N    with --quant: measurements of each kind and batch size (default 3)
+  --decode-steps N  most decode steps per submission for the multi-step runs (default ${DEFAULT_DECODE_STEPS})
+  --group-ms MS the most time one group may take, as serve's (default ${DEFAULT_GROUP_MS})`;
 
 export async function benchDecode(args: string[]): Promise<string> {
   const flags = parseBenchFlags(Flags, args);
@@ -61,13 +71,24 @@ export async function benchDecode(args: string[]): Promise<string> {
     maxSlots: 16,
     maxRows: 256,
     gpuKvMb: 512,
+    maxDecodeSteps: flags["decode-steps"],
   });
-  const runtime = new Runtime(engine, {
-    policy: "fcfs",
-    maxQueue: 64,
-    maxTokensLimit: 100_000,
-    eosIds: [],
-  });
+  // Runtimes over the one engine, one at a time: each is closed (its steps back) before the next.
+  const shared: StepEngine = {
+    info: engine.info,
+    step: (plan) => engine.step(plan),
+    close: () => Promise.resolve(),
+  };
+  const runtimeWith = (decodeSteps: number) =>
+    new Runtime(shared, {
+      policy: "fcfs",
+      maxQueue: 64,
+      maxTokensLimit: 100_000,
+      eosIds: [],
+      decodeSteps,
+      decodeGroupMs: flags["group-ms"],
+    });
+  const runtime = runtimeWith(1);
   const rows: string[] = [];
   const V = engine.info.vocabSize;
 
@@ -89,25 +110,41 @@ export async function benchDecode(args: string[]): Promise<string> {
     );
   }
 
+  await runtime.close();
+
+  // One step per submission, then multi-step, for each batch size in turn.
   let base = 0;
+  const multi = flags["decode-steps"];
   for (const batch of [1, 4, 16]) {
-    const run = await measureDecode(runtime, V, batch, steps, () => submits);
-    if (batch === 1) base = run.tokensPerS;
-    const perStep = run.submits / Math.max(1, run.steps);
+    const runs = [];
+    for (const decodeSteps of [1, multi]) {
+      const r = runtimeWith(decodeSteps);
+      runs.push(await measureDecode(r, V, batch, steps, () => submits));
+      await r.close();
+    }
+    const [one, many] = runs;
+    if (batch === 1) base = one.tokensPerS;
+    const perStep = (run: typeof one) => run.submits / Math.max(1, run.steps);
     rows.push(
-      `| decode, batch ${batch} | ${run.tokensPerS.toFixed(1)} tokens/s | ${
-        (run.tokensPerS / base).toFixed(2)
-      }× batch 1; ` +
-        `${perStep.toFixed(2)} submissions/step over ${run.steps} steps |`,
+      `| decode, batch ${batch} | ${one.tokensPerS.toFixed(1)} tokens/s | ${
+        (one.tokensPerS / base).toFixed(2)
+      }× batch 1; ${perStep(one).toFixed(2)} submissions/step over ${one.steps} steps |`,
+      `| decode, batch ${batch}, multi-step (≤ ${multi}) | ${
+        many.tokensPerS.toFixed(1)
+      } tokens/s | ${(many.tokensPerS / one.tokensPerS).toFixed(2)}× one step per submission; ${
+        perStep(many).toFixed(2)
+      } submissions/step over ${many.steps} steps |`,
     );
   }
   const info = engine.info;
   const dispatches = info.dispatchesPerStep;
-  await runtime.close();
+  await engine.close();
   return [
     `### Decode benchmark (${info.adapter}, ${info.dtype}, SmolLM2-135M shape, random weights)`,
     "",
-    `Dispatches per step: ${dispatches}`,
+    `Dispatches per step: ${dispatches} (one step per submission); ${dispatches + 1} in a decode ` +
+    `group (its rows moved on by one more dispatch per step). Multi-step: up to ${multi} steps ` +
+    `per submission, a group bounded to ${flags["group-ms"]} ms by the measured step time.`,
     "",
     "| measurement | throughput | notes |",
     "|---|---|---|",

@@ -22,7 +22,7 @@ import {
 import type { Architecture, LlamaConfig } from "./model/config.ts";
 import { LlamaForward } from "./forward/forward.ts";
 import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
-import type { StepMask, StepRow, StepSample } from "./forward/step.ts";
+import type { DecodeGroup, StepMask, StepRow, StepSample } from "./forward/step.ts";
 import type { PenaltySeed } from "./forward/sampling_controls.ts";
 import { usesPenalties } from "./gpu/kernels/logit_controls.ts";
 import { openModelDir } from "./formats/open_model.ts";
@@ -32,6 +32,7 @@ import type { ModelWeights } from "./weights/model_weights.ts";
 
 export type {
   CostModel,
+  DecodeGroup,
   KvCopy,
   KvCopyStats,
   KvPrefetch,
@@ -57,6 +58,8 @@ export interface EngineOptions {
   maxTopLogprobs?: number;
   /** Readback buffers: steps that may be in flight at once. */
   ringSize?: number;
+  /** Most decode steps one submission may run (StepPlan.group); default 1, no groups. */
+  maxDecodeSteps?: number;
   forceF32?: boolean;
   /** KV cache dtype; default: the weights' (f16 where the adapter has shader-f16). */
   kvDtype?: KvDtype;
@@ -100,6 +103,8 @@ export interface EngineInfo {
   maxContext: number;
   /** Steps the readback ring lets the runtime keep in flight. */
   ringSize: number;
+  /** Most steps of one decode group (StepPlan.group); 1: the engine runs no groups. */
+  maxDecodeSteps: number;
   /** Blocks of the host KV tier (each holds one block of any layer, K and V); 0 without one. */
   hostBlocks: number;
   /** Bytes of one KV block of one layer, K and V together (what a copy moves per block). */
@@ -151,6 +156,11 @@ export interface StepPlan {
   wantTopLogprobs: boolean;
   /** Token masks of some samples (forward/step.ts); a step without them pays nothing for them. */
   masks?: StepMask[];
+  /**
+   * Several decode steps of the same rows in one submission (forward/step.ts's DecodeGroup): no
+   * copies, prefetches or after-layer copies; steps × samples records.
+   */
+  group?: DecodeGroup;
 }
 
 /** The engine as the runtime sees it, in-process or behind a Worker. */
@@ -213,6 +223,7 @@ export class Engine implements StepEngine {
       maxSlots,
       maxTopLogprobs: opts.maxTopLogprobs ?? 20,
       ringSize,
+      maxDecodeSteps: opts.maxDecodeSteps ?? 1,
     });
     // A running request's KV must fit in the pool on every layer at once (the host tier holds
     // requests or layers that are not running).
@@ -240,6 +251,7 @@ export class Engine implements StepEngine {
         poolTokens,
       ),
       ringSize,
+      maxDecodeSteps: forward.maxDecodeSteps,
       hostBlocks: host.blocks,
       kvBlockBytes: 2 * blockBytes,
       dispatchesPerStep: forward.dispatchesPerStep,
@@ -279,6 +291,9 @@ export class Engine implements StepEngine {
     }
     if (plan.rows.length === 0 && (prefetchRuns.size > 0 || afterRuns.size > 0)) {
       throw new Error("a step with no rows cannot prefetch or copy out after a layer");
+    }
+    if (plan.group && (copies.length > 0 || prefetchRuns.size > 0 || afterRuns.size > 0)) {
+      throw new Error("a decode group cannot copy KV");
     }
     if (!copyOnly) this.forward.check(plan);
     for (const t of plan.tables) this.kv.checkTable(t.slot, t.layer, t.blocks, t.first);

@@ -6,6 +6,7 @@
 
 import type { EngineInfo, StepEngine } from "../engine/engine.ts";
 import { blocksPerLayer } from "../engine/kv/pool_shape.ts";
+import { DEFAULT_GROUP_MS } from "./decode_group.ts";
 import { CostTracker } from "./cost_tracker.ts";
 import { BlockPool } from "./kv/block_pool.ts";
 import { HostTier } from "./kv/host_tier.ts";
@@ -97,8 +98,13 @@ export function assemble(engine: StepEngine, options: RuntimeOptions): Assembly 
     // Read lazily: re-fitted every step.
     costModel: () => costs.current,
     kvBlockBytes: info.kvBlockBytes,
+    decodeSteps: {
+      max: Math.min(options.decodeSteps ?? 1, info.maxDecodeSteps),
+      groupMs: options.decodeGroupMs ?? DEFAULT_GROUP_MS,
+    },
   });
   const loop = new StepLoop(engine, scheduler, info.ringSize, undefined, (step, ms) => {
+    scheduler.observeStepMs(ms);
     costs.observe(step, ms);
     planner?.observeStep(step, ms); // drift of measured steps from the plan's prediction
   });

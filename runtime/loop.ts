@@ -1,7 +1,9 @@
 // The step loop: ask the scheduler for a step, hand it to the engine, deliver what comes back.
 // Steps are pipelined: up to `depth` steps are in the engine at once and their sampled ids are
-// delivered as their readbacks arrive, so there is no GPU round trip between steps. The loop only
-// awaits promises, so the thread it runs on stays free for HTTP and timers.
+// delivered as their readbacks arrive, so there is no GPU round trip between steps. A step may be
+// a decode group (several decode steps in one submission, runtime/decode_group.ts): it counts as
+// its steps, and each of them is timed as its share of the group. The loop only awaits promises,
+// so the thread it runs on stays free for HTTP and timers.
 
 import type { SampleRecord, StepEngine } from "../engine/engine.ts";
 import type { BuiltStep } from "./step_builder.ts";
@@ -10,8 +12,8 @@ import type { BuiltStep } from "./step_builder.ts";
 export interface StepSource {
   /** The next step, or null when nothing can run now. */
   schedule(): BuiltStep | null;
-  /** A step's records are back. */
-  deliver(step: BuiltStep, records: SampleRecord[]): void;
+  /** A step's records are back: returns the tokens delivered (default: one per record). */
+  deliver(step: BuiltStep, records: SampleRecord[]): number | void;
   /** A step failed: every request ends with `message`. */
   failAll(message: string): void;
   /** Some request still waits or runs. */
@@ -45,7 +47,10 @@ export class StepLoop {
     private readonly scheduler: StepSource,
     private readonly depth: number,
     private readonly now: () => number = () => performance.now(),
-    /** Told each delivered step and the time it took (ms), e.g. to re-fit the cost model. */
+    /**
+     * Told each delivered step and the time it took (ms), e.g. to re-fit the cost model; a decode
+     * group's time per step.
+     */
     private readonly onStepTimed: (step: BuiltStep, ms: number) => void = () => {},
   ) {
     this.finished = this.run();
@@ -83,7 +88,7 @@ export class StepLoop {
           const records = this.engine.step(step.plan);
           records.catch(() => {}); // awaited in order below; this only marks a failure as handled
           this.inflight.push({ records, step, submittedAt: this.now() });
-          this.steps++;
+          this.steps += step.plan.group?.steps ?? 1;
         } else if (this.inflight.length > 0) {
           await this.deliverOldest();
         } else if (this.stopping && !this.scheduler.hasWork) {
@@ -111,13 +116,14 @@ export class StepLoop {
     const step = this.inflight[0];
     const records = await step.records;
     this.inflight.shift();
-    this.scheduler.deliver(step.step, records);
-    this.tokens += records.length;
+    const delivered = this.scheduler.deliver(step.step, records);
+    this.tokens += typeof delivered === "number" ? delivered : records.length;
     // The step's own time: from when it could start (submitted, and the one before it done).
     const now = this.now();
-    const ms = now - Math.max(step.submittedAt, this.lastDoneAt);
+    const steps = step.step.plan.group?.steps ?? 1;
+    const ms = (now - Math.max(step.submittedAt, this.lastDoneAt)) / steps;
     this.lastDoneAt = now;
-    if (this.stepTimes.length < 4096) this.stepTimes.push(ms);
+    for (let i = 0; i < steps && this.stepTimes.length < 4096; i++) this.stepTimes.push(ms);
     this.onStepTimed(step.step, ms);
   }
 }

@@ -28,6 +28,13 @@ export interface RuntimeOptions extends PresetOptions {
   defaultReadingRate?: number;
   /** SLO targets for requests that give none. */
   defaultSlo?: RequestSlo;
+  /**
+   * Multi-step decode (`--decode-steps`): most decode steps one submission may run (1 or absent:
+   * one step each), needing an engine loaded with as many (EngineOptions.maxDecodeSteps).
+   */
+  decodeSteps?: number;
+  /** The most time one such group may take (ms; default decode_group.ts's DEFAULT_GROUP_MS). */
+  decodeGroupMs?: number;
   /** Token ids that end generation unless a request gives its own. */
   eosIds: readonly number[];
   /** The model's vocabulary, read when the first grammar is compiled (none: no grammars). */

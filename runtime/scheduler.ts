@@ -12,6 +12,9 @@
 //               request to preempt (preemption.ts). A constrained request (grammar/) samples only
 //               once its last token is back and its mask computed, so it is never pipelined; its
 //               rows carry their tokens, forced ones (jump-forward) included;
+//      When nothing in it needs the host between steps (decode rows only, no grammar, nobody
+//      waiting or held back, no copies), the step becomes a decode group: k steps of the same rows
+//      in one submission (decode_group.ts), k bounded so a group's time stays short;
 //   5. deliver: once the engine has run the step, its sampled tokens go to their requests.
 //
 // The scheduler is pure host logic: it returns a plan (step_builder.ts), and the engine runs it.
@@ -36,6 +39,7 @@ import type { PrefixCache } from "./prefix_cache.ts";
 import type { Request } from "./request/request.ts";
 import { type BuiltStep, StepBuilder } from "./step_builder.ts";
 import { TokenCached } from "./token_cached.ts";
+import { type DecodeSteps, groupSize, NO_GROUPS } from "./decode_group.ts";
 
 export interface SchedulerLimits {
   maxSlots: number;
@@ -74,6 +78,8 @@ export interface SchedulerParts {
   tokenCache?: boolean;
   /** The model's sliding window (Mistral): blocks behind it are freed (sliding_window.ts). */
   slidingWindow?: number | null;
+  /** Multi-step decode: most steps per group and the time a group may take (default: none). */
+  decodeSteps?: DecodeSteps;
 }
 
 export class Scheduler {
@@ -87,6 +93,9 @@ export class Scheduler {
   heldRows = 0;
   /** Requests held back in the last step built: the loop must look again soon, unasked. */
   holding = 0;
+  /** Steps built as decode groups, and the decode steps they held. */
+  groups = 0;
+  groupedSteps = 0;
   /** What policies read: the clock, free room, the cost model's predictions. */
   readonly context: PolicyContext;
   private readonly batch: Batch;
@@ -101,6 +110,11 @@ export class Scheduler {
   readonly tokenCached: TokenCached | null;
   /** Frees blocks behind a sliding window (null: no window, or a tier that needs whole tables). */
   readonly window: SlidingWindow | null;
+  private readonly decodeSteps: DecodeSteps;
+  /** The last measured time of one decode step (ms), for groups when no cost model predicts. */
+  private measuredStepMs: number | null = null;
+  /** `decisions` when this step began. */
+  private decisionsBefore = 0;
 
   constructor(parts: SchedulerParts) {
     const { pool, limits, policy } = parts;
@@ -110,6 +124,7 @@ export class Scheduler {
     this.host = parts.host ?? null;
     this.placement = parts.placement ?? null;
     this.batch = new Batch(limits.maxSlots);
+    this.decodeSteps = parts.decodeSteps ?? NO_GROUPS;
     this.step = new StepBuilder(pool, limits);
     this.context = policyContext({
       now: parts.now ?? (() => performance.now()),
@@ -222,6 +237,7 @@ export class Scheduler {
 
   /** One step's plan, or null when nothing can run now. */
   schedule(): BuiltStep | null {
+    this.decisionsBefore = this.decisions;
     this.reap();
     this.pauseByPolicy();
     this.tokenCached?.adjust(this.running, this.waiting, this.batch.freeSlots);
@@ -387,10 +403,47 @@ export class Scheduler {
       if (req.state === "prefilling") this.prefill(req);
     }
     this.placement?.afterRows(this.step.inStep);
-    return this.step.finish(
-      this.host?.tier.take() ?? { copies: [], landings: [] },
-      this.placement?.take() ?? { prefetch: [], tables: [] },
-    );
+    const moves = this.host?.tier.take() ?? { copies: [], landings: [] };
+    const offload = this.placement?.take() ?? { prefetch: [], tables: [] };
+    // A group only when this step made no decision and nothing in it needs the host in between.
+    const quiet = this.waiting.length === 0 && this.holding === 0 && !this.tokenCached &&
+      !this.placement && writeThrough === 0 && this.decisions === this.decisionsBefore &&
+      this.running.every((r) => !r.grammar) && moves.copies.length === 0 &&
+      moves.landings.length === 0 && offload.prefetch.length === 0 && offload.tables.length === 0;
+    const k = quiet ? this.groupSteps() : 1;
+    const group = k > 1 ? this.step.group(k, (req, tokens) => this.growQuietly(req, tokens)) : null;
+    if (group) {
+      this.groups++;
+      this.groupedSteps += group.steps;
+    }
+    return this.step.finish(moves, offload, group ?? undefined);
+  }
+
+  /** Pauses and preemptions so far: a step that made any is no group. */
+  private get decisions(): number {
+    return this.policyPauses + this.preemption.count;
+  }
+
+  /** How many steps this step's decode rows may run as one group (1: no group). */
+  private groupSteps(): number {
+    const rows = this.step.decodeRows;
+    if (rows === 0) return 1;
+    const stepMs = this.context.stepMs(rows, rows) ?? this.measuredStepMs;
+    return groupSize(this.decodeSteps, stepMs);
+  }
+
+  /** Blocks for `tokens` positions of `req` if the pool has them free: no one is preempted. */
+  private growQuietly(req: Request, tokens: number): boolean {
+    if (!this.pool.canGrowAll(req.id, tokens)) return false;
+    const added = this.pool.growAll(req.id, tokens);
+    if (!added) return false;
+    this.step.grew(req, added);
+    return true;
+  }
+
+  /** The measured time of one decode step (ms), for sizing groups when no cost model predicts. */
+  observeStepMs(ms: number): void {
+    if (Number.isFinite(ms) && ms > 0) this.measuredStepMs = ms;
   }
 
   /**
@@ -457,10 +510,22 @@ export class Scheduler {
     if (this.step.row(req, pos, token)) this.recomputedTokens++;
   }
 
-  /** Delivers a step's sampled tokens to their requests (none after a finish), and its landings. */
-  deliver(step: Pick<BuiltStep, "owners" | "landings">, records: SampleRecord[]): void {
+  /**
+   * Delivers a step's sampled tokens to their requests (none after a finish), and its landings. A
+   * group's records come step by step; a request takes them in order until it finishes, and what
+   * its row drew after that is dropped. Returns the tokens delivered.
+   */
+  deliver(step: Pick<BuiltStep, "owners" | "landings">, records: SampleRecord[]): number {
     this.host?.tier.land(step.landings);
-    records.forEach((rec, i) => step.owners[i].accept(rec));
+    const { owners } = step;
+    let delivered = 0;
+    records.forEach((rec, i) => {
+      const req = owners[i % owners.length];
+      if (req.finish) return;
+      req.accept(rec);
+      delivered++;
+    });
+    return delivered;
   }
 
   failAll(message: string): void {

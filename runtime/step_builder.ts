@@ -7,7 +7,13 @@
 // made (a request admitted between steps, by submit, rides in with the next step). Rows are the
 // step's own, and so are the token masks of constrained requests' samples.
 
-import type { PenaltySeed, SamplingParams, StepPlan, TableWrite } from "../engine/engine.ts";
+import type {
+  DecodeGroup,
+  PenaltySeed,
+  SamplingParams,
+  StepPlan,
+  TableWrite,
+} from "../engine/engine.ts";
 import { usesPenalties } from "../engine/gpu/kernels/logit_controls.ts";
 import type { KvPrefetch } from "../engine/kv/kv_copies.ts";
 import type { KvCopy } from "../engine/kv/kv_copies.ts";
@@ -103,6 +109,41 @@ export class StepBuilder {
     return req.rowAt(pos);
   }
 
+  /**
+   * Rows of the step if every one is a decode row taking the sampler's id and sampled (what a
+   * decode group may hold), else 0.
+   */
+  get decodeRows(): number {
+    const rows = this.rows;
+    const plain = this.masks.length === 0 && this.samples.length === rows.length &&
+      rows.every((r, i) => r.token === null && this.samples[i].row === i);
+    return plain ? rows.length : 0;
+  }
+
+  /**
+   * Makes the step's decode rows a group of up to `k` steps: each request's row runs until it has
+   * taken `k` samples or its max_tokens, given blocks for those positions by `grow` (false: the
+   * pool has no room, and the step stays one step), and the group ends when every row has. Its
+   * extra samples are issued now, as the step's first one was. Null when some row could not
+   * grow, or no row has a second sample to take.
+   */
+  group(k: number, grow: (req: Request, tokens: number) => boolean): DecodeGroup | null {
+    const rows = this.rows, owners = this.owners;
+    // The first sample is issued already: `issued` counts it.
+    const budgets = owners.map((req) => Math.min(k, req.spec.maxTokens - req.issued + 1));
+    // No step after every row has taken its budget.
+    const steps = Math.max(...budgets);
+    if (steps < 2) return null;
+    if (!owners.every((req, i) => grow(req, rows[i].pos + budgets[i]))) return null;
+    owners.forEach((req, i) => {
+      const last = rows[i].pos + budgets[i] - 1;
+      for (let n = 1; n < budgets[i]; n++) req.issueSample();
+      req.rowAt(last);
+      req.computeTo(last + 1);
+    });
+    return { steps, budgets, stopIds: owners.map((req) => [...req.spec.stopIds]) };
+  }
+
   /** The last row is sampled, for `req` (under its grammar's mask if it has one). */
   sample(req: Request): void {
     const mask = req.grammar?.mask;
@@ -120,6 +161,7 @@ export class StepBuilder {
   finish(
     moves: { copies: KvCopy[]; landings: Landing[]; afterLayer?: KvCopy[] },
     offload: { prefetch: KvPrefetch[]; tables: TableWrite[] },
+    group?: DecodeGroup,
   ): BuiltStep | null {
     const { copies, landings, afterLayer = [] } = moves;
     if (this.rows.length === 0 && copies.length === 0 && landings.length === 0) return null;
@@ -134,6 +176,7 @@ export class StepBuilder {
       samples: this.samples,
       wantTopLogprobs: this.owners.some((r) => r.spec.topLogprobs > 0),
       ...(this.masks.length > 0 ? { masks: this.masks } : {}),
+      ...(group ? { group } : {}),
     };
     this.tables = [];
     this.sampling = [];

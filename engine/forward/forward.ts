@@ -7,7 +7,9 @@
 // A step runs any mix of prefill-chunk rows and decode rows. Decode rows take their input token
 // from `nextIds`, where the previous step's GPU sampler wrote it, so no token crosses to the host
 // between steps. The buffers the kernels share are step_buffers.ts's; sample records come back
-// through a readback ring (gpu/readback_ring.ts), read a few steps behind.
+// through a readback ring (gpu/readback_ring.ts), read a few steps behind. A decode group (a plan's
+// `group`: multi-step decode) encodes the whole pass several times into that one command buffer,
+// the rows moved on between steps on the GPU (gpu/kernels/decode_advance.ts).
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
@@ -20,6 +22,7 @@ import { bindQkNorm } from "../gpu/kernels/qk_norm.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
 import { bindAttention } from "../gpu/kernels/attention.ts";
 import { bindGatherRows } from "../gpu/kernels/gather.ts";
+import { bindDecodeAdvance, type DecodeAdvance } from "../gpu/kernels/decode_advance.ts";
 import {
   bindSampler,
   decodeSampleRecords,
@@ -66,6 +69,8 @@ export class LlamaForward {
   private readonly controls: SamplingControls;
   /** Where each step's sample records are copied for the host to read. */
   private readonly readback: ReadbackRing;
+  /** Moves a decode group's rows on between its steps; bound by the first group. */
+  private advance: DecodeAdvance | null = null;
 
   constructor(
     private gpu: Gpu,
@@ -184,8 +189,9 @@ export class LlamaForward {
       nextIds: io.nextIds,
     });
 
+    // A ring entry holds every step of a decode group.
     const recordBytes = limits.maxSlots * (2 + 2 * limits.maxTopLogprobs) * 4;
-    this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes);
+    this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes * this.maxDecodeSteps);
 
     // bench step-split only: the same pass without the kernels of some kinds.
     const skip = bench.skipKinds;
@@ -213,6 +219,11 @@ export class LlamaForward {
    */
   get dispatchesPerStep(): number {
     return this.head.length + this.layers.reduce((n, l) => n + l.length, 0) + this.tail.length + 2;
+  }
+
+  /** Most steps one decode group may run. */
+  get maxDecodeSteps(): number {
+    return this.limits.maxDecodeSteps ?? 1;
   }
 
   /** Throws what setSampling would throw for `params`, before anything is written. */
@@ -251,8 +262,34 @@ export class LlamaForward {
       throw new Error(`step samples ${samples.length} rows (max ${this.limits.maxSlots})`);
     }
     this.controls.checkMasks(plan.masks ?? [], samples.length);
+    if (plan.group) this.checkGroup(plan);
     if (this.readback.full) {
       throw new Error(`more than ${this.readback.size} steps unread: await an older step first`);
+    }
+  }
+
+  /** Throws unless `plan` is a decode group this pass can run (see DecodeGroup). */
+  private checkGroup(plan: StepPlan): void {
+    const { rows, samples, group } = plan;
+    const { steps, budgets, stopIds } = group!;
+    if (!Number.isInteger(steps) || steps < 1 || steps > this.maxDecodeSteps) {
+      throw new RangeError(`decode group of ${steps} steps (max ${this.maxDecodeSteps})`);
+    }
+    if (plan.masks?.length) throw new Error("a decode group's rows cannot be masked");
+    if (samples.length !== rows.length || samples.some((smp, i) => smp.row !== i)) {
+      throw new Error("every row of a decode group must be sampled, in row order");
+    }
+    if (rows.some((r) => r.token !== null)) {
+      throw new Error("a decode group's rows take their ids from the sampler (token null)");
+    }
+    if (new Set(rows.map((r) => r.slot)).size !== rows.length) {
+      throw new Error("a decode group has two rows of one slot");
+    }
+    if (budgets.length !== samples.length || stopIds.length !== samples.length) {
+      throw new Error("a decode group needs a budget and stop ids per sample");
+    }
+    if (budgets.some((b) => !Number.isInteger(b) || b < 1)) {
+      throw new RangeError("a decode group's budgets must be integers >= 1");
     }
   }
 
@@ -274,13 +311,62 @@ export class LlamaForward {
     after?: LayerCopies,
   ): Promise<SampleRecord[]> {
     this.check(plan);
-    const { rows, samples } = plan;
+    const { samples } = plan;
+    const steps = plan.group?.steps ?? 1;
+    if (steps > 1 && (between || after)) {
+      throw new Error("a decode group cannot copy KV between layers");
+    }
     const entry = this.readback.take();
 
     this.io.writePlan(plan);
+    if (plan.group) this.io.writeGroup(plan.group);
     const encoder = this.gpu.device.createCommandEncoder();
     prelude?.(encoder);
+    const K = plan.wantTopLogprobs ? this.limits.maxTopLogprobs : 0;
+    const recordBytes = samples.length * (2 + 2 * K) * 4;
+    for (let step = 0; step < steps; step++) {
+      // Every kernel is encoded with the same row counts each time, so their uniforms hold.
+      const advance = plan.group
+        ? this.advance ??= bindDecodeAdvance(this.gpu, { state: this.io.groupState, ...this.io })
+        : null;
+      const moveRows = advance
+        ? (pass: GPUComputePassEncoder) =>
+          step === 0
+            ? advance.encodeBegin(pass, samples.length)
+            : advance.encodeAdvance(pass, samples.length)
+        : undefined;
+      this.encodeStep(encoder, plan, moveRows, between, after);
+      if (recordBytes > 0) {
+        encoder.copyBufferToBuffer(
+          plan.wantTopLogprobs ? this.io.recordsTop : this.io.recordsPlain,
+          0,
+          entry.buffer,
+          step * recordBytes,
+          recordBytes,
+        );
+      }
+    }
+    this.gpu.device.queue.submit([encoder.finish()]);
+    if (recordBytes === 0) return Promise.resolve([]);
+
+    return this.readback.read(
+      entry,
+      steps * recordBytes,
+      (words) => decodeSampleRecords(words, steps * samples.length, K),
+    );
+  }
+
+  /** One step's compute passes: the forward pass, then the sampling of its sample rows. */
+  private encodeStep(
+    encoder: GPUCommandEncoder,
+    plan: StepPlan,
+    moveRows?: (pass: GPUComputePassEncoder) => void,
+    between?: LayerCopies,
+    after?: LayerCopies,
+  ): void {
+    const { rows, samples } = plan;
     let pass = encoder.beginComputePass();
+    moveRows?.(pass);
     for (const k of this.head) k.encode(pass, rows.length);
     this.layers.forEach((kernels, layer) => {
       if (between?.layers.has(layer)) {
@@ -305,25 +391,6 @@ export class LlamaForward {
       this.controls.encodeCount(pass);
     }
     pass.end();
-    const K = plan.wantTopLogprobs ? this.limits.maxTopLogprobs : 0;
-    const recordWords = samples.length * (2 + 2 * K);
-    if (recordWords > 0) {
-      encoder.copyBufferToBuffer(
-        plan.wantTopLogprobs ? this.io.recordsTop : this.io.recordsPlain,
-        0,
-        entry.buffer,
-        0,
-        recordWords * 4,
-      );
-    }
-    this.gpu.device.queue.submit([encoder.finish()]);
-    if (recordWords === 0) return Promise.resolve([]);
-
-    return this.readback.read(
-      entry,
-      recordWords * 4,
-      (words) => decodeSampleRecords(words, samples.length, K),
-    );
   }
 
   /**

@@ -33,6 +33,25 @@ export interface StepPlan {
   wantTopLogprobs: boolean;
   /** Token masks of some samples; the others sample unmasked (and pay nothing for it). */
   masks?: StepMask[];
+  /** Run the rows as a decode group: several decode steps in one submission (below). */
+  group?: DecodeGroup;
+}
+
+/**
+ * Multi-step decode: the plan's rows run `steps` times in one submission, each time one position
+ * further, taking the id their sampler just drew, as `steps` plans of the same decode rows would
+ * (the sampler's draw depends only on the seed and the position, so seeded sampling agrees too).
+ * Every row must be a decode row (token null) and sampled, in row order, with no masks. Records
+ * come back step by step: steps × samples of them, the first step's samples first. A row stops
+ * (it holds its position and writes no new KV) once it has taken its budget of samples or sampled
+ * one of its stop ids; its records after that are whatever the sampler drew, for the host to drop.
+ */
+export interface DecodeGroup {
+  steps: number;
+  /** Per sample: the most samples it may take in the group (>= 1; its request's tokens left). */
+  budgets: number[];
+  /** Per sample: ids that end it (the GPU checks the first MAX_GROUP_STOP_IDS). */
+  stopIds: number[][];
 }
 
 export interface ForwardLimits {
@@ -44,4 +63,6 @@ export interface ForwardLimits {
   maxTopLogprobs: number;
   /** How many steps may be in flight before the oldest readback must be awaited. */
   ringSize: number;
+  /** Most steps of one decode group (StepPlan.group); default 1, no groups. */
+  maxDecodeSteps?: number;
 }

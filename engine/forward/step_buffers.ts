@@ -5,9 +5,10 @@ import type { Gpu } from "../gpu/device.ts";
 import { createStorage, STORAGE_UNIFORM, uploadStorage } from "../gpu/buffers.ts";
 import { TOKEN_FROM_SAMPLER } from "../gpu/kernels/embedding.ts";
 import { SAMPLER_PARAMS_BYTES } from "../gpu/kernels/sample.ts";
+import { GROUP_STATE_WORDS, groupStateWords } from "../gpu/kernels/decode_advance.ts";
 import type { LlamaConfig } from "../model/config.ts";
 import { ropeInvFreq } from "../model/rope_freqs.ts";
-import type { ForwardLimits, StepPlan } from "./step.ts";
+import type { DecodeGroup, ForwardLimits, StepPlan } from "./step.ts";
 
 export class StepBuffers {
   readonly hidden: GPUBuffer;
@@ -29,6 +30,8 @@ export class StepBuffers {
   readonly samplingParams: GPUBuffer;
   readonly recordsPlain: GPUBuffer;
   readonly recordsTop: GPUBuffer;
+  /** A decode group's per-sample state (gpu/kernels/decode_advance.ts). */
+  readonly groupState: GPUBuffer;
   private readonly rowWords: Uint32Array<ArrayBuffer>;
   private readonly sampleWords: Uint32Array<ArrayBuffer>;
 
@@ -55,6 +58,7 @@ export class StepBuffers {
     this.samplingParams = createStorage(gpu, S * SAMPLER_PARAMS_BYTES, "samplingParams");
     this.recordsPlain = f32(S * 2, "records");
     this.recordsTop = f32(S * (2 + 2 * limits.maxTopLogprobs), "recordsTop");
+    this.groupState = createStorage(gpu, S * GROUP_STATE_WORDS * 4, "groupState");
     this.rowWords = new Uint32Array(3 * R);
     this.sampleWords = new Uint32Array(3 * S);
   }
@@ -88,5 +92,14 @@ export class StepBuffers {
     q.writeBuffer(this.sampleRow, 0, sw, 0, s);
     q.writeBuffer(this.sampleSlot, 0, sw, s, s);
     q.writeBuffer(this.samplePos, 0, sw, 2 * s, s);
+  }
+
+  /** A decode group's starting state: its budgets and stop ids, nothing taken yet. */
+  writeGroup(group: DecodeGroup): void {
+    this.gpu.device.queue.writeBuffer(
+      this.groupState,
+      0,
+      groupStateWords(group.budgets, group.stopIds),
+    );
   }
 }

@@ -26,6 +26,8 @@ export interface FakeEngineShape {
   vocabSize?: number;
   maxBlocksPerSeq?: number;
   ringSize?: number;
+  /** Most steps of one decode group (StepPlan.group); default 1: groups are refused. */
+  maxDecodeSteps?: number;
   /** Host KV tier blocks (0: none). */
   hostBlocks?: number;
   /** A sliding window: samples read only its positions, and the runtime frees blocks behind it. */
@@ -93,6 +95,9 @@ export function toyGeneration(
   return out;
 }
 
+/** A host-tier entry a copy out writes once its step lands: "hostBlock:offset" and the value. */
+type Landing = [string, { layer: number; token: number } | undefined];
+
 export class FakeEngine implements StepEngine {
   readonly info: EngineInfo;
   steps = 0;
@@ -101,6 +106,10 @@ export class FakeEngine implements StepEngine {
   readonly rowsPerStep: number[] = [];
   /** Per step, the slots it sampled and whether under a mask, for tests of constrained batching. */
   readonly samplesPerStep: { slot: number; masked: boolean }[][] = [];
+  /** Per step, the decode steps it ran (1, or its group's size). */
+  readonly groupSteps: number[] = [];
+  /** Per slot, the highest position any row has written (-1: none), for tests of groups. */
+  readonly highestPos: number[];
   private readonly table: Uint32Array;
   /** Per arena, what was stored at "block:offset": the token, and which layer wrote it. */
   private readonly kv: Map<string, { layer: number; token: number }>[];
@@ -145,6 +154,7 @@ export class FakeEngine implements StepEngine {
       maxTopLogprobs: 4,
       maxContext: Math.min(maxBlocksPerSeq, perLayer) * blockSize,
       ringSize: shape.ringSize ?? 3,
+      maxDecodeSteps: shape.maxDecodeSteps ?? 1,
       hostBlocks: shape.hostBlocks ?? 0,
       kvBlockBytes: shape.kvBlockBytes ?? 0,
       dispatchesPerStep: 1,
@@ -154,6 +164,7 @@ export class FakeEngine implements StepEngine {
     this.kv = blocksPerArena.map(() => new Map());
     this.nextIds = new Array(maxSlots).fill(-1);
     this.seeds = new Array(maxSlots).fill(0);
+    this.highestPos = new Array(maxSlots).fill(-1);
   }
 
   step(plan: StepPlan): Promise<SampleRecord[]> {
@@ -161,11 +172,12 @@ export class FakeEngine implements StepEngine {
     if (this.unread >= this.info.ringSize) {
       return Promise.reject(new Error(`more than ${this.info.ringSize} steps unread`));
     }
-    const { numLayers, maxSlots, maxBlocksPerSeq, maxRows } = this.info;
+    const { maxSlots, maxBlocksPerSeq, maxRows } = this.info;
     const copies = plan.copies ?? [];
     if (plan.rows.length > maxRows || (plan.rows.length === 0 && copies.length === 0)) {
       throw new Error("bad row count");
     }
+    if (plan.group) this.checkGroup(plan);
     // Copies out read the device now and land in host memory when the step's records resolve;
     // copies in read the host now. Like the engine, reading a host block before the copy out
     // filling it has landed is refused, and so is a step whose copies write a block twice.
@@ -188,41 +200,8 @@ export class FakeEngine implements StepEngine {
     for (const s of plan.sampling) this.seeds[s.slot] = s.params.seed;
     this.steps++;
     this.rowsPerStep.push(plan.rows.length);
+    this.groupSteps.push(plan.group?.steps ?? 1);
 
-    // Layer by layer, as the GPU runs them: bring the layer's offloaded KV into the prefetch
-    // region, write every row's token into its KV, read back what each sample row attends to, and
-    // copy out what the layer's after-layer copies name (what it has just written included).
-    // The region is reused by the next offloaded layer, so a sample must read it in between.
-    const rowTokens = plan.rows.map((r) => r.token ?? this.nextIds[r.slot]);
-    plan.rows.forEach((r, i) => {
-      if (rowTokens[i] < 0) throw new Error(`slot ${r.slot} has no sampled id to decode from`);
-    });
-    const seen = plan.samples.map((s) => new Array(plan.rows[s.row].pos + 1).fill(-1));
-    for (let l = 0; l < numLayers; l++) {
-      const arena = this.kv[this.info.layerArena[l]];
-      for (const p of (plan.prefetch ?? []).filter((p) => p.layer === l)) {
-        this.copyIn({ direction: "in", ...p }, false);
-      }
-      plan.rows.forEach((r, i) =>
-        arena.set(this.key(l, r.slot, r.pos), { layer: l, token: rowTokens[i] })
-      );
-      plan.samples.forEach((s, i) => {
-        const row = plan.rows[s.row];
-        // With a sliding window, like the attention kernel: the positions before it are not read
-        // (their blocks may be freed and taken by others); they stay -1 in the context.
-        const window = this.info.slidingWindow;
-        for (let pos = window ? Math.max(0, row.pos - window + 1) : 0; pos <= row.pos; pos++) {
-          const t = arena.get(this.key(l, row.slot, pos));
-          if (t === undefined) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
-          if (t.layer !== l) throw new Error(`layer ${l} reads a block layer ${t.layer} wrote`);
-          if (seen[i][pos] !== -1 && seen[i][pos] !== t.token) {
-            throw new Error(`slot ${row.slot} pos ${pos}: layers disagree`);
-          }
-          seen[i][pos] = t.token;
-        }
-      });
-      for (const c of after.filter((c) => c.layer === l)) landing.push(...this.copyOut(c));
-    }
     const masks = new Map((plan.masks ?? []).map((m) => [m.sample, m.bits]));
     if (
       masks.size !== (plan.masks ?? []).length || [...masks.keys()].some((i) => !plan.samples[i])
@@ -241,16 +220,9 @@ export class FakeEngine implements StepEngine {
     this.samplesPerStep.push(
       plan.samples.map((s, i) => ({ slot: plan.rows[s.row].slot, masked: masks.has(i) })),
     );
-    const records = plan.samples.map((s, i) => {
-      const row = plan.rows[s.row];
-      const { vocabSize } = this.info;
-      const mask = masks.get(i);
-      const id = mask
-        ? toyMaskedToken(seen[i], this.seeds[row.slot], vocabSize, mask)
-        : toyNextToken(seen[i], this.seeds[row.slot], vocabSize);
-      this.nextIds[row.slot] = id;
-      return { id, logprob: -1, top: [] as [number, number][] };
-    });
+    const records = plan.group
+      ? this.runGroup(plan, landing)
+      : this.runRows(plan, plan.rows, masks, landing);
     this.unread++;
     return this.delay().then(() => {
       this.unread--;
@@ -265,6 +237,123 @@ export class FakeEngine implements StepEngine {
         else this.filling.set(h, n);
       }
       return records;
+    });
+  }
+
+  /** What the engine refuses of a decode group (forward.ts's checkGroup). */
+  private checkGroup(plan: StepPlan): void {
+    const { steps, budgets, stopIds } = plan.group!;
+    if (!Number.isInteger(steps) || steps < 1 || steps > this.info.maxDecodeSteps) {
+      throw new Error(`decode group of ${steps} steps (max ${this.info.maxDecodeSteps})`);
+    }
+    if ((plan.copies ?? []).length > 0 || (plan.prefetch ?? []).length > 0) {
+      throw new Error("a decode group cannot copy KV");
+    }
+    if (plan.masks?.length || plan.copiesAfterLayer?.length) {
+      throw new Error("a decode group has masks or copies");
+    }
+    if (
+      plan.samples.length !== plan.rows.length || plan.samples.some((s, i) => s.row !== i) ||
+      plan.rows.some((r) => r.token !== null) ||
+      new Set(plan.rows.map((r) => r.slot)).size !== plan.rows.length
+    ) {
+      throw new Error("a decode group's rows must be one sampled decode row per slot");
+    }
+    if (
+      budgets.length !== plan.rows.length || stopIds.length !== plan.rows.length ||
+      budgets.some((b) => !Number.isInteger(b) || b < 1)
+    ) {
+      throw new Error("a decode group needs a budget >= 1 and stop ids per sample");
+    }
+  }
+
+  /**
+   * A decode group as decode_advance.wgsl runs it: each step takes the ids the last one sampled,
+   * one position on; a row that took its budget or a stop id holds its last position and input.
+   */
+  private runGroup(plan: StepPlan, landing: Landing[]): SampleRecord[] {
+    const { steps, budgets, stopIds } = plan.group!;
+    const rows = plan.rows.map((r) => ({ ...r }));
+    const input = rows.map((r) => this.nextIds[r.slot]);
+    const taken = rows.map(() => 0);
+    const done = rows.map(() => false);
+    const records: SampleRecord[] = [];
+    for (let step = 0; step < steps; step++) {
+      if (step > 0) {
+        rows.forEach((r, s) => {
+          const id = this.nextIds[r.slot];
+          if (!done[s]) {
+            taken[s]++;
+            done[s] = taken[s] >= budgets[s] || stopIds[s].slice(0, 8).includes(id);
+            if (!done[s]) {
+              r.pos++;
+              input[s] = id;
+            }
+          }
+          this.nextIds[r.slot] = input[s];
+        });
+      }
+      records.push(...this.runRows(plan, rows, new Map(), landing));
+    }
+    return records;
+  }
+
+  /**
+   * One step's rows through the toy model: returns the records of `plan`'s samples and leaves
+   * each sampled slot's id in nextIds.
+   */
+  private runRows(
+    plan: StepPlan,
+    rows: StepPlan["rows"],
+    masks: Map<number, Uint32Array>,
+    landing: Landing[],
+  ): SampleRecord[] {
+    const { numLayers } = this.info;
+    const after = plan.copiesAfterLayer ?? [];
+    // Layer by layer, as the GPU runs them: bring the layer's offloaded KV into the prefetch
+    // region, write every row's token into its KV, read back what each sample row attends to, and
+    // copy out what the layer's after-layer copies name (what it has just written included).
+    // The region is reused by the next offloaded layer, so a sample must read it in between.
+    const rowTokens = rows.map((r) => r.token ?? this.nextIds[r.slot]);
+    rows.forEach((r, i) => {
+      if (rowTokens[i] < 0) throw new Error(`slot ${r.slot} has no sampled id to decode from`);
+      this.highestPos[r.slot] = Math.max(this.highestPos[r.slot], r.pos);
+    });
+    const seen = plan.samples.map((s) => new Array(rows[s.row].pos + 1).fill(-1));
+    for (let l = 0; l < numLayers; l++) {
+      const arena = this.kv[this.info.layerArena[l]];
+      for (const p of (plan.prefetch ?? []).filter((p) => p.layer === l)) {
+        this.copyIn({ direction: "in", ...p }, false);
+      }
+      rows.forEach((r, i) =>
+        arena.set(this.key(l, r.slot, r.pos), { layer: l, token: rowTokens[i] })
+      );
+      plan.samples.forEach((s, i) => {
+        const row = rows[s.row];
+        // With a sliding window, like the attention kernel: the positions before it are not read
+        // (their blocks may be freed and taken by others); they stay -1 in the context.
+        const window = this.info.slidingWindow;
+        for (let pos = window ? Math.max(0, row.pos - window + 1) : 0; pos <= row.pos; pos++) {
+          const t = arena.get(this.key(l, row.slot, pos));
+          if (t === undefined) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
+          if (t.layer !== l) throw new Error(`layer ${l} reads a block layer ${t.layer} wrote`);
+          if (seen[i][pos] !== -1 && seen[i][pos] !== t.token) {
+            throw new Error(`slot ${row.slot} pos ${pos}: layers disagree`);
+          }
+          seen[i][pos] = t.token;
+        }
+      });
+      for (const c of after.filter((c) => c.layer === l)) landing.push(...this.copyOut(c));
+    }
+    return plan.samples.map((s, i) => {
+      const row = rows[s.row];
+      const { vocabSize } = this.info;
+      const mask = masks.get(i);
+      const id = mask
+        ? toyMaskedToken(seen[i], this.seeds[row.slot], vocabSize, mask)
+        : toyNextToken(seen[i], this.seeds[row.slot], vocabSize);
+      this.nextIds[row.slot] = id;
+      return { id, logprob: -1, top: [] as [number, number][] };
     });
   }
 
@@ -295,7 +384,7 @@ export class FakeEngine implements StepEngine {
     return arena;
   }
 
-  private copyOut(c: KvCopy): [string, { layer: number; token: number } | undefined][] {
+  private copyOut(c: KvCopy): Landing[] {
     const arena = this.checkCopy(c);
     this.copied.out += c.deviceBlocks.length;
     return c.deviceBlocks.flatMap((d, i) =>
