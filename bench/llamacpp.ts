@@ -106,10 +106,14 @@ async function measure(
   const { kinds, threads, tokens: steps, rounds } = flags;
   const contextSize = Math.max(flags.prompt, 8 + WARMUP_TOKENS, 8 + steps) + 16;
   const sluice = new Map<QuantKind, { engine: Engine; runtime: Runtime }>();
+  let flashAttention = "";
   for (const kind of kinds) {
     const path = paths.get(kind)!;
     let t0 = performance.now();
-    await llama.request({ op: "load", kind, path, contextSize, threads });
+    const loaded = await llama.request<{ flashAttention: unknown }>(
+      { op: "load", kind, path, contextSize, threads },
+    );
+    flashAttention = String(loaded.flashAttention);
     const llamaS = (performance.now() - t0) / 1000;
     t0 = performance.now();
     const engine = await Engine.load({
@@ -145,13 +149,14 @@ async function measure(
     const ours = await greedyTokens(runtime, decodeIds, WARMUP_TOKENS, top);
     const theirs = new Map<number, number[]>();
     for (const n of threads) {
-      const r = await llama.request<{ tokens: number[] }>({
+      const r = await llama.request<{ tokens: number[]; threadsUsed: number }>({
         op: "decode",
         kind,
         threads: n,
         ids: decodeIds,
         steps: WARMUP_TOKENS - 1,
       });
+      if (r.threadsUsed !== n) throw new Error(`llama.cpp ran ${r.threadsUsed} threads, not ${n}`);
       theirs.set(n, r.tokens);
     }
     agreement.set(kind, { sluice: ours, llama: theirs });
@@ -208,6 +213,7 @@ async function measure(
     lavapipeThreads: Deno.env.get("LP_NUM_THREADS") ?? null,
     cpus: navigator.hardwareConcurrency,
     llama: info,
+    flashAttention,
     kinds,
     threads,
     steps,
@@ -283,6 +289,8 @@ export interface ReportInput {
   lavapipeThreads: string | null;
   cpus: number;
   llama: LlamaCppInfo;
+  /** node-llama-cpp's flashAttention setting of llama.cpp's contexts. */
+  flashAttention: string;
   kinds: QuantKind[];
   threads: number[];
   steps: number;
@@ -398,11 +406,10 @@ export function formatReport(input: ReportInput): string {
     `### Sluice against llama.cpp's CPU path (SmolLM2-135M shape, random weights, same GGUF files)`,
     "",
     `- Sluice: WebGPU on \`${input.adapter}\` (${lp}; ${input.cpus} CPUs), batch 1.`,
-    `- llama.cpp: CPU backend only (GPU off: ${
-      String(input.llama.gpu)
-    }), release ${input.llama.release} ` +
-    `(${input.llama.buildType} binaries of node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, Node ${input.llama.node}), ` +
-    `threads ${threads.join(", ")}; ${input.llama.systemInfo}`,
+    `- llama.cpp: CPU backend only (node-llama-cpp reports gpu = ${String(input.llama.gpu)}), ` +
+    `release ${input.llama.release}, ${input.llama.buildType} binaries of node-llama-cpp ` +
+    `${NODE_LLAMA_CPP_VERSION} under Node ${input.llama.node}; threads ${threads.join(", ")}; ` +
+    `flash attention ${input.flashAttention}; ${input.llama.systemInfo}`,
     `- ${input.rounds} round(s); each round measures both engines back to back per kind, the ` +
     `engine that goes first alternating by round. Decode: ${input.steps} greedy tokens after the ` +
     `first from the same 8-token prompt, EOS ignored. Figures are medians (lowest–highest) over ` +

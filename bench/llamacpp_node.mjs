@@ -61,7 +61,7 @@ const ops = {
       sequences.set(n, context.getSequence());
     }
     loaded.set(kind, { model, sequences });
-    return {};
+    return { flashAttention: [...sequences.values()][0].context.flashAttention };
   },
   /** Greedy decode from `ids`: steps + 1 tokens, EOS ignored, timed from the first token. */
   async decode({ kind, threads, ids, steps }) {
@@ -80,6 +80,8 @@ const ops = {
       tokens,
       firstTokenMs: first - start,
       tokensPerS: steps / ((end - first) / 1000),
+      // What the context ran with: a hint below `min` would show here.
+      threadsUsed: seq.context.currentThreads,
     };
   },
   /** The prompt `ids` and one greedy token: time to first token. */

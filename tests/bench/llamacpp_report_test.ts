@@ -66,6 +66,7 @@ Deno.test("formatReport: tables of medians and ranges, the goal line, the agreem
       cpuMathCores: 2,
       node: "v20.0.0",
     },
+    flashAttention: "false",
     kinds: ["f16", "q4_0"],
     threads: [1, 2],
     steps: 64,
@@ -119,6 +120,7 @@ Deno.test("formatReport: tables of medians and ranges, the goal line, the agreem
     /f16 8\/8, #1 \(1t\); 8\/8, #1 \(2t\) · q4_0 0\/8, #3 \(1t\); 0\/8, #>8 \(2t\)\./,
   );
   assertMatch(report, /llvmpipe \(LLVM 15\.0\.6, 256 bits\)/);
-  assertMatch(report, /GPU off: false/);
+  assertMatch(report, /CPU backend only \(node-llama-cpp reports gpu = false\)/);
+  assertMatch(report, /flash attention false/);
   assert(!report.includes("Prefill"), "no prefill table when none was measured");
 });
