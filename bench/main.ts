@@ -1,7 +1,8 @@
-// `deno task bench NAME [flags]` (kernels, decode, step-split, kv, serve, matrix, constrained,
-// capacity, plan, responsiveness, greedy-rate, huge-prompts, connection-flood, startup): runs one
-// benchmark, prints its Markdown report and saves it under bench/reports/. `--help` prints a
-// bench's usage and runs nothing; a bad flag prints one line and the usage (exit 2) before any work starts.
+// `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, kv, serve, matrix,
+// constrained, capacity, plan, responsiveness, greedy-rate, huge-prompts, connection-flood, startup):
+// runs one benchmark, prints its Markdown report and saves it under bench/reports/. `--help` prints a
+// bench's usage and runs nothing; a bad flag prints one line and the usage (exit 2) before any work
+// starts.
 
 import { UsageError } from "./common/cli.ts";
 import { ensureRuntimeDir } from "../engine/util/runtime_dir.ts";
@@ -42,6 +43,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./step_split.ts");
       return { usage: m.USAGE, run: m.benchStepSplit };
+    },
+  },
+  llamacpp: {
+    summary: "decode tokens/s at batch 1 against llama.cpp's CPU path on the same GGUF files",
+    load: async () => {
+      const m = await import("./llamacpp.ts");
+      return { usage: m.USAGE, run: m.benchLlamaCpp };
     },
   },
   kv: {
