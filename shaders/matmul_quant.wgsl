@@ -2,8 +2,10 @@
 // engine/gpu/kernels/quant_layout.ts's repacked layout), dequantized in registers, accumulated in
 // f32. Modes as in matmul.wgsl.
 //
-// Consts: LANES, TILE_ROWS, OUTS (outputs per lane), MODE (0 store, 1 add, 2 SwiGLU with gate rows
-// 0..N-1 then up rows N..2N-1), CHUNKS (32-value chunks per block), and quant_blocks.wgsl's.
+// Consts: LANES, TILE_ROWS, OUTS (outputs per lane), MODE (0 store or add, 2 SwiGLU with gate rows
+// 0..N-1 then up rows N..2N-1), CHUNKS (32-value chunks per block), and quant_blocks.wgsl's. Store
+// and add differ only in the last write, so a uniform (p.add) chooses between them: one pipeline
+// serves both, where a const would make llvmpipe compile the whole unrolled tile twice.
 // `$t` / `$r` lines are unrolled per tile row / per output, as in matmul.wgsl.
 //
 // The block decoding (quant_blocks.wgsl, prepended) gives each chunk of 32 weights as a·q + b per
@@ -24,9 +26,10 @@ struct Params {
   dBase: u32,
   /** Start of the H region (Q5_0, Q5_1), in u32 words. */
   hBase: u32,
+  /** 1: add to y (MODE 0 only), 0: store. */
+  add: u32,
 }
 
-const MODE_ADD: u32 = 1u;
 const MODE_GLU: u32 = 2u;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -86,7 +89,7 @@ fn finish(m: u32, n: u32, g: f32, u: f32) {
   let i = m * p.ldy + p.yCol + n;
   if (MODE == MODE_GLU) {
     y[i] = silu(g) * u;
-  } else if (MODE == MODE_ADD) {
+  } else if (p.add != 0u) {
     y[i] = y[i] + g;
   } else {
     y[i] = g;

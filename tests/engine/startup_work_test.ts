@@ -3,9 +3,11 @@
 // Each test opens its own device, so the pipeline cache starts empty and every build is counted.
 
 import { Engine } from "../../engine/engine.ts";
-import { createStorage } from "../../engine/gpu/buffers.ts";
+import { createStorage, STORAGE_UNIFORM } from "../../engine/gpu/buffers.ts";
 import { type Gpu, openGpu } from "../../engine/gpu/device.ts";
 import { bindMatmul } from "../../engine/gpu/kernels/matmul.ts";
+import { bindQuantMatmul } from "../../engine/gpu/kernels/matmul_quant.ts";
+import { quantLayout } from "../../engine/gpu/kernels/quant_layout.ts";
 import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { assertEquals } from "../helpers/testing.ts";
 
@@ -42,6 +44,37 @@ Deno.test("matmul: a row tile's pipeline is built when a step first needs it", a
       assertEquals(built.get("matmulVec"), total, `after a step of ${rows} rows`);
     }
     await gpu.device.queue.onSubmittedWorkDone();
+  } finally {
+    gpu.device.destroy();
+  }
+});
+
+Deno.test("matmul_quant: store and add, at any K, share a row tile's pipeline", async () => {
+  // llvmpipe compiles each unrolled tile at length (seconds cold, tens of seconds for the 16-row
+  // storage tile): o (add) and q/k/v (store) of one format, or o and down at their two Ks, must
+  // not each compile their own.
+  const gpu = await openGpu();
+  try {
+    const built = countPipelines(gpu);
+    const x = createStorage(gpu, 16 * 1024, "x", STORAGE_UNIFORM);
+    const y = createStorage(gpu, 64 * 4);
+    const encoder = gpu.device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    for (const [K, mode] of [[64, "store"], [64, "add"], [128, "add"]] as const) {
+      const w = createStorage(gpu, quantLayout("q8_0", 64, K).bytes);
+      bindQuantMatmul(gpu, { x, w, y, K, N: 64, mode, type: "q8_0" }).encode(pass, 1);
+    }
+    pass.end();
+    assertEquals(built.get("matmulQuant"), 1);
+    const glu = createStorage(gpu, quantLayout("q8_0", 64, 64).bytes);
+    const encoder2 = gpu.device.createCommandEncoder();
+    const pass2 = encoder2.beginComputePass();
+    bindQuantMatmul(gpu, { x, w: glu, y, K: 64, N: 32, mode: "glu", type: "q8_0" }).encode(
+      pass2,
+      1,
+    );
+    pass2.end();
+    assertEquals(built.get("matmulQuant"), 2, "glu is its own pipeline");
   } finally {
     gpu.device.destroy();
   }

@@ -28,7 +28,8 @@ export interface QuantMatmulArgs extends MatmulArgs {
 
 const LANES = 8;
 const MAX_WORKGROUPS = 65535;
-const MODE_CODES: Record<MatmulMode, number> = { store: 0, add: 1, glu: 2 };
+/** Store and add share a pipeline (the shader reads which from its params); glu is its own. */
+const MODE_CODES: Record<MatmulMode, number> = { store: 0, add: 0, glu: 2 };
 
 /** A register tile (see matmul.ts), with its outputs per lane where x is read from storage. */
 export interface QuantMatmulTile extends MatmulTile {
@@ -72,6 +73,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
     layout.sOffset / 16,
     layout.dOffset / 4,
     layout.hOffset / 4,
+    mode === "add" ? 1 : 0,
   ]);
   const groupsOf = (outs: number) => Math.ceil(N / (LANES * outs));
   for (const tile of QUANT_MATMUL_TILES) {
@@ -142,7 +144,7 @@ function withUniformX(src: string, vec4s: number): string {
 }
 
 /**
- * The uniform binding of x's first rows (as many whole rows of K as the limit allows), or null
+ * The uniform binding of x's first bytes (up to the limit) and the whole rows of K it holds, or null
  * where x cannot be bound as a uniform: its buffer lacks UNIFORM usage, or its offset is not aligned.
  */
 function uniformX(
@@ -156,7 +158,11 @@ function uniformX(
   const limits = gpu.device.limits;
   if (!(buffer.usage & GPUBufferUsage.UNIFORM)) return null;
   if (offset % limits.minUniformBufferOffsetAlignment !== 0) return null;
-  const rows = Math.floor(Math.min(size, limits.maxUniformBufferBindingSize) / (K * 4));
+  // The binding (and so the shader's declared array) is as large as the buffer and limit allow,
+  // whatever K: matrices of one format and mode reading x buffers of the same size (o and down in
+  // a single-type file) then share one pipeline instead of one per K.
+  const bytes = Math.floor(Math.min(size, limits.maxUniformBufferBindingSize) / 16) * 16;
+  const rows = Math.floor(bytes / (K * 4));
   if (rows < 1) return null;
-  return { binding: { buffer, offset, size: rows * K * 4 }, rows };
+  return { binding: { buffer, offset, size: bytes }, rows };
 }
