@@ -49,6 +49,8 @@ import type { Plan, PlanInput } from "./plan_types.ts";
  * in rare random cases (2 in 18,000 small batches); 1e-6 matched brute force on all of them.
  */
 const PRECISION = 1e-6;
+/** yalps' precision for a second try when the first calls a batch infeasible. */
+const RETRY_PRECISION = 1e-5;
 
 /**
  * Default optimalityGap: a plan within 0.5% of the best possible step time is good enough; the cost
@@ -151,14 +153,21 @@ function solveIlp(terms: PlanTerms): Choice {
   const timeout = Math.max(0, terms.input.timeoutMs - (performance.now() - t0));
   // yalps' tolerance is relative to its objective (E, the added time), the gap to the whole step.
   const tolerance = relaxed.result > 0 ? Math.min(1, (gap * bound) / relaxed.result) : 0;
-  const solution = solve(model, { timeout, precision: PRECISION, tolerance });
+  let solution = solve(model, { timeout, precision: PRECISION, tolerance });
+  if (solution.status === "infeasible") {
+    // yalps' branch and bound can call a batch infeasible from rounding alone (seen: a plan that
+    // brute force finds, declared infeasible at precision 1e-6 and solved at 1e-5). Its answer at
+    // a looser precision is checked by evaluate() below like any other.
+    const left = Math.max(0, terms.input.timeoutMs - (performance.now() - t0));
+    solution = solve(model, { timeout: left, precision: RETRY_PRECISION, tolerance });
+  }
   const found = solution.status === "optimal" ||
     (solution.status === "timedout" && Number.isFinite(solution.result));
   let best = rounded;
   if (found) {
     const distances = distancesOf(terms, weightsOf(terms, solution.variables));
-    const stepMs = evaluate(terms, distances).stepMs;
-    if (!best || stepMs < best.stepMs) best = { distances, stepMs };
+    const e = evaluate(terms, distances);
+    if (e.feasible && (!best || e.stepMs < best.stepMs)) best = { distances, stepMs: e.stepMs };
   }
   if (!best) {
     // "cycled" (or "unbounded", which this model cannot be) is no answer either: keep the last plan.

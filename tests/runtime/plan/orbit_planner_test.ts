@@ -52,6 +52,19 @@ for (const overlaps of [[0], [0.3, 1]]) {
   });
 }
 
+// Case 260 of seed 503975540 (overlaps 0.3 and 1): yalps called the whole batch infeasible at
+// precision 1e-6, so the planner paused a request that brute force keeps with a plan.
+Deno.test("orbit planner: a batch yalps once called infeasible gets brute force's plan", () => {
+  const next = rng(503975540);
+  let input!: PlanInput;
+  for (let k = 0; k <= 260; k++) {
+    input = randomInput(next, { requests: [2, 4], layers: [4, 8], overlaps: [0.3, 1] });
+  }
+  const bf = bruteForcePlan(input);
+  assert(bf.feasible && bf.pause === undefined, "brute force keeps the whole batch");
+  compare(input, orbitPlan(input), bf, "seed 503975540 case 260");
+});
+
 Deno.test("orbit planner: with an optimality gap, stays within it of brute force", () => {
   const seed = testSeed();
   const next = rng(seed);
