@@ -1,5 +1,6 @@
 // The kernels that read a weight matrix: one per row part (a matrix larger than the binding limit
-// is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one.
+// is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one,
+// reading the part from a storage buffer or a weight texture as it was uploaded.
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
@@ -17,11 +18,13 @@ export function embeddingParts(
   args: Omit<EmbeddingArgs, "table" | "rowStart" | "rowCount">,
 ): BoundKernel[] {
   return m.parts.map((part) => {
-    const partArgs = { ...args, table: part.buffer, rowStart: part.rowStart, rowCount: part.rows };
+    const partArgs = { ...args, rowStart: part.rowStart, rowCount: part.rows };
     // A quantized table (GGUF) is gathered and dequantized row by row.
-    return m.format && isQuantType(m.format)
-      ? bindQuantEmbedding(gpu, { ...partArgs, type: m.format })
-      : bindEmbedding(gpu, partArgs);
+    if (m.format && isQuantType(m.format)) {
+      if (!part.buffer) throw new Error("quantized weights in a texture have no embedding kernel");
+      return bindQuantEmbedding(gpu, { ...partArgs, table: part.buffer, type: m.format });
+    }
+    return bindEmbedding(gpu, { ...partArgs, table: part.buffer ?? part.texture });
   });
 }
 
@@ -56,7 +59,7 @@ function partKernels(
   return m.parts.map((p) => {
     const args: MatmulArgs = {
       x,
-      w: p.buffer,
+      w: p.buffer ?? p.texture,
       y,
       K: m.cols,
       N: p.rows,
@@ -64,8 +67,10 @@ function partKernels(
       yCol: p.rowStart,
       mode,
     };
-    return m.format && isQuantType(m.format)
-      ? bindQuantMatmul(gpu, { ...args, type: m.format })
-      : bindMatmul(gpu, args);
+    if (m.format && isQuantType(m.format)) {
+      if (!p.buffer) throw new Error("quantized weights in a texture have no matmul kernel yet");
+      return bindQuantMatmul(gpu, { ...args, w: p.buffer, type: m.format });
+    }
+    return bindMatmul(gpu, args);
   });
 }

@@ -2,6 +2,7 @@
 // every family (a family's optional tensors where its config has them), each tensor streamed by that format's uploader (safetensors_upload.ts, gguf_upload.ts).
 
 import type { Gpu } from "../gpu/device.ts";
+import type { WeightLayout } from "../gpu/weight_texture.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
 import { EMBED, FINAL_NORM, type LayerTensor, layerTensor, LM_HEAD } from "../model/tensors.ts";
 import { GgufUpload } from "./gguf_upload.ts";
@@ -13,11 +14,13 @@ export async function loadWeights(
   gpu: Gpu,
   files: ModelFiles,
   onProgress?: LoadProgress,
+  /** Where float matrices go (engine/forward/matmul_choice.ts); GGUF files keep storage buffers. */
+  floatLayout: WeightLayout = "storage",
 ): Promise<ModelWeights> {
   const cfg = files.config;
   const upload: WeightUpload = files.gguf
     ? new GgufUpload(gpu, files, onProgress)
-    : new SafetensorsUpload(gpu, files, onProgress);
+    : new SafetensorsUpload(gpu, files, onProgress, floatLayout);
 
   const embed = await upload.matrix([EMBED]);
   const layers: LayerWeights[] = [];
