@@ -1,7 +1,8 @@
 // The block decoding shared by the quantized kernels (matmul_quant.wgsl, embedding_quant.wgsl),
 // prepended to each of them. It reads engine/gpu/kernels/quant_layout.ts's layout through the
-// including shader's `wq` (vec4 words) and `wd` (u32 words) bindings of the weight buffer and its
-// params `p.K` (values per row), `p.sBase` (S region, vec4 words) and `p.dBase` (D region, u32 words).
+// including shader's `wq_word(i)` (vec4 words) and `wd_word(i)` (u32 words) loads of the weight
+// buffer (or of a texture of the same words, engine/gpu/weight_texture.ts) and its params `p.K`
+// (values per row), `p.sBase` (S region, vec4 words) and `p.dBase` (D region, u32 words).
 //
 // Consts: FMT (0 q8_0, 1 q4_0, 2 q4_k, 3 q6_k), BLOCK (values per block), Q_VEC4 (vec4 words of
 // quants per block). A chunk of 32 weights is a·q + b per value, with q the raw quant and (a, b) one
@@ -32,14 +33,14 @@ fn dPair(row: u32, blk: u32) -> vec2<f32> {
     return vec2<f32>(0.0);
   }
   let nb = p.K / BLOCK;
-  return unpack2x16float(wd[p.dBase + row * ((nb + 1u) / 2u) + blk / 2u]);
+  return unpack2x16float(wd_word(p.dBase + row * ((nb + 1u) / 2u) + blk / 2u));
 }
 
 /** header(row, blk) with its D word already loaded: `pair` = dPair(row, blk). */
 fn headerWith(row: u32, blk: u32, pair: vec2<f32>) -> Header {
   var s = vec4<u32>(0u);
   if (FMT == FMT_Q4_K || FMT == FMT_Q6_K) {
-    s = wq[p.sBase + row * (p.K / BLOCK) + blk];
+    s = wq_word(p.sBase + row * (p.K / BLOCK) + blk);
   }
   if (FMT == FMT_Q4_K) {
     return Header(s, unpack2x16float(s.w));
@@ -77,19 +78,19 @@ fn int8(b: u32) -> f32 {
 fn weights(row: u32, blk: u32, c: u32, hd: Header) -> WChunk {
   let base = (row * (p.K / BLOCK) + blk) * Q_VEC4;
   if (FMT == FMT_Q8_0) {
-    return WChunk(wq[base], wq[base + 1u], vec2<f32>(hd.d.x), vec2<f32>(0.0));
+    return WChunk(wq_word(base), wq_word(base + 1u), vec2<f32>(hd.d.x), vec2<f32>(0.0));
   }
   if (FMT == FMT_Q4_0) {
-    return WChunk(wq[base], vec4<u32>(0u), vec2<f32>(hd.d.x), vec2<f32>(-8.0 * hd.d.x));
+    return WChunk(wq_word(base), vec4<u32>(0u), vec2<f32>(hd.d.x), vec2<f32>(-8.0 * hd.d.x));
   }
   if (FMT == FMT_Q4_K) {
     let sm = scaleMinK4(hd.s, c);
-    return WChunk(wq[base + c], vec4<u32>(0u), vec2<f32>(hd.d.x * sm.x), vec2<f32>(-(hd.d.y * sm.y)));
+    return WChunk(wq_word(base + c), vec4<u32>(0u), vec2<f32>(hd.d.x * sm.x), vec2<f32>(-(hd.d.y * sm.y)));
   }
-  let hi = wq[base + 8u + c / 2u];
+  let hi = wq_word(base + 8u + c / 2u);
   let scales = hd.s[c >> 1u] >> ((c & 1u) * 16u);
   let a = hd.d.x * vec2<f32>(int8(scales & 0xFFu), int8((scales >> 8u) & 0xFFu));
-  return WChunk(wq[base + c], vec4<u32>(select(hi.xy, hi.zw, (c & 1u) == 1u), 0u, 0u), a, -32.0 * a);
+  return WChunk(wq_word(base + c), vec4<u32>(select(hi.xy, hi.zw, (c & 1u) == 1u), 0u, 0u), a, -32.0 * a);
 }
 
 /** Word w's 4 nibbles at `shift` (0: values 4v.., 4: values 16 + 4v..), with Q6_K's high bits. */

@@ -86,21 +86,28 @@ export function writeTextureBytes(
 
 /**
  * `src` with the storage declaration `@group(0) @binding(B) var<storage, read> NAME:
- * array<vec4<u32>>;` replaced by a texture at the same binding, and NAME's loads rewritten: every
- * `NAME[i]` in the shader must be written `NAME_word(i)` (the storage source defines that function
- * itself, next to the declaration, marked by `// words: NAME`).
+ * array<vec4<u32>>;` (or `array<u32>`) replaced by a texture at the same binding. The shader must
+ * read NAME only through `NAME_word(i)`, defined on the line after the declaration (`{ return
+ * NAME[i]; }`), which becomes a texel fetch: word i of a vec4 array is texel i, of a u32 array
+ * component i % 4 of texel i / 4, so the same texture serves both views of a buffer.
  */
 export function textureWordsSource(src: string, name: string): string {
-  const declaration = new RegExp(
-    `(@group\\(0\\) @binding\\(\\d+\\)) var<storage, read> ${name}: array<vec4<u32>>;\\n` +
-      `fn ${name}_word\\(i: u32\\) -> vec4<u32> \\{ return ${name}\\[i\\]; \\}`,
-  );
-  if (!declaration.test(src)) throw new Error(`shader: storage words "${name}" not found`);
-  return src.replace(
-    declaration,
-    `$1 var ${name}_texture: texture_2d<u32>;\n` +
-      `fn ${name}_word(i: u32) -> vec4<u32> {\n` +
-      `  return textureLoad(${name}_texture, vec2<u32>(i % ${TEXTURE_WIDTH}u, i / ${TEXTURE_WIDTH}u), 0);\n` +
-      `}`,
-  );
+  for (const [element, texel] of [["vec4<u32>", "i"], ["u32", "i / 4u"]]) {
+    const declaration = new RegExp(
+      `(@group\\(0\\) @binding\\(\\d+\\)) var<storage, read> ${name}: array<${element}>;\\n` +
+        `fn ${name}_word\\(i: u32\\) -> ${element} \\{ return ${name}\\[i\\]; \\}`,
+    );
+    if (!declaration.test(src)) continue;
+    const fetch =
+      `textureLoad(${name}_texture, vec2<u32>(t % ${TEXTURE_WIDTH}u, t / ${TEXTURE_WIDTH}u), 0)`;
+    return src.replace(
+      declaration,
+      `$1 var ${name}_texture: texture_2d<u32>;\n` +
+        `fn ${name}_word(i: u32) -> ${element} {\n` +
+        `  let t = ${texel};\n` +
+        `  return ${fetch}${element === "u32" ? "[i % 4u]" : ""};\n` +
+        `}`,
+    );
+  }
+  throw new Error(`shader: storage words "${name}" not found`);
 }
