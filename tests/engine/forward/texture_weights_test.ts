@@ -2,7 +2,8 @@
 // models in storage buffers: every matrix really is in a texture, and greedy decoding gives the same
 // tokens and the same logits, bit for bit, on both dtype paths, for a tied embedding (the LM head's
 // texture is also the embedding table) and an untied one, at one decode row and at sixteen.
-// The storage path itself is checked against the float64 reference in model_logits_test.ts.
+// The storage path itself is checked against the float64 reference in model_logits_test.ts. And
+// the engine loads as --matmul-kernel says, except GGUF files, which keep storage buffers.
 
 import { DeviceKv } from "../../../engine/kv/device_kv.ts";
 import { BlockPool } from "../../../runtime/kv/block_pool.ts";
@@ -15,8 +16,10 @@ import type { ModelWeights } from "../../../engine/weights/model_weights.ts";
 import type { WeightLayout } from "../../../engine/gpu/weight_texture.ts";
 import type { Gpu } from "../../../engine/gpu/device.ts";
 import type { ModelFiles } from "../../../engine/formats/model_files.ts";
+import { Engine } from "../../../engine/engine.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
-import { testGpus } from "../../helpers/gpu.ts";
+import { testGpu, testGpus } from "../../helpers/gpu.ts";
+import { writeTinyGguf } from "../../helpers/tiny_gguf.ts";
 import { rng, testSeed } from "../../helpers/random.ts";
 
 const SLOTS = 16;
@@ -150,3 +153,54 @@ for (const tied of [true, false]) {
     }
   });
 }
+
+Deno.test("the engine puts float weights where --matmul-kernel says; GGUF keeps storage", async () => {
+  const gpu = await testGpu();
+  const dir = await Deno.makeTempDir({ prefix: "sluice-texture-engine-" });
+  const spec = {
+    hiddenSize: 64,
+    intermediateSize: 128, // whole Q8_0 blocks
+    numLayers: 2,
+    numHeads: 4,
+    numKvHeads: 2,
+    tied: true,
+    dtype: "F32",
+    seed: testSeed(),
+  } as const;
+  try {
+    await writeTinyModel(`${dir}/st`, spec);
+    const gguf = await writeTinyGguf(`${dir}/gguf`, spec, { type: "Q8_0" });
+    const cases = [
+      { modelDir: `${dir}/st`, flag: undefined, want: "storage" },
+      { modelDir: `${dir}/st`, flag: "texture", want: "texture" },
+      { modelDir: gguf.path, flag: "texture", want: "storage" },
+    ] as const;
+    for (const { modelDir, flag, want } of cases) {
+      const engine = await Engine.load({
+        modelDir,
+        gpu,
+        matmulKernel: flag,
+        gpuKvMb: 1,
+        maxSlots: 2,
+        maxRows: 8,
+        skipWarmUp: true,
+      });
+      try {
+        assertEquals(engine.info.matmulKernel?.layout, want, `${modelDir} ${flag}`);
+        // One greedy step runs on whichever layout it is.
+        const records = await engine.step({
+          tables: [],
+          sampling: [{ slot: 0, params: { temperature: 0, topK: 0, topP: 1, seed: 0 } }],
+          rows: [{ slot: 0, pos: 0, token: 1 }],
+          samples: [{ row: 0 }],
+          wantTopLogprobs: false,
+        });
+        assertEquals(records.length, 1);
+      } finally {
+        await engine.close();
+      }
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
