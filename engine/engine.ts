@@ -72,7 +72,7 @@ export interface EngineOptions {
   /**
    * Where float weights live and so which matmul kernel reads them (forward/matmul_choice.ts):
    * "auto" times both at first start and caches the winner per adapter and model shape. Default:
-   * "storage". GGUF models keep storage buffers (the quantized kernels read no textures yet).
+   * "storage". A GGUF model goes into textures only when forced: auto times float kernels only.
    */
   matmulKernel?: MatmulKernelFlag;
   /** Skip the warm-up steps that compile shaders, and the cost profile, at load (tests). */
@@ -205,9 +205,10 @@ export class Engine implements StepEngine {
     // deeper pipelines deliver tokens in bursts (a stream beside a long prefill waited 8.7 s
     // between tokens at 4, 1.7 s at 2) without more throughput (bench responsiveness).
     const ringSize = opts.ringSize ?? 2;
-    const matmulKernel: MatmulChoice = files.gguf
+    const flag = opts.matmulKernel ?? "storage";
+    const matmulKernel: MatmulChoice = files.gguf && flag === "auto"
       ? { layout: "storage", source: "flag" }
-      : await chooseMatmulLayout(gpu, cfg, { flag: opts.matmulKernel ?? "storage" });
+      : await chooseMatmulLayout(gpu, cfg, { flag });
     const weights = await loadWeights(gpu, files, opts.onLoadProgress, matmulKernel.layout);
     const budget = opts.gpuKvMb !== undefined
       ? opts.gpuKvMb * 2 ** 20

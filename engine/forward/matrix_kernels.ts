@@ -20,11 +20,10 @@ export function embeddingParts(
   return m.parts.map((part) => {
     const partArgs = { ...args, rowStart: part.rowStart, rowCount: part.rows };
     // A quantized table (GGUF) is gathered and dequantized row by row.
-    if (m.format && isQuantType(m.format)) {
-      if (!part.buffer) throw new Error("quantized weights in a texture have no embedding kernel");
-      return bindQuantEmbedding(gpu, { ...partArgs, table: part.buffer, type: m.format });
-    }
-    return bindEmbedding(gpu, { ...partArgs, table: part.buffer ?? part.texture });
+    const table = part.buffer ?? part.texture;
+    return m.format && isQuantType(m.format)
+      ? bindQuantEmbedding(gpu, { ...partArgs, table, type: m.format })
+      : bindEmbedding(gpu, { ...partArgs, table });
   });
 }
 
@@ -67,10 +66,8 @@ function partKernels(
       yCol: p.rowStart,
       mode,
     };
-    if (m.format && isQuantType(m.format)) {
-      if (!p.buffer) throw new Error("quantized weights in a texture have no matmul kernel yet");
-      return bindQuantMatmul(gpu, { ...args, w: p.buffer, type: m.format });
-    }
-    return bindMatmul(gpu, args);
+    return m.format && isQuantType(m.format)
+      ? bindQuantMatmul(gpu, { ...args, type: m.format })
+      : bindMatmul(gpu, args);
   });
 }

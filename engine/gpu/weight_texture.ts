@@ -35,7 +35,8 @@ export function createWeightTexture(gpu: Gpu, bytes: number, label?: string): GP
   return gpu.device.createTexture({
     size: [TEXTURE_WIDTH, Math.ceil(texels / TEXTURE_WIDTH)],
     format: "rgba32uint",
-    usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+    // COPY_SRC: so tests (and a debugger) can read the words back.
+    usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST | GPUTextureUsage.COPY_SRC,
     label,
   });
 }

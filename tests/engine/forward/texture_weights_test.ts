@@ -3,7 +3,8 @@
 // tokens and the same logits, bit for bit, on both dtype paths, for a tied embedding (the LM head's
 // texture is also the embedding table) and an untied one, at one decode row and at sixteen.
 // The storage path itself is checked against the float64 reference in model_logits_test.ts. And
-// the engine loads as --matmul-kernel says, except GGUF files, which keep storage buffers.
+// the engine loads as --matmul-kernel says (auto keeps GGUF files in storage: it times float
+// kernels only); and quantized GGUF models, moved into textures once loaded, decode alike.
 
 import { DeviceKv } from "../../../engine/kv/device_kv.ts";
 import { BlockPool } from "../../../runtime/kv/block_pool.ts";
@@ -154,7 +155,45 @@ for (const tied of [true, false]) {
   });
 }
 
-Deno.test("the engine puts float weights where --matmul-kernel says; GGUF keeps storage", async () => {
+for (const type of ["Q8_0", "Q4_0"] as const) {
+  Deno.test(`a ${type} GGUF from textures gives the storage tokens and logits`, async (t) => {
+    const gpu = await testGpu();
+    const seed = testSeed();
+    const dir = await Deno.makeTempDir({ prefix: "sluice-texture-gguf-" });
+    try {
+      const gguf = await writeTinyGguf(dir, {
+        hiddenSize: 64,
+        intermediateSize: 128, // whole blocks of 32
+        numLayers: 2,
+        numHeads: 4,
+        numKvHeads: 2,
+        tied: true,
+        dtype: "F32",
+        seed,
+      }, { type });
+      const files = await openModelDir(gguf.path);
+      for (const batch of [1, SLOTS]) {
+        await t.step(`${batch} decode rows`, async () => {
+          const storage = await greedy(gpu, files, "storage", batch, seed + 1);
+          const texture = await greedy(gpu, files, "texture", batch, seed + 1);
+          const what = `${type} batch ${batch} seed ${seed}`;
+          assertEquals(texture.tokens, storage.tokens, `${what}: tokens differ`);
+          texture.logits.forEach((bits, i) =>
+            assertEquals(bits, storage.logits[i], `${what}: logits of sample ${i} differ`)
+          );
+          assert(
+            storage.logits.every((b) => new Float32Array(b.buffer).every(Number.isFinite)),
+            what,
+          );
+        });
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("the engine puts weights where --matmul-kernel says; auto keeps GGUF in storage", async () => {
   const gpu = await testGpu();
   const dir = await Deno.makeTempDir({ prefix: "sluice-texture-engine-" });
   const spec = {
@@ -173,7 +212,8 @@ Deno.test("the engine puts float weights where --matmul-kernel says; GGUF keeps 
     const cases = [
       { modelDir: `${dir}/st`, flag: undefined, want: "storage" },
       { modelDir: `${dir}/st`, flag: "texture", want: "texture" },
-      { modelDir: gguf.path, flag: "texture", want: "storage" },
+      { modelDir: gguf.path, flag: "auto", want: "storage" },
+      { modelDir: gguf.path, flag: "texture", want: "texture" },
     ] as const;
     for (const { modelDir, flag, want } of cases) {
       const engine = await Engine.load({
