@@ -346,8 +346,7 @@ const MODEL_FLAGS = `model:
                          f16 in the same --gpu-kv-mb (head dim a multiple of 32)
   --matmul-kernel auto|storage|texture  where float weights live and so which matmul reads
                          them (default auto: both timed at first start on the model's shapes,
-                         the winner cached per adapter in ~/.cache/sluice/kernels); auto
-                         keeps GGUF models in storage (texture moves them once loaded)`;
+                         the winner cached per adapter in ~/.cache/sluice/kernels)`;
 
 const ENGINE_FLAGS = `engine and scheduling:
   --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)

@@ -29,10 +29,13 @@ import { openModelDir } from "./formats/open_model.ts";
 import type { LoadProgress } from "./weights/upload.ts";
 import { loadWeights } from "./weights/load_weights.ts";
 import {
+  calibrationShapes,
   chooseMatmulLayout,
+  loadedShapes,
   type MatmulChoice,
   type MatmulKernelFlag,
 } from "./forward/matmul_choice.ts";
+import { weightsToTextures } from "./weights/texture_parts.ts";
 import type { MatrixPart, ModelWeights } from "./weights/model_weights.ts";
 
 export type {
@@ -72,7 +75,8 @@ export interface EngineOptions {
   /**
    * Where float weights live and so which matmul kernel reads them (forward/matmul_choice.ts):
    * "auto" times both at first start and caches the winner per adapter and model shape. Default:
-   * "storage". A GGUF model goes into textures only when forced: auto times float kernels only.
+   * "storage". A GGUF model is loaded into storage buffers, timed on its own formats, and moved
+   * into textures where they win (weights/texture_parts.ts).
    */
   matmulKernel?: MatmulKernelFlag;
   /** Skip the warm-up steps that compile shaders, and the cost profile, at load (tests). */
@@ -206,10 +210,17 @@ export class Engine implements StepEngine {
     // between tokens at 4, 1.7 s at 2) without more throughput (bench responsiveness).
     const ringSize = opts.ringSize ?? 2;
     const flag = opts.matmulKernel ?? "storage";
-    const matmulKernel: MatmulChoice = files.gguf && flag === "auto"
-      ? { layout: "storage", source: "flag" }
-      : await chooseMatmulLayout(gpu, cfg, { flag });
-    const weights = await loadWeights(gpu, files, opts.onLoadProgress, matmulKernel.layout);
+    let matmulKernel: MatmulChoice;
+    let weights: ModelWeights;
+    if (files.gguf) {
+      // The formats are known once loaded: load into storage, choose, then move if textures win.
+      weights = await loadWeights(gpu, files, opts.onLoadProgress);
+      matmulKernel = await chooseMatmulLayout(gpu, loadedShapes(weights), { flag });
+      if (matmulKernel.layout === "texture") weights = weightsToTextures(gpu, weights);
+    } else {
+      matmulKernel = await chooseMatmulLayout(gpu, calibrationShapes(cfg), { flag });
+      weights = await loadWeights(gpu, files, opts.onLoadProgress, matmulKernel.layout);
+    }
     const budget = opts.gpuKvMb !== undefined
       ? opts.gpuKvMb * 2 ** 20
       : Math.min(gpu.maxBufferSize / 4, 8 * gpu.maxBinding);

@@ -2,13 +2,19 @@
 // buffers or from textures (engine/gpu/weight_texture.ts). The fastest differs by adapter: on
 // llvmpipe a storage load is a stalled stack store and reload and texel fetches read the same bytes
 // several times faster, while a GPU may favour either. So `auto` times both kernels once, at first
-// start, on the model's own matrix shapes, and caches the winner on disk per adapter and shape;
-// later starts read it back. `storage` or `texture` forces one (tests, A/B).
+// start, on the model's own matrix shapes and formats (a GGUF model's quantized kernels), and
+// caches the winner on disk per adapter and shape; later starts read it back. `storage` or
+// `texture` forces one (tests, A/B).
 
 import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
 import { createStorage, STORAGE_UNIFORM, writeBytes } from "../gpu/buffers.ts";
 import { bindMatmul, type MatmulMode, matmulVectorShape } from "../gpu/kernels/matmul.ts";
+import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
+import { quantLayout } from "../gpu/kernels/quant_layout.ts";
+import type { BoundKernel } from "../gpu/kernel.ts";
+import { isQuantType, type QuantType } from "../quant/formats.ts";
+import type { GluMatrix, GpuMatrix, ModelWeights } from "../weights/model_weights.ts";
 import {
   createWeightTexture,
   type WeightLayout,
@@ -28,6 +34,8 @@ export interface CalibrationShape {
   N: number;
   mode: MatmulMode;
   count: number;
+  /** A quantized matrix's blocks; absent: the adapter's float weight dtype. */
+  format?: QuantType;
 }
 
 /** What a calibration found: microseconds per token of each layout's matvecs, and the winner. */
@@ -59,18 +67,36 @@ export function calibrationShapes(cfg: LlamaConfig): CalibrationShape[] {
   ];
 }
 
-/** The layout for `cfg`'s float matrices on `gpu`, by the flag, the cache or a measurement. */
+/** The matrices of one token's forward pass as loaded: their shapes and formats (GGUF). */
+export function loadedShapes(w: ModelWeights): CalibrationShape[] {
+  const L = w.layers.length, layer = w.layers[0];
+  const shape = (m: GpuMatrix | GluMatrix, mode: MatmulMode, count: number): CalibrationShape => ({
+    K: m.cols,
+    N: "rows" in m ? m.rows : m.intermediate,
+    mode,
+    count,
+    ...(m.format && isQuantType(m.format) ? { format: m.format } : {}),
+  });
+  return [
+    shape(layer.qkv, "store", L),
+    shape(layer.o, "add", L),
+    shape(layer.gateUp, "glu", L),
+    shape(layer.down, "add", L),
+    shape(w.lmHead, "store", 1),
+  ];
+}
+
+/** The layout for matrices of these shapes on `gpu`, by the flag, the cache or a measurement. */
 export async function chooseMatmulLayout(
   gpu: Gpu,
-  cfg: LlamaConfig,
+  shapes: CalibrationShape[],
   options: ChooseOptions,
 ): Promise<MatmulChoice> {
   if (options.flag !== "auto") return { layout: options.flag, source: "flag" };
-  const shapes = calibrationShapes(cfg);
   const key = [
     gpu.adapterId ?? gpu.adapterName,
     gpu.f16 ? "f16" : "f32",
-    ...shapes.map((s) => `${s.K}x${s.N}${s.mode}*${s.count}`),
+    ...shapes.map((s) => `${s.K}x${s.N}${s.mode}*${s.count}${s.format ? ` ${s.format}` : ""}`),
   ].join(" | ");
   const file = join(options.cacheDir ?? join(sluiceCacheDir(), "kernels"), "matmul.json");
   const cache = await readCache(file);
@@ -131,21 +157,27 @@ export async function measureLayouts(
 ): Promise<Record<WeightLayout, number>> {
   const total = { storage: 0, texture: 0 };
   for (const shape of shapes) {
+    const { format } = shape;
     const N = Math.min(shape.N, MAX_CALIBRATION_ROWS);
     const scale = (shape.count * shape.N) / N;
-    const bytes = (shape.mode === "glu" ? 2 : 1) * N * shape.K * (gpu.f16 ? 2 : 4);
-    const data = randomHalves(bytes / 2);
+    const weightRows = (shape.mode === "glu" ? 2 : 1) * N;
+    // Random f16 halves are valid blocks of every format too (finite scales, any quants).
+    const bytes = format
+      ? quantLayout(format, weightRows, shape.K).bytes
+      : weightRows * shape.K * (gpu.f16 ? 2 : 4);
+    const data = randomHalves(Math.ceil(bytes / 2));
     const buffer = createStorage(gpu, bytes, "calibration");
     writeBytes(gpu, buffer, 0, data);
-    const texture = matmulVectorShape(shape.K, N) ? createWeightTexture(gpu, bytes) : null;
+    const texture = format || matmulVectorShape(shape.K, N)
+      ? createWeightTexture(gpu, bytes)
+      : null;
     if (texture) writeTextureBytes(gpu, texture, 0, data);
     const x = createStorage(gpu, shape.K * 4, "calibration x", STORAGE_UNIFORM);
     const y = createStorage(gpu, N * 4, "calibration y");
     const args = { x, y, K: shape.K, N, mode: shape.mode };
-    const kernels = {
-      storage: bindMatmul(gpu, { ...args, w: buffer }),
-      texture: bindMatmul(gpu, { ...args, w: texture ?? buffer }),
-    };
+    const bind = (w: GPUBuffer | GPUTexture): BoundKernel =>
+      format ? bindQuantMatmul(gpu, { ...args, w, type: format }) : bindMatmul(gpu, { ...args, w });
+    const kernels = { storage: bind(buffer), texture: bind(texture ?? buffer) };
     const samples: Record<WeightLayout, number[]> = { storage: [], texture: [] };
     for (const layout of ["storage", "texture"] as const) {
       await submitMs(gpu, kernels[layout], 1); // the first dispatch compiles the pipeline
@@ -170,7 +202,7 @@ export async function measureLayouts(
 
 async function submitMs(
   gpu: Gpu,
-  kernel: ReturnType<typeof bindMatmul>,
+  kernel: BoundKernel,
   dispatches: number,
 ): Promise<number> {
   const encoder = gpu.device.createCommandEncoder();

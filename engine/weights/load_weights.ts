@@ -6,8 +6,8 @@ import type { WeightLayout } from "../gpu/weight_texture.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
 import { EMBED, FINAL_NORM, type LayerTensor, layerTensor, LM_HEAD } from "../model/tensors.ts";
 import { GgufUpload } from "./gguf_upload.ts";
-import type { GluMatrix, GpuMatrix, LayerWeights, ModelWeights } from "./model_weights.ts";
-import { moveToTextures, texturable } from "./texture_parts.ts";
+import type { LayerWeights, ModelWeights } from "./model_weights.ts";
+import { weightsToTextures } from "./texture_parts.ts";
 import { SafetensorsUpload } from "./safetensors_upload.ts";
 import type { LoadProgress, WeightUpload } from "./upload.ts";
 
@@ -17,8 +17,8 @@ export async function loadWeights(
   onProgress?: LoadProgress,
   /**
    * Where matrices go (engine/forward/matmul_choice.ts): safetensors float matrices straight into
-   * textures; a GGUF file's matrices, quantized or not, are moved into them part by part once
-   * loaded (texture_parts.ts). A matrix the texture kernels cannot read stays in storage.
+   * textures; a GGUF file's matrices, quantized or not, are moved into them part by part once all
+   * are loaded (texture_parts.ts). A matrix the texture kernels cannot read stays in storage.
    */
   layout: WeightLayout = "storage",
 ): Promise<ModelWeights> {
@@ -26,27 +26,24 @@ export async function loadWeights(
   const upload: WeightUpload = files.gguf
     ? new GgufUpload(gpu, files, onProgress)
     : new SafetensorsUpload(gpu, files, onProgress, layout);
-  const placed = async <M extends GpuMatrix | GluMatrix>(loading: Promise<M>): Promise<M> => {
-    const m = await loading;
-    return files.gguf && layout === "texture" && texturable(m) ? moveToTextures(gpu, m) : m;
-  };
 
-  const embed = await placed(upload.matrix([EMBED]));
+  const embed = await upload.matrix([EMBED]);
   const layers: LayerWeights[] = [];
   for (let i = 0; i < cfg.numLayers; i++) {
     const t = (tensor: LayerTensor) => layerTensor(i, tensor);
     layers.push({
       inputNorm: await upload.vector(t("inputNorm")),
       postAttentionNorm: await upload.vector(t("postAttentionNorm")),
-      qkv: await placed(upload.matrix([t("q"), t("k"), t("v")])),
+      qkv: await upload.matrix([t("q"), t("k"), t("v")]),
       ...(cfg.qkvBias ? { qkvBias: await upload.vector(t("qBias"), t("kBias"), t("vBias")) } : {}),
       ...(cfg.qkNorm ? { qkNorm: await upload.vector(t("qNorm"), t("kNorm")) } : {}),
-      o: await placed(upload.matrix([t("o")])),
-      gateUp: await placed(upload.glu(t("gate"), t("up"))),
-      down: await placed(upload.matrix([t("down")])),
+      o: await upload.matrix([t("o")]),
+      gateUp: await upload.glu(t("gate"), t("up")),
+      down: await upload.matrix([t("down")]),
     });
   }
   const finalNorm = await upload.vector(FINAL_NORM);
-  const lmHead = cfg.tieWordEmbeddings ? embed : await placed(upload.matrix([LM_HEAD]));
-  return { embed, layers, finalNorm, lmHead, bytes: upload.gpuBytes };
+  const lmHead = cfg.tieWordEmbeddings ? embed : await upload.matrix([LM_HEAD]);
+  const weights = { embed, layers, finalNorm, lmHead, bytes: upload.gpuBytes };
+  return files.gguf && layout === "texture" ? weightsToTextures(gpu, weights) : weights;
 }

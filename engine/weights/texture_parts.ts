@@ -8,7 +8,7 @@ import type { Gpu } from "../gpu/device.ts";
 import { createWeightTexture, TEXTURE_WIDTH } from "../gpu/weight_texture.ts";
 import { matmulVectorShape } from "../gpu/kernels/matmul.ts";
 import { isQuantType } from "../quant/formats.ts";
-import type { GluMatrix, GpuMatrix, MatrixPart } from "./model_weights.ts";
+import type { GluMatrix, GpuMatrix, MatrixPart, ModelWeights } from "./model_weights.ts";
 
 /**
  * Whether every part of `m` can be read from a texture: quantized parts always, float parts on the
@@ -18,6 +18,25 @@ export function texturable(m: GpuMatrix | GluMatrix): boolean {
   if (m.format && isQuantType(m.format)) return true;
   const ldy = "rows" in m ? m.rows : m.intermediate;
   return m.parts.every((p) => matmulVectorShape(m.cols, p.rows, ldy, p.rowStart));
+}
+
+/** Every matrix of `w` the texture kernels can read moved into textures (the embedding too). */
+export function weightsToTextures(gpu: Gpu, w: ModelWeights): ModelWeights {
+  const move = <M extends GpuMatrix | GluMatrix>(m: M): M =>
+    texturable(m) ? moveToTextures(gpu, m) : m;
+  const embed = move(w.embed);
+  return {
+    ...w,
+    embed,
+    lmHead: w.lmHead === w.embed ? embed : move(w.lmHead),
+    layers: w.layers.map((l) => ({
+      ...l,
+      qkv: move(l.qkv),
+      o: move(l.o),
+      gateUp: move(l.gateUp),
+      down: move(l.down),
+    })),
+  };
 }
 
 /** `m` with each buffer part replaced by a texture of its bytes (the buffers are destroyed). */

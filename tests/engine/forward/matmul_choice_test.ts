@@ -5,9 +5,11 @@
 import {
   type CalibrationShape,
   calibrationShapes,
-  chooseMatmulLayout,
+  chooseMatmulLayout as chooseFor,
+  type ChooseOptions,
   measureLayouts,
 } from "../../../engine/forward/matmul_choice.ts";
+import type { Gpu } from "../../../engine/gpu/device.ts";
 import type { WeightLayout } from "../../../engine/gpu/weight_texture.ts";
 import type { LlamaConfig } from "../../../engine/model/config.ts";
 import { testGpu } from "../../helpers/gpu.ts";
@@ -22,6 +24,9 @@ const CFG = {
   headDim: 16,
   vocabSize: 300,
 } as LlamaConfig;
+
+const chooseMatmulLayout = (gpu: Gpu, cfg: LlamaConfig, options: ChooseOptions) =>
+  chooseFor(gpu, calibrationShapes(cfg), options);
 
 /** A fake measurement that reports `times` and counts its calls. */
 function fakeMeasure(times: Record<WeightLayout, number>) {
@@ -98,5 +103,21 @@ Deno.test("matmul choice: the measurement times both layouts on the model's shap
   const us = await measureLayouts(gpu, calibrationShapes(CFG));
   for (const layout of ["storage", "texture"] as const) {
     assert(Number.isFinite(us[layout]) && us[layout] >= 0, `${layout}: ${us[layout]}`);
+  }
+  // Quantized shapes (a GGUF model's) time the quantized kernels, and key the cache apart.
+  const quant = calibrationShapes(CFG).map((s) => ({ ...s, format: "q4_0" as const }))
+    .filter((s) => s.K % 32 === 0);
+  const q = await measureLayouts(gpu, quant);
+  for (const layout of ["storage", "texture"] as const) {
+    assert(Number.isFinite(q[layout]) && q[layout] >= 0, `q4_0 ${layout}: ${q[layout]}`);
+  }
+  const cacheDir = await Deno.makeTempDir({ prefix: "sluice-matmul-choice-" });
+  try {
+    const fake = fakeMeasure({ storage: 2, texture: 1 });
+    const float = await chooseFor(gpu, calibrationShapes(CFG), { flag: "auto", cacheDir, ...fake });
+    const blocks = await chooseFor(gpu, quant, { flag: "auto", cacheDir, ...fake });
+    assertEquals([float.source, blocks.source], ["measured", "measured"]);
+  } finally {
+    await Deno.remove(cacheDir, { recursive: true });
   }
 });

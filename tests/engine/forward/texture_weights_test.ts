@@ -193,9 +193,12 @@ for (const type of ["Q8_0", "Q4_0"] as const) {
   });
 }
 
-Deno.test("the engine puts weights where --matmul-kernel says; auto keeps GGUF in storage", async () => {
+Deno.test("the engine puts weights where --matmul-kernel says, or auto measured", async () => {
   const gpu = await testGpu();
   const dir = await Deno.makeTempDir({ prefix: "sluice-texture-engine-" });
+  // auto's choice is cached under $SLUICE_CACHE: a fresh one, so it measures here.
+  const cache = Deno.env.get("SLUICE_CACHE");
+  Deno.env.set("SLUICE_CACHE", `${dir}/cache`);
   const spec = {
     hiddenSize: 64,
     intermediateSize: 128, // whole Q8_0 blocks
@@ -212,8 +215,9 @@ Deno.test("the engine puts weights where --matmul-kernel says; auto keeps GGUF i
     const cases = [
       { modelDir: `${dir}/st`, flag: undefined, want: "storage" },
       { modelDir: `${dir}/st`, flag: "texture", want: "texture" },
-      { modelDir: gguf.path, flag: "auto", want: "storage" },
+      { modelDir: gguf.path, flag: "auto", want: "measured" },
       { modelDir: gguf.path, flag: "texture", want: "texture" },
+      { modelDir: `${dir}/st`, flag: "auto", want: "measured" },
     ] as const;
     for (const { modelDir, flag, want } of cases) {
       const engine = await Engine.load({
@@ -226,7 +230,8 @@ Deno.test("the engine puts weights where --matmul-kernel says; auto keeps GGUF i
         skipWarmUp: true,
       });
       try {
-        assertEquals(engine.info.matmulKernel?.layout, want, `${modelDir} ${flag}`);
+        const choice = engine.info.matmulKernel!;
+        assertEquals(want === "measured" ? choice.source : choice.layout, want, modelDir);
         // One greedy step runs on whichever layout it is.
         const records = await engine.step({
           tables: [],
@@ -241,6 +246,8 @@ Deno.test("the engine puts weights where --matmul-kernel says; auto keeps GGUF i
       }
     }
   } finally {
+    if (cache === undefined) Deno.env.delete("SLUICE_CACHE");
+    else Deno.env.set("SLUICE_CACHE", cache);
     await Deno.remove(dir, { recursive: true });
   }
 });
