@@ -69,7 +69,9 @@ export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): 
   const started = performance.now();
   const load = Deno.loadavg().map((v) => v.toFixed(2)).join(", ");
   const shapes = SHAPES.filter((s) => !options.shape || s.name.startsWith(options.shape));
-  const formats = MATVEC_FORMATS(gpu).filter((f) => !options.formats || options.formats.includes(f));
+  const formats = MATVEC_FORMATS(gpu).filter((f) =>
+    !options.formats || options.formats.includes(f)
+  );
   if (options.only === "matvec") {
     return [
       `## Matrix-vector kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
