@@ -24,6 +24,8 @@ const EngineFlags = z.object({
   "decode-steps": z.coerce.number().int().min(1).max(64).default(DEFAULT_DECODE_STEPS),
   f32: z.boolean().default(false),
   "kv-dtype": z.enum(["f16", "f32", "q8_0"]).optional(),
+  // Float weights in storage buffers or textures; auto: timed at first start, cached per adapter.
+  "matmul-kernel": z.enum(["auto", "storage", "texture"]).default("auto"),
   // The defaults below (tokenflow, a host tier, recompute auto, write-through) are the combination
   // that measured best in the serving report (docs/benchmarks/policies.md); fcfs is the vLLM baseline.
   sched: z.enum(Object.keys(PRESETS) as [PolicyName, ...PolicyName[]]).default("tokenflow"),
@@ -145,6 +147,7 @@ const STRING_FLAGS = [
   "layerwise-prefill",
   "gpu-kv-mb",
   "kv-dtype",
+  "matmul-kernel",
   "max-batch",
   "prefill-chunk",
   "decode-steps",
@@ -224,6 +227,7 @@ function runtimeOptions(flags: EngineFlagValues) {
       maxDecodeSteps: flags["decode-steps"],
       forceF32: flags.f32,
       kvDtype: flags["kv-dtype"],
+      matmulKernel: flags["matmul-kernel"],
       hostKvMb: flags["host-kv-mb"],
       // Its choice reads the cost model, profiled at load (by default only with a host tier).
       profileCosts: recomputeOf(flags) === "auto" || undefined,
@@ -345,7 +349,10 @@ const MODEL_FLAGS = `model:
   --f32                  keep weights and KV in f32 even where the adapter has shader-f16
   --kv-dtype f16|f32|q8_0  KV cache dtype (default: as the weights); q8_0 keeps K and V as
                          int8 in groups of 32 with an f16 scale each, about 1.9x the tokens of
-                         f16 in the same --gpu-kv-mb (head dim a multiple of 32)`;
+                         f16 in the same --gpu-kv-mb (head dim a multiple of 32)
+  --matmul-kernel auto|storage|texture  where float weights live and so which matmul reads
+                         them (default auto: both timed at first start on the model's shapes,
+                         the winner cached per adapter in ~/.cache/sluice/kernels)`;
 
 const ENGINE_FLAGS = `engine and scheduling:
   --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)

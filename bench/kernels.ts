@@ -1,18 +1,19 @@
 // Kernel benchmark: the copy and read-only kernels' bandwidth (storage and texture) as baselines,
 // then the matmul on SmolLM2-135M's shapes — decode (1, 4, 16 rows) and prefill (256 rows) — and
-// every matrix-vector kernel (the weight dtype's and each quantized format's) against the read
-// rooflines, as Markdown.
+// every matrix-vector kernel (the weight dtype's and each quantized format's), each with its weights
+// in a storage buffer and in a texture (--matmul-kernel), against the read rooflines, as Markdown.
 //
 // Each figure is the median over trials of the slope between submits of n and 3n dispatches, so
 // the ~11 ms submit round trip cancels out. Wall-clock: other processes on the CPU slow it down.
 
 import type { Gpu } from "../engine/gpu/device.ts";
 import type { BoundKernel } from "../engine/gpu/kernel.ts";
-import { createStorage, STORAGE_UNIFORM, writeBytes } from "../engine/gpu/buffers.ts";
+import { createStorage, readBack, STORAGE_UNIFORM, writeBytes } from "../engine/gpu/buffers.ts";
 import { bindCopy } from "../engine/gpu/kernels/copy.ts";
 import { bindMatmul, type MatmulMode } from "../engine/gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../engine/gpu/kernels/matmul_quant.ts";
 import { quantLayout } from "../engine/gpu/kernels/quant_layout.ts";
+import { createWeightTexture, writeTextureBytes } from "../engine/gpu/weight_texture.ts";
 import {
   bindReadSum,
   bindReadSumTexture,
@@ -23,13 +24,23 @@ import {
 } from "../engine/gpu/kernels/read_sum.ts";
 import { QUANT_FORMATS, QUANT_TYPES } from "../engine/quant/formats.ts";
 
-export const USAGE = `usage: deno task bench kernels
+export const USAGE = `usage: deno task bench kernels [--only all|matvec] [--shape NAME]
+                                [--formats f16,q4_0,...]
 
 The copy kernel's and a read-only kernel's bandwidth, then the matmul on SmolLM2-135M's shapes
 (decode at 1, 4 and 16 rows, prefill at 256 rows), then every matrix-vector kernel at one row (the
-weight dtype's and each GGUF block format's where K is whole blocks) as GB/s of weight bytes read and
-as a share of the read rooflines (the same bytes summed from a storage buffer and from a texture).
-Takes no flags.`;
+weight dtype's and each GGUF block format's where K is whole blocks), with its weights in a storage
+buffer and in a texture, as GB/s of weight bytes read and as a share of the read rooflines (the
+same bytes summed from a storage buffer and from a texture).
+  --only matvec   only the matrix-vector table (skips the bandwidth and batch tables)
+  --shape NAME    only shapes whose name starts with NAME (e.g. o_proj, "LM head")
+  --formats LIST  only these formats (the weight dtype's is f16 or f32)`;
+
+export interface KernelBenchOptions {
+  only?: "all" | "matvec";
+  shape?: string;
+  formats?: string[];
+}
 
 interface Shape {
   name: string;
@@ -54,9 +65,24 @@ const COPY_BYTES = 32 << 20;
 const MIN_SUBMIT_MS = 60;
 const TRIALS = 7;
 
-export async function benchKernels(gpu: Gpu): Promise<string> {
+export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): Promise<string> {
   const started = performance.now();
   const load = Deno.loadavg().map((v) => v.toFixed(2)).join(", ");
+  const shapes = SHAPES.filter((s) => !options.shape || s.name.startsWith(options.shape));
+  const formats = MATVEC_FORMATS(gpu).filter((f) =>
+    !options.formats || options.formats.includes(f)
+  );
+  if (options.only === "matvec") {
+    return [
+      `## Matrix-vector kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
+      "",
+      ...matvecTable(formats, await benchMatvecs(gpu, shapes, formats)),
+      "",
+      `_Load average at start: ${load}; ${
+        ((performance.now() - started) / 1000).toFixed(0)
+      } s including first-use shader compilation._`,
+    ].join("\n");
+  }
 
   const src = createStorage(gpu, COPY_BYTES);
   const dst = createStorage(gpu, COPY_BYTES);
@@ -73,7 +99,7 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
   const wBytesPer = gpu.f16 ? 2 : 4;
   const rowsNeeded = Math.max(PREFILL_ROWS, ...DECODE_ROWS);
   const lines: string[] = [];
-  for (const shape of SHAPES) {
+  for (const shape of shapes) {
     const weightRows = (shape.mode === "glu" ? 2 : 1) * shape.N;
     const wBytes = weightRows * shape.K * wBytesPer;
     const w = randomWeights(gpu, weightRows * shape.K);
@@ -108,7 +134,7 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
     x.destroy();
     y.destroy();
   }
-  const matvecLines = await benchMatvecs(gpu);
+  const matvecLines = await benchMatvecs(gpu, shapes, formats);
 
   return [
     `## Kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
@@ -129,21 +155,7 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
     "time, the bandwidth a row-at-a-time matvec would need to keep up. The small shapes' weights " +
     "fit in the CPU's L2/L3 caches; the LM head's do not.",
     "",
-    "### Matrix-vector kernels (rows=1) against the read rooflines",
-    "",
-    `| shape | K×N | ${MATVEC_FORMATS(gpu).join(" | ")} |`,
-    "|" + " --- |".repeat(2 + MATVEC_FORMATS(gpu).length),
-    ...matvecLines,
-    "",
-    "Each cell: µs per call / GB/s of weight bytes read (the format's bytes, scales included) / % " +
-    "of the storage read roofline / % of the texture read roofline, each roofline the read-only " +
-    "kernel summing the same bytes (the texture's rounded up to 64 KiB rows), measured in " +
-    `${ROOFLINE_ROUNDS} rounds interleaved with the matvec; shares are medians of the per-round ` +
-    "ratios. Every kernel here reads its weights from storage buffers; on " +
-    "llvmpipe a storage load costs a stalled store-to-load forward per 4 bytes, a texel fetch " +
-    "does not. x is uniform-capable, as the engine's activations are (the quantized kernels " +
-    "read it through a uniform binding). q4_k and q6_k need K in whole blocks " +
-    "of 256 (GGUF files keep other formats for such matrices): – where K is not.",
+    ...matvecTable(formats, matvecLines),
     "",
     `_${
       ((performance.now() - started) / 1000).toFixed(0)
@@ -151,22 +163,45 @@ export async function benchKernels(gpu: Gpu): Promise<string> {
   ].join("\n");
 }
 
-const MATVEC_FORMATS = (gpu: Gpu) => [gpu.f16 ? "f16" : "f32", ...QUANT_TYPES];
+const MATVEC_FORMATS = (gpu: Gpu): string[] => [gpu.f16 ? "f16" : "f32", ...QUANT_TYPES];
+
+/** The matrix-vector table: its heading, columns, rows and how to read a cell. */
+function matvecTable(formats: string[], lines: string[]): string[] {
+  return [
+    "### Matrix-vector kernels (rows=1) against the read rooflines",
+    "",
+    `| shape | K×N | ${formats.join(" | ")} |`,
+    "|" + " --- |".repeat(2 + formats.length),
+    ...lines,
+    "",
+    "Each cell, for the kernel reading its weights from a storage buffer (S) and from a texture " +
+    "holding the same bytes (T, --matmul-kernel texture): µs per call / GB/s of weight bytes read " +
+    "(the format's bytes, scales included) / % of the storage read roofline / % of the texture " +
+    "read roofline, each roofline the read-only kernel summing the same bytes (the texture's " +
+    `rounded up to 64 KiB rows), measured in ${ROOFLINE_ROUNDS} rounds interleaved with the ` +
+    "matvecs; shares are medians of the per-round ratios. On llvmpipe a storage load costs a " +
+    "stalled store-to-load forward per 4 bytes, a texel fetch does not. x is uniform-capable, as " +
+    "the engine's activations are (the quantized kernels read it through a uniform binding). " +
+    "q4_k and q6_k need K in whole blocks of 256 (GGUF files keep other formats for such " +
+    "matrices): – where K is not.",
+  ];
+}
 
 /**
- * One table row per shape: each format's matrix-vector kernel at one row, against the two read-only
- * kernels summing as many bytes, measured in ROOFLINE_ROUNDS rounds in a rotating order so that
- * drifting load hits all three alike; the shares are medians of the per-round ratios.
+ * One table row per shape: each format's matrix-vector kernel at one row, weights in storage and in
+ * a texture, against the two read-only kernels summing as many bytes, measured in ROOFLINE_ROUNDS
+ * rounds in a rotating order so that drifting load hits all four alike; the shares are medians of
+ * the per-round ratios.
  */
-async function benchMatvecs(gpu: Gpu): Promise<string[]> {
+async function benchMatvecs(gpu: Gpu, shapes: Shape[], formats: string[]): Promise<string[]> {
   const lines: string[] = [];
-  for (const shape of SHAPES) {
+  for (const shape of shapes) {
     const { K, N, mode } = shape;
     const weightRows = (mode === "glu" ? 2 : 1) * N;
     const x = createStorage(gpu, K * 4, "x", STORAGE_UNIFORM);
     const y = createStorage(gpu, N * 4);
     const cells = [shape.name, `${K}×${N}${mode === "glu" ? "×2" : ""} ${mode}`];
-    for (const format of MATVEC_FORMATS(gpu)) {
+    for (const format of formats) {
       const quant = QUANT_TYPES.find((t) => t === format);
       if (quant && K % QUANT_FORMATS[quant].blockElems !== 0) {
         cells.push("–");
@@ -176,12 +211,19 @@ async function benchMatvecs(gpu: Gpu): Promise<string[]> {
         ? quantLayout(quant, weightRows, K).bytes
         : weightRows * K * (gpu.f16 ? 2 : 4);
       const w = quant ? randomHalves(gpu, bytes) : randomWeights(gpu, weightRows * K);
-      const kernel = quant
-        ? bindQuantMatmul(gpu, { x, w, y, K, N, mode, type: quant })
-        : bindMatmul(gpu, { x, w, y, K, N, mode });
+      const wTexture = await textureCopy(gpu, w, bytes);
+      const kernel = (weights: GPUBuffer | GPUTexture) =>
+        quant
+          ? bindQuantMatmul(gpu, { x, w: weights, y, K, N, mode, type: quant })
+          : bindMatmul(gpu, { x, w: weights, y, K, N, mode });
       const storage = readOnly(gpu, Math.ceil(bytes / 16) * 16, false);
       const texture = readOnly(gpu, bytes, true);
-      const runs: [BoundKernel, number][] = [[kernel, bytes], storage.run, texture.run];
+      const runs: [BoundKernel, number][] = [
+        [kernel(w), bytes],
+        [kernel(wTexture), bytes],
+        storage.run,
+        texture.run,
+      ];
       const gbs: number[][] = runs.map(() => []);
       for (let round = 0; round < ROOFLINE_ROUNDS; round++) {
         for (let j = 0; j < runs.length; j++) {
@@ -189,14 +231,15 @@ async function benchMatvecs(gpu: Gpu): Promise<string[]> {
           gbs[i].push(runs[i][1] / (await secondsPerDispatch(gpu, runs[i][0], 1)) / 1e9);
         }
       }
-      const share = (i: number) =>
-        `${(100 * median(gbs[0].map((v, r) => v / gbs[i][r]))).toFixed(0)}%`;
-      cells.push(
-        `${(bytes / median(gbs[0]) / 1e3).toFixed(0)} / ${median(gbs[0]).toFixed(2)} / ${
-          share(1)
-        } / ${share(2)}`,
-      );
+      const share = (k: number, i: number) =>
+        `${(100 * median(gbs[k].map((v, r) => v / gbs[i][r]))).toFixed(0)}%`;
+      const figures = (k: number) =>
+        `${(bytes / median(gbs[k]) / 1e3).toFixed(0)} / ${median(gbs[k]).toFixed(2)} / ${
+          share(k, 2)
+        } / ${share(k, 3)}`;
+      cells.push(`S ${figures(0)}<br>T ${figures(1)}`);
       w.destroy();
+      wTexture.destroy();
       storage.destroy();
       texture.destroy();
     }
@@ -270,6 +313,13 @@ function randomTexture(gpu: Gpu, bytes: number): GPUTexture {
       n,
     ]);
   }
+  return texture;
+}
+
+/** A weight texture holding the first `bytes` of `buffer` (read back, then written). */
+async function textureCopy(gpu: Gpu, buffer: GPUBuffer, bytes: number): Promise<GPUTexture> {
+  const texture = createWeightTexture(gpu, bytes);
+  writeTextureBytes(gpu, texture, 0, new Uint8Array(await readBack(gpu, buffer, bytes)));
   return texture;
 }
 

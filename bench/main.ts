@@ -24,9 +24,20 @@ const BENCHES: Record<string, Bench> = {
       return {
         usage: USAGE,
         run: async (args) => {
-          parseBenchFlags(z.object({}), args);
+          const flags = parseBenchFlags(
+            z.object({
+              only: z.enum(["all", "matvec"]).default("all"),
+              shape: z.string().optional(),
+              formats: z.string().optional(),
+            }),
+            args,
+          );
           const { openGpu } = await import("../engine/gpu/device.ts");
-          return benchKernels(await openGpu());
+          return benchKernels(await openGpu(), {
+            only: flags.only,
+            shape: flags.shape,
+            formats: flags.formats?.split(","),
+          });
         },
       };
     },

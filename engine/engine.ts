@@ -28,7 +28,15 @@ import { usesPenalties } from "./gpu/kernels/logit_controls.ts";
 import { openModelDir } from "./formats/open_model.ts";
 import type { LoadProgress } from "./weights/upload.ts";
 import { loadWeights } from "./weights/load_weights.ts";
-import type { ModelWeights } from "./weights/model_weights.ts";
+import {
+  calibrationShapes,
+  chooseMatmulLayout,
+  loadedShapes,
+  type MatmulChoice,
+  type MatmulKernelFlag,
+} from "./forward/matmul_choice.ts";
+import { weightsToTextures } from "./weights/texture_parts.ts";
+import type { MatrixPart, ModelWeights } from "./weights/model_weights.ts";
 
 export type {
   CostModel,
@@ -67,6 +75,13 @@ export interface EngineOptions {
   hostKvMb?: number;
   /** false: one copy per KV block instead of per contiguous run (the kv benchmark's baseline). */
   coalesceCopies?: boolean;
+  /**
+   * Where float weights live and so which matmul kernel reads them (forward/matmul_choice.ts):
+   * "auto" times both at first start and caches the winner per adapter and model shape. Default:
+   * "storage". A GGUF model is loaded into storage buffers, timed on its own formats, and moved
+   * into textures where they win (weights/texture_parts.ts).
+   */
+  matmulKernel?: MatmulKernelFlag;
   /** Skip the warm-up steps that compile shaders, and the cost profile, at load (tests). */
   skipWarmUp?: boolean;
   /**
@@ -110,6 +125,8 @@ export interface EngineInfo {
   /** Bytes of one KV block of one layer, K and V together (what a copy moves per block). */
   kvBlockBytes: number;
   dispatchesPerStep: number;
+  /** Where the float weights live, and whether a flag, the cache or a measurement said so. */
+  matmulKernel?: MatmulChoice;
   /** Step and copy costs profiled at load; absent when the load skipped warm-up. */
   costModel?: CostModel;
 }
@@ -202,7 +219,18 @@ export class Engine implements StepEngine {
     // deeper pipelines deliver tokens in bursts (a stream beside a long prefill waited 8.7 s
     // between tokens at 4, 1.7 s at 2) without more throughput (bench responsiveness).
     const ringSize = opts.ringSize ?? 2;
-    const weights = await loadWeights(gpu, files, opts.onLoadProgress);
+    const flag = opts.matmulKernel ?? "storage";
+    let matmulKernel: MatmulChoice;
+    let weights: ModelWeights;
+    if (files.gguf) {
+      // The formats are known once loaded: load into storage, choose, then move if textures win.
+      weights = await loadWeights(gpu, files, opts.onLoadProgress);
+      matmulKernel = await chooseMatmulLayout(gpu, loadedShapes(weights), { flag });
+      if (matmulKernel.layout === "texture") weights = weightsToTextures(gpu, weights);
+    } else {
+      matmulKernel = await chooseMatmulLayout(gpu, calibrationShapes(cfg), { flag });
+      weights = await loadWeights(gpu, files, opts.onLoadProgress, matmulKernel.layout);
+    }
     const budget = opts.gpuKvMb !== undefined
       ? opts.gpuKvMb * 2 ** 20
       : Math.min(gpu.maxBufferSize / 4, 8 * gpu.maxBinding);
@@ -255,6 +283,7 @@ export class Engine implements StepEngine {
       hostBlocks: host.blocks,
       kvBlockBytes: 2 * blockBytes,
       dispatchesPerStep: forward.dispatchesPerStep,
+      matmulKernel,
     };
     const release = () => {
       transfers.destroy();
@@ -446,11 +475,11 @@ export class Engine implements StepEngine {
 }
 
 function destroyWeights(w: ModelWeights): void {
-  const seen = new Set<GPUBuffer>();
-  const drop = (b: GPUBuffer) => {
+  const seen = new Set<GPUBuffer | GPUTexture>();
+  const drop = (b: GPUBuffer | GPUTexture) => {
     if (!seen.has(b)) seen.add(b), b.destroy();
   };
-  const parts = (m: { parts: { buffer: GPUBuffer }[] }) => m.parts.forEach((p) => drop(p.buffer));
+  const parts = (m: { parts: MatrixPart[] }) => m.parts.forEach((p) => drop(p.buffer ?? p.texture));
   parts(w.embed);
   parts(w.lmHead);
   drop(w.finalNorm);

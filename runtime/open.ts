@@ -49,7 +49,9 @@ export async function openRuntime(
   log(
     `sluice: model ${modelDir} (${i.architecture}${
       i.slidingWindow === null ? "" : `, sliding window ${i.slidingWindow}`
-    }) on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB, ` +
+    }) on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB${
+      i.matmulKernel ? ` in ${i.matmulKernel.layout} (${i.matmulKernel.source})` : ""
+    }, ` +
       `KV ${i.kvDtype ? `${i.kvDtype} ` : ""}${
         mib(i.kvBytes)
       } MiB (${blocks} blocks × ${i.blockSize} tokens shared by ${i.numLayers} layers), ` +

@@ -4,6 +4,8 @@
 // the id the GPU sampler wrote last step, so decode never waits for the host. If the id falls in
 // this part's rows [rowStart, rowStart + rowCount), y[m, :] = f32(table[id - rowStart, :]); other
 // parts (one kernel each) write the rows they hold.
+//
+// Consts: W_F16 (1 when the table holds f16 values).
 
 struct Params {
   rows: u32,
@@ -67,5 +69,34 @@ fn embeddingScalar(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgr
   let src = u32(local) * p.D;
   for (var i = lid.x; i < p.D; i += LANES) {
     yS[m * p.D + i] = f32(tableS[src + i]);
+  }
+}
+
+// ---- word path (D % 8 == 0): the table as 16-byte words, which embedding.ts may swap for a weight
+// texture of the same words (engine/gpu/weight_texture.ts) -----------------------------------------
+
+@group(0) @binding(4) var<storage, read> tableW: array<vec4<u32>>;
+fn tableW_word(i: u32) -> vec4<u32> { return tableW[i]; }
+
+@compute @workgroup_size(LANES)
+fn embeddingWords(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
+  let m = wg.x;
+  let local = localRow(m);
+  if (local < 0) {
+    return;
+  }
+  // Lanes stride over the row's 8-value steps: one word of f16 values, two of f32.
+  let n8 = p.D / 8u;
+  let out = m * (p.D / 4u);
+  for (var i = lid.x; i < n8; i += LANES) {
+    if (W_F16 == 1u) {
+      let q = tableW_word(u32(local) * n8 + i);
+      yV[out + 2u * i] = vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y));
+      yV[out + 2u * i + 1u] = vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w));
+    } else {
+      let j = u32(local) * (p.D / 4u) + 2u * i;
+      yV[out + 2u * i] = bitcast<vec4<f32>>(tableW_word(j));
+      yV[out + 2u * i + 1u] = bitcast<vec4<f32>>(tableW_word(j + 1u));
+    }
   }
 }

@@ -22,7 +22,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read> rowSlot: array<u32>;
 @group(0) @binding(3) var<storage, read> nextIds: array<u32>;
 @group(0) @binding(4) var<storage, read> wq: array<vec4<u32>>;
+fn wq_word(i: u32) -> vec4<u32> { return wq[i]; }
 @group(0) @binding(5) var<storage, read> wd: array<u32>;
+fn wd_word(i: u32) -> u32 { return wd[i]; }
 @group(0) @binding(6) var<storage, read_write> y: array<vec4<f32>>;
 
 const LANES: u32 = 64u;

@@ -36,8 +36,10 @@ const MODE_GLU: u32 = 2u;
 // 16x24 tile took LLVM twice as long to compile (5 s store, 14 s add, vs 3 s and 6 s).
 
 @group(0) @binding(1) var<storage, read> xv: array<vec4<f32>>;
-// Weights as raw 16-byte words: 8 f16 (packed pairs) or 4 f32 each.
+// Weights as raw 16-byte words: 8 f16 (packed pairs) or 4 f32 each, read only through wv_word, so
+// that matmul.ts can swap the binding for a texture of the same words (engine/gpu/weight_texture.ts).
 @group(0) @binding(2) var<storage, read> wv: array<vec4<u32>>;
+fn wv_word(i: u32) -> vec4<u32> { return wv[i]; }
 @group(0) @binding(3) var<storage, read_write> yv: array<vec4<f32>>;
 
 struct Eight {
@@ -48,12 +50,12 @@ struct Eight {
 /** The 8 weights of step s of weight row `row`. */
 fn weights8(row: u32, s: u32) -> Eight {
   if (W_F16 == 1u) {
-    let q = wv[row * (p.K / 8u) + s];
+    let q = wv_word(row * (p.K / 8u) + s);
     return Eight(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)),
                  vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)));
   }
   let i = row * (p.K / 4u) + 2u * s;
-  return Eight(bitcast<vec4<f32>>(wv[i]), bitcast<vec4<f32>>(wv[i + 1u]));
+  return Eight(bitcast<vec4<f32>>(wv_word(i)), bitcast<vec4<f32>>(wv_word(i + 1u)));
 }
 
 /** acc + a·b over 8 terms, strictly in k order. */

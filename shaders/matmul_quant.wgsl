@@ -40,7 +40,9 @@ const MODE_GLU: u32 = 2u;
 @group(0) @binding(1) var<storage, read> xv: array<vec4<f32>>;
 // The weight buffer twice: as vec4 words (Q and S regions) and as u32 words (the D region).
 @group(0) @binding(2) var<storage, read> wq: array<vec4<u32>>;
+fn wq_word(i: u32) -> vec4<u32> { return wq[i]; }
 @group(0) @binding(3) var<storage, read> wd: array<u32>;
+fn wd_word(i: u32) -> u32 { return wd[i]; }
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 /** 32 consecutive x values and the sums of their two halves. */

@@ -1,8 +1,9 @@
 // The block decoding shared by the quantized kernels (matmul_quant.wgsl, embedding_quant.wgsl),
 // prepended to each of them. It reads engine/gpu/kernels/quant_layout.ts's layout through the
-// including shader's `wq` (vec4 words) and `wd` (u32 words) bindings of the weight buffer and its
-// params `p.K` (values per row), `p.sBase` (S region, vec4 words), `p.dBase` (D region, u32 words)
-// and `p.hBase` (H region, u32 words).
+// including shader's `wq_word(i)` (vec4 words) and `wd_word(i)` (u32 words) loads of the weight
+// buffer (or of a texture of the same words, engine/gpu/weight_texture.ts) and its params `p.K`
+// (values per row), `p.sBase` (S region, vec4 words), `p.dBase` (D region, u32 words) and `p.hBase`
+// (H region, u32 words).
 //
 // Consts: FMT (the FMT_* codes below), BLOCK (values per block), Q_VEC4 (vec4 words of quants per
 // block). A chunk of 32 weights is a·q + b per value, with q the chunk's quants (quants() below)
@@ -65,20 +66,20 @@ fn dPair(row: u32, blk: u32) -> vec2<f32> {
     return vec2<f32>(0.0);
   }
   let nb = p.K / BLOCK;
-  return unpack2x16float(wd[p.dBase + row * ((nb + 1u) / 2u) + blk / 2u]);
+  return unpack2x16float(wd_word(p.dBase + row * ((nb + 1u) / 2u) + blk / 2u));
 }
 
 /** header(row, blk) with its D word already loaded: `pair` = dPair(row, blk). */
 fn headerWith(row: u32, blk: u32, pair: vec2<f32>) -> Header {
   var s = vec4<u32>(0u);
   if (hasS()) {
-    s = wq[p.sBase + row * (p.K / BLOCK) + blk];
+    s = wq_word(p.sBase + row * (p.K / BLOCK) + blk);
   }
   if (dInS()) {
     return Header(s, unpack2x16float(s.w));
   }
   if (dWithMin()) {
-    return Header(s, unpack2x16float(wd[p.dBase + row * (p.K / BLOCK) + blk]));
+    return Header(s, unpack2x16float(wd_word(p.dBase + row * (p.K / BLOCK) + blk)));
   }
   return Header(s, vec2<f32>(select(pair.x, pair.y, (blk & 1u) == 1u), 0.0));
 }
@@ -119,44 +120,44 @@ fn weights(row: u32, blk: u32, c: u32, hd: Header) -> WChunk {
   let d = hd.d.x;
   let none = vec4<u32>(0u);
   if (FMT == FMT_Q8_0) {
-    return WChunk(wq[base], wq[base + 1u], vec2<f32>(d), vec2<f32>(0.0));
+    return WChunk(wq_word(base), wq_word(base + 1u), vec2<f32>(d), vec2<f32>(0.0));
   }
   if (FMT == FMT_Q4_0) {
-    return WChunk(wq[base], none, vec2<f32>(d), vec2<f32>(-8.0 * d));
+    return WChunk(wq_word(base), none, vec2<f32>(d), vec2<f32>(-8.0 * d));
   }
   if (FMT == FMT_Q4_1) {
-    return WChunk(wq[base], none, vec2<f32>(d), vec2<f32>(hd.d.y));
+    return WChunk(wq_word(base), none, vec2<f32>(d), vec2<f32>(hd.d.y));
   }
   if (FMT == FMT_IQ4_NL) {
-    return WChunk(wq[base], none, vec2<f32>(d), vec2<f32>(0.0));
+    return WChunk(wq_word(base), none, vec2<f32>(d), vec2<f32>(0.0));
   }
   if (FMT == FMT_Q5_0) {
-    return WChunk(wq[base], vec4<u32>(wd[p.hBase + block], 0u, 0u, 0u), vec2<f32>(d), vec2<f32>(-16.0 * d));
+    return WChunk(wq_word(base), vec4<u32>(wd_word(p.hBase + block), 0u, 0u, 0u), vec2<f32>(d), vec2<f32>(-16.0 * d));
   }
   if (FMT == FMT_Q5_1) {
-    return WChunk(wq[base], vec4<u32>(wd[p.hBase + block], 0u, 0u, 0u), vec2<f32>(d), vec2<f32>(hd.d.y));
+    return WChunk(wq_word(base), vec4<u32>(wd_word(p.hBase + block), 0u, 0u, 0u), vec2<f32>(d), vec2<f32>(hd.d.y));
   }
   if (FMT == FMT_Q4_K || FMT == FMT_Q5_K) {
     let sm = scaleMinK4(hd.s, c);
     var h = none;
     if (FMT == FMT_Q5_K) {
-      h.x = wq[base + 8u + c / 4u][c & 3u];
+      h.x = wq_word(base + 8u + c / 4u)[c & 3u];
     }
-    return WChunk(wq[base + c], h, vec2<f32>(d * sm.x), vec2<f32>(-(hd.d.y * sm.y)));
+    return WChunk(wq_word(base + c), h, vec2<f32>(d * sm.x), vec2<f32>(-(hd.d.y * sm.y)));
   }
   if (FMT == FMT_IQ4_XS) {
-    return WChunk(wq[base + c], none, vec2<f32>(d * int8(byteOf(hd.s, c))), vec2<f32>(0.0));
+    return WChunk(wq_word(base + c), none, vec2<f32>(d * int8(byteOf(hd.s, c))), vec2<f32>(0.0));
   }
   // Q6_K and Q3_K: an int8 scale per half.
   let scales = hd.s[c >> 1u] >> ((c & 1u) * 16u);
   let a = d * vec2<f32>(int8(scales & 0xFFu), int8((scales >> 8u) & 0xFFu));
   if (FMT == FMT_Q3_K) {
-    let low = wq[base + c / 2u];
-    let high = wq[base + 4u + c / 4u][c & 3u];
+    let low = wq_word(base + c / 2u);
+    let high = wq_word(base + 4u + c / 4u)[c & 3u];
     return WChunk(vec4<u32>(select(low.xy, low.zw, (c & 1u) == 1u), 0u, 0u), vec4<u32>(high, 0u, 0u, 0u), a, -4.0 * a);
   }
-  let hi = wq[base + 8u + c / 2u];
-  return WChunk(wq[base + c], vec4<u32>(select(hi.xy, hi.zw, (c & 1u) == 1u), 0u, 0u), a, -32.0 * a);
+  let hi = wq_word(base + 8u + c / 2u);
+  return WChunk(wq_word(base + c), vec4<u32>(select(hi.xy, hi.zw, (c & 1u) == 1u), 0u, 0u), a, -32.0 * a);
 }
 
 const LANE4 = vec4<u32>(0u, 1u, 2u, 3u);

@@ -1,5 +1,6 @@
 // The kernels that read a weight matrix: one per row part (a matrix larger than the binding limit
-// is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one.
+// is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one,
+// reading the part from a storage buffer or a weight texture as it was uploaded.
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
@@ -17,12 +18,13 @@ export function embeddingParts(
   args: Omit<EmbeddingArgs, "table" | "rowStart" | "rowCount">,
 ): BoundKernel[] {
   return m.parts.map((part) => {
-    const partArgs = { ...args, table: part.buffer, rowStart: part.rowStart, rowCount: part.rows };
+    const partArgs = { ...args, rowStart: part.rowStart, rowCount: part.rows };
     // A quantized table (GGUF) is gathered and dequantized row by row.
     const format = part.format ?? m.format;
+    const table = part.buffer ?? part.texture;
     const kernel = format && isQuantType(format)
-      ? bindQuantEmbedding(gpu, { ...partArgs, type: format })
-      : bindEmbedding(gpu, partArgs);
+      ? bindQuantEmbedding(gpu, { ...partArgs, table, type: format })
+      : bindEmbedding(gpu, { ...partArgs, table });
     return { ...kernel, kind: "embedding" };
   });
 }
@@ -62,7 +64,7 @@ function partKernels(
   return m.parts.map((p) => {
     const args: MatmulArgs = {
       x,
-      w: p.buffer,
+      w: p.buffer ?? p.texture,
       y,
       K: m.cols,
       N: p.rows,

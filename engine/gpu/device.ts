@@ -4,6 +4,11 @@ export interface Gpu {
   device: GPUDevice;
   /** Human-readable adapter description for logs ("llvmpipe (LLVM 15...)"). */
   adapterName: string;
+  /**
+   * Everything the adapter says of itself (vendor, architecture, device, description) and the
+   * runtime's version: what a kernel choice measured on it is cached under (matmul_choice.ts).
+   */
+  adapterId?: string;
   /** True when weights are stored as f16 (adapter has shader-f16 and it was not disabled). */
   f16: boolean;
   /** The KV cache's storage; absent: the same as the weights (see kvDtypeOf). */
@@ -80,6 +85,13 @@ export async function openGpu(options: GpuOptions = {}): Promise<Gpu> {
   return {
     device,
     adapterName: adapter.info.description || adapter.info.vendor || "unknown adapter",
+    adapterId: [
+      adapter.info.vendor,
+      adapter.info.architecture,
+      adapter.info.device,
+      adapter.info.description,
+      `deno ${Deno.version.deno}`,
+    ].join(" | "),
     f16: canF16,
     maxBinding: lim.maxStorageBufferBindingSize,
     maxBufferSize: lim.maxBufferSize,

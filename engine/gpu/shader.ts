@@ -52,17 +52,24 @@ export function getPipeline(
   return pipeline;
 }
 
-/** Bind group for `pipeline` group 0 with buffers bound in binding order 0..n-1. */
+/**
+ * Bind group for `pipeline` group 0 with buffers bound in binding order 0..n-1 (a texture, as
+ * weights may be held, binds its default view).
+ */
 export function bindBuffers(
   gpu: Gpu,
   pipeline: GPUComputePipeline,
-  buffers: (GPUBuffer | GPUBufferBinding)[],
+  buffers: (GPUBuffer | GPUBufferBinding | GPUTexture)[],
 ): GPUBindGroup {
   return gpu.device.createBindGroup({
     layout: pipeline.getBindGroupLayout(0),
     entries: buffers.map((b, binding) => ({
       binding,
-      resource: b instanceof GPUBuffer ? { buffer: b } : b,
+      resource: b instanceof GPUTexture
+        ? b.createView()
+        : b instanceof GPUBuffer
+        ? { buffer: b }
+        : b,
     })),
   });
 }

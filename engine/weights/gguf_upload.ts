@@ -27,7 +27,7 @@ import { readTensorInto } from "../formats/safetensors.ts";
 import { dequantize, isQuantType, QUANT_FORMATS, type QuantType } from "../quant/formats.ts";
 import { firstNonFiniteBlock } from "../quant/block_scales.ts";
 import { f32ToF16Bits } from "../quant/half.ts";
-import type { GluMatrix, GpuMatrix, MatrixPart } from "./model_weights.ts";
+import type { BufferPart, GluMatrix, GpuMatrix } from "./model_weights.ts";
 import {
   convert,
   type LoadProgress,
@@ -88,7 +88,7 @@ export class GgufUpload extends WeightUpload {
       if (last?.storage === storage) last.sources.push(source);
       else runs.push({ storage, sources: [source] });
     }
-    const parts: MatrixPart[] = [];
+    const parts: BufferPart[] = [];
     let base = 0;
     for (const { storage, sources } of runs) {
       const runRows = sources.reduce((sum, s) => sum + s.t.dims[1], 0);
@@ -112,7 +112,7 @@ export class GgufUpload extends WeightUpload {
   }
 
   /** Buffers for a matrix of `rows` rows stored as `storage`, cut to fit the binding limit. */
-  private matrixParts(storage: Storage, rows: number, cols: number, label: string): MatrixPart[] {
+  private matrixParts(storage: Storage, rows: number, cols: number, label: string): BufferPart[] {
     const perPart = storage === "float"
       ? rowsPerPart(this.gpu, cols)
       : quantRowsPerPart(this.gpu, storage, cols);
@@ -123,7 +123,7 @@ export class GgufUpload extends WeightUpload {
   private async streamRows(
     source: Source,
     storage: Storage,
-    parts: MatrixPart[],
+    parts: BufferPart[],
     base: number,
     cols: number,
   ): Promise<void> {

@@ -2,10 +2,12 @@
 // every family (a family's optional tensors where its config has them), each tensor streamed by that format's uploader (safetensors_upload.ts, gguf_upload.ts).
 
 import type { Gpu } from "../gpu/device.ts";
+import type { WeightLayout } from "../gpu/weight_texture.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
 import { EMBED, FINAL_NORM, type LayerTensor, layerTensor, LM_HEAD } from "../model/tensors.ts";
 import { GgufUpload } from "./gguf_upload.ts";
 import type { LayerWeights, ModelWeights } from "./model_weights.ts";
+import { weightsToTextures } from "./texture_parts.ts";
 import { SafetensorsUpload } from "./safetensors_upload.ts";
 import type { LoadProgress, WeightUpload } from "./upload.ts";
 
@@ -13,11 +15,17 @@ export async function loadWeights(
   gpu: Gpu,
   files: ModelFiles,
   onProgress?: LoadProgress,
+  /**
+   * Where matrices go (engine/forward/matmul_choice.ts): safetensors float matrices straight into
+   * textures; a GGUF file's matrices, quantized or not, are moved into them part by part once all
+   * are loaded (texture_parts.ts). A matrix the texture kernels cannot read stays in storage.
+   */
+  layout: WeightLayout = "storage",
 ): Promise<ModelWeights> {
   const cfg = files.config;
   const upload: WeightUpload = files.gguf
     ? new GgufUpload(gpu, files, onProgress)
-    : new SafetensorsUpload(gpu, files, onProgress);
+    : new SafetensorsUpload(gpu, files, onProgress, layout);
 
   const embed = await upload.matrix([EMBED]);
   const layers: LayerWeights[] = [];
@@ -36,5 +44,6 @@ export async function loadWeights(
   }
   const finalNorm = await upload.vector(FINAL_NORM);
   const lmHead = cfg.tieWordEmbeddings ? embed : await upload.matrix([LM_HEAD]);
-  return { embed, layers, finalNorm, lmHead, bytes: upload.gpuBytes };
+  const weights = { embed, layers, finalNorm, lmHead, bytes: upload.gpuBytes };
+  return files.gguf && layout === "texture" ? weightsToTextures(gpu, weights) : weights;
 }

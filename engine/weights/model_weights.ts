@@ -4,14 +4,29 @@
 import type { QuantType } from "../quant/formats.ts";
 
 /** One row range of a W-typed matrix, in its own buffer. */
-export interface MatrixPart {
+export interface BufferPart {
   buffer: GPUBuffer;
+  texture?: undefined;
   /** First output row of the full matrix held by this part. */
   rowStart: number;
   rows: number;
   /** This part's own format, where a matrix's parts differ (GGUF tensors of different types). */
   format?: MatrixFormat;
 }
+
+/**
+ * The same row range held in a weight texture instead (engine/gpu/weight_texture.ts): the same
+ * bytes, read by texel fetches, where the adapter reads textures faster (--matmul-kernel).
+ */
+export interface TexturePart {
+  texture: GPUTexture;
+  buffer?: undefined;
+  rowStart: number;
+  rows: number;
+  format?: MatrixFormat;
+}
+
+export type MatrixPart = BufferPart | TexturePart;
 
 /**
  * How a matrix's parts store their values: absent means the adapter's weight dtype (f16 with

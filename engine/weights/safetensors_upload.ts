@@ -2,22 +2,24 @@
 // weight dtype (f16 where the adapter has it, else f32) and fusing QKV and gate/up on the way.
 //
 // Only one chunk of one tensor is on the host at a time, so the model is never held twice.
-// Matrices whose size exceeds the adapter's binding limit are split into row parts. Each chunk is
+// Matrices whose size exceeds the adapter's binding limit are split into row parts; with the
+// texture layout (--matmul-kernel), float matrices go into weight textures instead. Each chunk is
 // checked for NaN and Inf as it passes (formats/finite_check.ts): a bad checkpoint fails the load.
 
 import type { Gpu } from "../gpu/device.ts";
-import { writeBytes } from "../gpu/buffers.ts";
 import { ModelLoadError } from "../model/errors.ts";
 import { LM_HEAD } from "../model/tensors.ts";
 import { firstNonFinite } from "../formats/finite_check.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
 import { readTensorInto, type TensorInfo } from "../formats/safetensors.ts";
+import type { WeightLayout } from "../gpu/weight_texture.ts";
 import type { GluMatrix, GpuMatrix, MatrixPart } from "./model_weights.ts";
 import {
   convert,
   type LoadProgress,
   partShares,
   rowsPerPart,
+  textureRowsPerPart,
   WEIGHT_CHUNK_BYTES,
   WeightUpload,
 } from "./upload.ts";
@@ -25,11 +27,16 @@ import {
 export class SafetensorsUpload extends WeightUpload {
   private readonly files: ModelFiles;
 
-  constructor(gpu: Gpu, files: ModelFiles, onProgress?: LoadProgress) {
+  constructor(
+    gpu: Gpu,
+    files: ModelFiles,
+    onProgress?: LoadProgress,
+    floatLayout: WeightLayout = "storage",
+  ) {
     const needed = [...files.tensors.values()].filter((t) =>
       t.name !== LM_HEAD || !files.config.tieWordEmbeddings
     );
-    super(gpu, needed.reduce((sum, t) => sum + t.byteLength, 0), onProgress);
+    super(gpu, needed.reduce((sum, t) => sum + t.byteLength, 0), onProgress, floatLayout);
     this.files = files;
   }
 
@@ -55,12 +62,10 @@ export class SafetensorsUpload extends WeightUpload {
     const tensors = names.map((name) => this.tensor(name));
     const cols = tensors[0].shape[1];
     const rows = tensors.reduce((sum, t) => sum + t.shape[0], 0);
-    const parts = this.allocateParts(
-      rows,
-      rowsPerPart(this.gpu, cols),
-      (n) => n * cols * this.elemBytes,
-      tensors[0].name,
-    );
+    const bytes = (n: number) => n * cols * this.elemBytes;
+    const parts: MatrixPart[] = this.floatTextures(rows, cols)
+      ? this.allocateTextureParts(rows, textureRowsPerPart(this.gpu, cols), bytes, tensors[0].name)
+      : this.allocateParts(rows, rowsPerPart(this.gpu, cols), bytes, tensors[0].name);
     let globalRow = 0;
     for (const t of tensors) {
       for (const share of partShares(parts, globalRow, t.shape[0])) {
@@ -68,7 +73,7 @@ export class SafetensorsUpload extends WeightUpload {
           t,
           share.from,
           share.rows,
-          share.part.buffer,
+          share.part.buffer ?? share.part.texture,
           share.partRow * cols * this.elemBytes,
         );
       }
@@ -80,14 +85,19 @@ export class SafetensorsUpload extends WeightUpload {
   async glu(gateName: string, upName: string): Promise<GluMatrix> {
     const gate = this.tensor(gateName), up = this.tensor(upName);
     const [intermediate, cols] = gate.shape;
-    const perPart = rowsPerPart(this.gpu, cols, 2);
-    const parts: MatrixPart[] = [];
-    for (let rowStart = 0; rowStart < intermediate; rowStart += perPart) {
-      const n = Math.min(perPart, intermediate - rowStart);
-      const buffer = this.allocate(2 * n * cols * this.elemBytes, gate.name);
-      await this.copyRows(gate, rowStart, n, buffer, 0);
-      await this.copyRows(up, rowStart, n, buffer, n * cols * this.elemBytes);
-      parts.push({ buffer, rowStart, rows: n });
+    const bytes = (n: number) => 2 * n * cols * this.elemBytes;
+    const parts: MatrixPart[] = this.floatTextures(intermediate, cols, 2)
+      ? this.allocateTextureParts(
+        intermediate,
+        textureRowsPerPart(this.gpu, cols, 2),
+        bytes,
+        gate.name,
+      )
+      : this.allocateParts(intermediate, rowsPerPart(this.gpu, cols, 2), bytes, gate.name);
+    for (const part of parts) {
+      const dst = part.buffer ?? part.texture;
+      await this.copyRows(gate, part.rowStart, part.rows, dst, 0);
+      await this.copyRows(up, part.rowStart, part.rows, dst, part.rows * cols * this.elemBytes);
     }
     return { intermediate, cols, parts };
   }
@@ -97,7 +107,7 @@ export class SafetensorsUpload extends WeightUpload {
     t: TensorInfo,
     row0: number,
     rows: number,
-    dst: GPUBuffer,
+    dst: GPUBuffer | GPUTexture,
     dstOffset: number,
   ) {
     const cols = t.shape.length === 1 ? t.shape[0] : t.shape[1];
@@ -125,7 +135,7 @@ export class SafetensorsUpload extends WeightUpload {
       if (offset % 4 !== 0) {
         throw new Error(`${t.name}: f16 storage needs an even number of columns (has ${cols})`);
       }
-      writeBytes(this.gpu, dst, offset, converted);
+      this.writePart(dst, offset, converted);
       this.read(raw.byteLength);
     }
   }

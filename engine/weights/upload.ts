@@ -1,13 +1,21 @@
 // What every weight uploader (safetensors, GGUF) shares while it streams tensors to the GPU: the
 // buffers it allocates and their bytes, the host bytes read so far for the progress bar, the
 // bounded host chunk that keeps a model from being held twice, and how a matrix is cut into row
-// parts that each fit the adapter's binding limit.
+// parts that each fit the adapter's binding limit (or, for weights held in textures, one texture).
 
 import type { Gpu } from "../gpu/device.ts";
-import { createStorage } from "../gpu/buffers.ts";
+import { createStorage, writeBytes } from "../gpu/buffers.ts";
 import type { StDtype } from "../formats/safetensors.ts";
 import { bf16BitsToF32, f16BitsToF32, f32ToF16Bits } from "../quant/half.ts";
-import type { GluMatrix, GpuMatrix, MatrixPart } from "./model_weights.ts";
+import {
+  createWeightTexture,
+  maxTexels,
+  texelsOf,
+  type WeightLayout,
+  writeTextureBytes,
+} from "../gpu/weight_texture.ts";
+import { matmulVectorShape } from "../gpu/kernels/matmul.ts";
+import type { BufferPart, GluMatrix, GpuMatrix, TexturePart } from "./model_weights.ts";
 
 export type LoadProgress = (loadedBytes: number, totalBytes: number) => void;
 
@@ -26,6 +34,8 @@ export abstract class WeightUpload {
     protected readonly gpu: Gpu,
     private readonly totalBytes: number,
     private readonly onProgress?: LoadProgress,
+    /** Where float matrices go: storage buffers, or textures where their shape allows. */
+    protected readonly floatLayout: WeightLayout = "storage",
   ) {
     this.elemBytes = gpu.f16 ? 2 : 4;
   }
@@ -51,13 +61,44 @@ export abstract class WeightUpload {
     perPart: number,
     bytes: (rows: number) => number,
     label: string,
-  ): MatrixPart[] {
-    const parts: MatrixPart[] = [];
+  ): BufferPart[] {
+    const parts: BufferPart[] = [];
     for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
       const n = Math.min(perPart, rows - rowStart);
       parts.push({ buffer: this.allocate(bytes(n), label), rowStart, rows: n });
     }
     return parts;
+  }
+
+  /**
+   * Whether a float matrix of `rows` outputs × `cols` goes into textures: asked for, and a shape
+   * whose every part the texture matmul can read (its vector path).
+   */
+  protected floatTextures(rows: number, cols: number, rowsPerUnit = 1): boolean {
+    return this.floatLayout === "texture" && matmulVectorShape(cols, rows) &&
+      textureRowsPerPart(this.gpu, cols, rowsPerUnit) % 4 === 0;
+  }
+
+  /** allocateParts for a float matrix held in weight textures. */
+  protected allocateTextureParts(
+    rows: number,
+    perPart: number,
+    bytes: (rows: number) => number,
+    label: string,
+  ): TexturePart[] {
+    const parts: TexturePart[] = [];
+    for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
+      const n = Math.min(perPart, rows - rowStart);
+      this.gpuBytes += texelsOf(bytes(n)) * 16;
+      parts.push({ texture: createWeightTexture(this.gpu, bytes(n), label), rowStart, rows: n });
+    }
+    return parts;
+  }
+
+  /** queue.writeBuffer or writeTextureBytes, as the part is held. */
+  protected writePart(dst: GPUBuffer | GPUTexture, offset: number, data: ArrayBufferView): void {
+    if (dst instanceof GPUTexture) writeTextureBytes(this.gpu, dst, offset, data);
+    else writeBytes(this.gpu, dst, offset, data);
   }
 
   /** Counts `bytes` of the checkpoint read from disk, and reports progress. */
@@ -68,11 +109,11 @@ export abstract class WeightUpload {
 }
 
 /** Where rows [first, first + rows) of a matrix fall: each part's share, in order. */
-export function partShares(
-  parts: MatrixPart[],
+export function partShares<P extends { rowStart: number; rows: number }>(
+  parts: P[],
   first: number,
   rows: number,
-): { part: MatrixPart; partRow: number; from: number; rows: number }[] {
+): { part: P; partRow: number; from: number; rows: number }[] {
   const shares = [];
   for (let done = 0; done < rows;) {
     const global = first + done;
@@ -94,6 +135,16 @@ export function rowsPerPart(gpu: Gpu, cols: number, rowsPerUnit = 1): number {
   }
   // Parts start on multiples of 192 rows so every part keeps the matmul's vectorized path
   // (it needs output offsets that are multiples of 4).
+  return rows >= 192 ? rows - (rows % 192) : rows;
+}
+
+/**
+ * Rows per texture part (cf. rowsPerPart): as many as one weight texture holds, at multiples of
+ * 192 rows like the storage parts.
+ */
+export function textureRowsPerPart(gpu: Gpu, cols: number, rowsPerUnit = 1): number {
+  const rows = Math.floor(maxTexels(gpu) / (texelsOf(cols * (gpu.f16 ? 2 : 4)) * rowsPerUnit));
+  if (rows < 1) throw new Error(`a row of ${cols} columns exceeds one weight texture`);
   return rows >= 192 ? rows - (rows % 192) : rows;
 }
 

@@ -1,17 +1,22 @@
-// Binds shaders/embedding.wgsl: each row's token embedding from one row-part of the table.
+// Binds shaders/embedding.wgsl: each row's token embedding from one row-part of the table, held in
+// a storage buffer or (tied to a texture-held LM head) in a weight texture (weight_texture.ts).
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
+import { textureWordsSource } from "../weight_texture.ts";
 import source from "../../../shaders/embedding.wgsl" with { type: "text" };
 
 /** A token id meaning "take the id the sampler wrote for this row's slot" (decode rows). */
 export const TOKEN_FROM_SAMPLER = 0xFFFFFFFF;
 
 export interface EmbeddingArgs {
-  /** W [rowCount, D]: rows rowStart..rowStart+rowCount-1 of the [vocab, D] embedding. */
-  table: BufferArg;
+  /**
+   * W [rowCount, D]: rows rowStart..rowStart+rowCount-1 of the [vocab, D] embedding, in a buffer
+   * or in a weight texture (D % 8 == 0).
+   */
+  table: BufferArg | GPUTexture;
   rowStart: number;
   rowCount: number;
   /** u32 [rows]: token ids, or TOKEN_FROM_SAMPLER. */
@@ -30,7 +35,15 @@ const MAX_WORKGROUPS = 65535;
 export function bindEmbedding(gpu: Gpu, args: EmbeddingArgs): BoundKernel {
   checkTablePart("embedding", args);
   const { rowStart, rowCount, D } = args;
-  const pipeline = getPipeline(gpu, source, D % 4 === 0 ? "embeddingVec" : "embeddingScalar");
+  const texture = args.table instanceof GPUTexture;
+  if (texture && D % 8 !== 0) throw new RangeError(`embedding: a texture needs D % 8 == 0 (${D})`);
+  const pipeline = texture
+    ? getPipeline(gpu, textureWordsSource(source, "tableW"), "embeddingWords", {
+      W_F16: gpu.f16 ? 1 : 0,
+    })
+    : getPipeline(gpu, source, D % 4 === 0 ? "embeddingVec" : "embeddingScalar", {
+      W_F16: gpu.f16 ? 1 : 0,
+    });
   const params = new ParamsUniform(gpu, [D, rowStart, rowCount]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,

@@ -4,11 +4,16 @@
 // (1..16 rows) reads each weight once per step while a single row pays for no unused rows. A tile's
 // pipeline is built the first time a step needs it: the big tiles are large unrolled shaders that
 // cost hundreds of ms each to build (more to JIT), and a server may never need some of them.
+//
+// W may be a storage buffer or a texture holding the same bytes (engine/gpu/weight_texture.ts):
+// the same shader with its weight words read by texel fetches, the same arithmetic, the same bits.
+// A texture needs the vector path's shapes.
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
+import { textureWordsSource } from "../weight_texture.ts";
 import source from "../../../shaders/matmul.wgsl" with { type: "text" };
 
 export type MatmulMode = "store" | "add" | "glu";
@@ -16,8 +21,11 @@ export type MatmulMode = "store" | "add" | "glu";
 export interface MatmulArgs {
   /** f32 [rows, K]. */
   x: BufferArg;
-  /** W [N, K] (store, add) or [2N, K] (glu: gate rows 0..N-1, then up rows N..2N-1). */
-  w: BufferArg;
+  /**
+   * W [N, K] (store, add) or [2N, K] (glu: gate rows 0..N-1, then up rows N..2N-1), in a storage
+   * buffer or in a weight texture (the same bytes; needs K % 8 == 0, N, ldy and yCol % 4 == 0).
+   */
+  w: BufferArg | GPUTexture;
   /** f32 [rows, ldy]; this kernel writes columns yCol..yCol+N-1 of each row. */
   y: BufferArg;
   K: number;
@@ -80,7 +88,12 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
   if (!(mode in MODE_CODES)) throw new RangeError(`matmul: unknown mode ${mode}`);
 
   // The vector path reads weight rows and writes y in 16-byte words, so they must start on one.
-  const vector = K % 8 === 0 && N % 4 === 0 && ldy % 4 === 0 && yCol % 4 === 0;
+  const vector = matmulVectorShape(K, N, ldy, yCol);
+  const texture = args.w instanceof GPUTexture;
+  if (texture && !vector) {
+    throw new RangeError(`matmul: a texture needs the vector path (K=${K} N=${N} yCol=${yCol})`);
+  }
+  const code = texture ? textureWordsSource(source, "wv") : source;
   const params = new ParamsUniform(gpu, [K, N, ldy, yCol]);
   const tiles = vector ? MATMUL_TILES : SCALAR_TILES;
   const groupsOf = (tile: MatmulTile) => Math.ceil(N / (LANES * outsOf(tile, mode)));
@@ -98,7 +111,7 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
     const outs = outsOf(tile, mode);
     const pipeline = getPipeline(
       gpu,
-      unrollTile(source, tile.rows, outs),
+      unrollTile(code, tile.rows, outs),
       vector ? "matmulVec" : "matmulScalar",
       { LANES, TILE_ROWS: tile.rows, OUTS: outs, W_F16: gpu.f16 ? 1 : 0, MODE: MODE_CODES[mode] },
     );
@@ -121,6 +134,11 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
       pass.dispatchWorkgroups(v.groups, count);
     },
   };
+}
+
+/** Whether a matmul of this shape takes the vector path (the only one a weight texture has). */
+export function matmulVectorShape(K: number, N: number, ldy = N, yCol = 0): boolean {
+  return K % 8 === 0 && N % 4 === 0 && ldy % 4 === 0 && yCol % 4 === 0;
 }
 
 /** Outputs per lane: GLU reads two weight rows per output, so it halves the tile's. */

@@ -10,12 +10,16 @@
 // 576, 10 of 1536); otherwise through a storage binding. The two read the same values into the same
 // arithmetic, so the results are the same bits. On llvmpipe the uniform path is 1.5-3x faster at
 // one row: a storage load is a per-lane loop through the stack, a uniform one an AVX2 gather.
+//
+// W may also be a weight texture holding the part's bytes (engine/gpu/weight_texture.ts): the same
+// shader with quant_blocks.wgsl's word loads turned into texel fetches, so the same bits.
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
 import { FORMAT_CODES, quantLayout, qVec4PerBlock } from "./quant_layout.ts";
+import { textureWordsSource } from "../weight_texture.ts";
 import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import matmulQuant from "../../../shaders/matmul_quant.wgsl" with { type: "text" };
@@ -83,6 +87,10 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
     }
   }
   const xUniform = uniformX(gpu, args.x, K);
+  const texture = args.w instanceof GPUTexture;
+  const weightsSource = texture
+    ? textureWordsSource(textureWordsSource(source, "wq"), "wd")
+    : source;
   type Built = { groups: number; pipeline: GPUComputePipeline; bindGroup: GPUBindGroup };
   const built = new Map<string, Built>();
   const variant = (i: number, uniform: boolean) => {
@@ -91,7 +99,9 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
     if (ready) return ready;
     const tile = QUANT_MATMUL_TILES[i];
     const outs = outsOf(uniform ? tile.outs : tile.storageOuts, mode);
-    const code = uniform ? withUniformX(source, xUniform!.binding.size! / 16) : source;
+    const code = uniform
+      ? withUniformX(weightsSource, xUniform!.binding.size! / 16)
+      : weightsSource;
     const pipeline = getPipeline(gpu, unrollTile(code, tile.rows, outs), "matmulQuant", {
       LANES,
       TILE_ROWS: tile.rows,
