@@ -13,6 +13,12 @@ import { parseBenchFlags } from "./common/cli.ts";
 import { GREEDY, measureDecode, prompt } from "./decode_measure.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
 import { smolShapedModelDir } from "./common/smol_model.ts";
+import { load } from "./common/forward_bench.ts";
+import { stepTimingLines, timeStepKinds } from "./step_timing.ts";
+import { KernelTimer } from "../engine/gpu/kernel_timer.ts";
+
+/** Cached positions each decode row attends over in the step split. */
+const SPLIT_CONTEXT = 64;
 
 export { SMOLLM2_SHAPE, smolShapedModelDir } from "./common/smol_model.ts";
 
@@ -30,9 +36,11 @@ const Flags = z.object({
   rounds: z.coerce.number().int().min(1).max(20).default(3),
   "decode-steps": z.coerce.number().int().min(2).max(64).default(DEFAULT_DECODE_STEPS),
   "group-ms": z.coerce.number().positive().default(DEFAULT_GROUP_MS),
+  "matmul-kernel": z.enum(["auto", "storage", "texture"]).default("auto"),
 });
 
 export const USAGE = `usage: deno task bench decode [--tokens N] [--decode-steps N] [--group-ms MS]
+                               [--matmul-kernel auto|storage|texture]
        deno task bench decode --quant KINDS [--tokens N] [--rounds N]
 
 Decode and prefill throughput of the whole engine on a generated SmolLM2-135M-shaped model: tokens/s
@@ -48,7 +56,11 @@ included), the kinds interleaved round by round, medians reported.
   --quant KINDS comma-separated: ${QUANT_KINDS.join(", ")}
   --rounds N    with --quant: measurements of each kind and batch size (default 3)
   --decode-steps N  most decode steps per submission for the multi-step runs (default ${DEFAULT_DECODE_STEPS})
-  --group-ms MS the most time one group may take, as serve's (default ${DEFAULT_GROUP_MS})`;
+  --group-ms MS the most time one group may take, as serve's (default ${DEFAULT_GROUP_MS})
+  --matmul-kernel auto|storage|texture  where the weights live, as serve's (default auto)
+
+Then the step split at batch 1 and 16: each kind of kernel's GPU time from timestamps, where the
+adapter has them, and the fixed rest of the step.`;
 
 export async function benchDecode(args: string[]): Promise<string> {
   const flags = parseBenchFlags(Flags, args);
@@ -58,6 +70,7 @@ export async function benchDecode(args: string[]): Promise<string> {
     return benchDecodeQuant(flags.quant, steps, flags.rounds);
   }
   const gpu = await openGpu();
+  const modelDir = await smolShapedModelDir();
   let submits = 0;
   const queue = gpu.device.queue;
   const submit = queue.submit.bind(queue);
@@ -66,12 +79,13 @@ export async function benchDecode(args: string[]): Promise<string> {
     return submit(buffers);
   };
   const engine = await Engine.load({
-    modelDir: await smolShapedModelDir(),
+    modelDir,
     gpu,
     maxSlots: 16,
     maxRows: 256,
     gpuKvMb: 512,
     maxDecodeSteps: flags["decode-steps"],
+    matmulKernel: flags["matmul-kernel"],
   });
   // Runtimes over the one engine, one at a time: each is closed (its steps back) before the next.
   const shared: StepEngine = {
@@ -138,9 +152,26 @@ export async function benchDecode(args: string[]): Promise<string> {
   }
   const info = engine.info;
   const dispatches = info.dispatchesPerStep;
+  const weightLayout = info.matmulKernel?.layout ?? "storage";
   await engine.close();
+
+  // The step split (issue 22): each kind of kernel's GPU time from timestamps, where the adapter
+  // has them; bench step-split has the removal method for any adapter.
+  const split = KernelTimer.available(gpu)
+    ? stepTimingLines(
+      await timeStepKinds(
+        gpu,
+        await load(gpu, modelDir, SPLIT_CONTEXT, weightLayout),
+        [1, 16],
+        SPLIT_CONTEXT,
+        8,
+        3,
+      ),
+    )
+    : ["The adapter offers no timestamp queries: `bench step-split` splits a step by removal."];
   return [
-    `### Decode benchmark (${info.adapter}, ${info.dtype}, SmolLM2-135M shape, random weights)`,
+    `### Decode benchmark (${info.adapter}, ${info.dtype}, SmolLM2-135M shape, random weights, ` +
+    `weights in ${weightLayout}${info.matmulKernel ? ` (${info.matmulKernel.source})` : ""})`,
     "",
     `Dispatches per step: ${dispatches} (one step per submission); ${dispatches + 1} in a decode ` +
     `group (its rows moved on by one more dispatch per step). Multi-step: up to ${multi} steps ` +
@@ -149,5 +180,9 @@ export async function benchDecode(args: string[]): Promise<string> {
     "| measurement | throughput | notes |",
     "|---|---|---|",
     ...rows,
+    "",
+    `#### Step split (decode rows at position ${SPLIT_CONTEXT}, each step submitted and awaited)`,
+    "",
+    ...split,
   ].join("\n");
 }

@@ -12,17 +12,20 @@ import { openGpu } from "../engine/gpu/device.ts";
 import type { Gpu } from "../engine/gpu/device.ts";
 import type { KernelKind } from "../engine/gpu/kernel.ts";
 import { greedyChunks } from "../engine/gpu/kernels/sample_greedy.ts";
-import { DeviceKv } from "../engine/kv/device_kv.ts";
-import { type ForwardBenchOptions, LlamaForward } from "../engine/forward/forward.ts";
-import type { StepPlan } from "../engine/forward/step.ts";
-import { openModelDir } from "../engine/formats/open_model.ts";
-import type { LlamaConfig } from "../engine/model/config.ts";
-import { loadWeights } from "../engine/weights/load_weights.ts";
-import type { ModelWeights } from "../engine/weights/model_weights.ts";
-import { BlockPool } from "../runtime/kv/block_pool.ts";
+import type { ForwardBenchOptions } from "../engine/forward/forward.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { smolShapedModelDir } from "./common/smol_model.ts";
+import {
+  decodePlan,
+  forwardOf,
+  load,
+  median,
+  type Step,
+  timeSteps,
+} from "./common/forward_bench.ts";
 import { smolShapedGguf } from "./gguf_models.ts";
+import { stepTimingLines, timeStepKinds } from "./step_timing.ts";
+import { KernelTimer } from "../engine/gpu/kernel_timer.ts";
 
 const Flags = z.object({
   batch: z.string().default("1,16").transform((s, ctx) => {
@@ -77,60 +80,6 @@ const VARIANTS: Variant[] = [
   { name: "no kernels", options: { skipKinds: new Set<KernelKind>(ALL_KINDS) } },
 ];
 
-const LIMITS = { maxRows: 16, maxSlots: 16, maxTopLogprobs: 0, ringSize: 2 };
-const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
-/** A model's weights and KV, with every batch slot's blocks reserved for `context` + 1 positions. */
-interface Loaded {
-  cfg: LlamaConfig;
-  weights: ModelWeights;
-  kv: DeviceKv;
-}
-
-async function load(gpu: Gpu, path: string, context: number): Promise<Loaded> {
-  const files = await openModelDir(path);
-  const cfg = files.config;
-  const weights = await loadWeights(gpu, files);
-  const dims = { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim };
-  // Room for every slot's blocks on every layer, and the block tables.
-  const blocks = cfg.numLayers * LIMITS.maxSlots * Math.ceil((context + 16) / 16);
-  const budget = blocks * 2 * DeviceKv.bytesPerBlock(gpu, { ...dims, blockSize: 16 }) + 2 ** 20;
-  const layout = DeviceKv.layoutForBudget(gpu, dims, budget, LIMITS.maxSlots, context + 16, 16);
-  const kv = new DeviceKv(gpu, layout);
-  const pool = new BlockPool(layout);
-  for (let slot = 0; slot < LIMITS.maxSlots; slot++) {
-    for (let l = 0; l < cfg.numLayers; l++) {
-      if (!pool.grow(slot + 1, l, context + 1)) throw new Error("step-split: KV pool too small");
-      kv.writeTable(slot, l, pool.table(slot + 1, l));
-    }
-  }
-  return { cfg, weights, kv };
-}
-
-function forwardOf(gpu: Gpu, m: Loaded, options: ForwardBenchOptions): LlamaForward {
-  const f = new LlamaForward(gpu, m.cfg, m.weights, m.kv, LIMITS, options);
-  for (let slot = 0; slot < LIMITS.maxSlots; slot++) f.setSampling(slot, GREEDY);
-  return f;
-}
-
-/** One decode row per slot at position `context`, its token the one the sampler wrote. */
-function decodePlan(batch: number, context: number): StepPlan {
-  return {
-    rows: Array.from({ length: batch }, (_, slot) => ({ slot, pos: context, token: null })),
-    samples: Array.from({ length: batch }, (_, row) => ({ row })),
-    wantTopLogprobs: false,
-  };
-}
-
-/** One step, submitted and awaited. */
-type Step = () => Promise<unknown>;
-
 /**
  * A step of `n` one-workgroup dispatches of a kernel that stores one word, each with its pipeline
  * and bind group set as the forward pass's kernels are, then a copy and a readback as a step's
@@ -173,18 +122,6 @@ fn main(@builtin(local_invocation_index) lane: u32) { if (lane == 0u) { sink[0] 
   };
 }
 
-/** ms of each of `steps` steps, each submitted and awaited alone, after one untimed step. */
-async function timeSteps(step: Step, steps: number): Promise<number[]> {
-  await step();
-  const times: number[] = [];
-  for (let i = 0; i < steps; i++) {
-    const t0 = performance.now();
-    await step();
-    times.push(performance.now() - t0);
-  }
-  return times;
-}
-
 /** Median ms per step of each named step, alternating them round by round. */
 async function alternate(
   variants: Map<string, Step>,
@@ -209,9 +146,7 @@ const pct = (x: number, of: number) => `${(100 * x / of).toFixed(0)}%`;
 export async function benchStepSplit(args: string[]): Promise<string> {
   const flags = parseBenchFlags(Flags, args);
   const gpu = await openGpu();
-  // The engine's device does not request timestamp-query; say whether the adapter offers it.
-  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
-  const timestamps = adapter?.features.has("timestamp-query") ?? false;
+  const timestamps = KernelTimer.available(gpu);
   const f16 = await load(gpu, await smolShapedModelDir(), flags.context);
   const q4 = flags.line === "on"
     ? await load(gpu, await smolShapedGguf("q4_0"), flags.context)
@@ -229,9 +164,11 @@ export async function benchStepSplit(args: string[]): Promise<string> {
     `### Step split (${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"}, SmolLM2-135M shape, ` +
     `random weights, context ${flags.context})`,
     "",
-    `Timestamp queries: ${timestamps ? "offered by the adapter" : "not offered"}; not used ` +
-    `(the step is one compute pass, and WebGPU timestamps mark only pass boundaries), ` +
-    `so each part is the whole step minus the step built without it. Each step is submitted ` +
+    `Each part is the whole step minus the step built without it` +
+    (timestamps
+      ? "; the GPU timestamps' split (each kernel in a timed pass of its own) follows the removal's. "
+      : " (the adapter offers no timestamp queries, so there is no timestamp split). ") +
+    `Each step is submitted ` +
     `and awaited alone (the serving loop keeps two in flight, hiding part of the fixed cost). ` +
     `Medians of ${flags.rounds} rounds × ${flags.steps} steps, the variants alternating.`,
     "",
@@ -322,6 +259,16 @@ export async function benchStepSplit(args: string[]): Promise<string> {
       );
     }
     lines.push("");
+  }
+
+  if (timestamps) {
+    lines.push(
+      "#### From GPU timestamps",
+      "",
+      ...stepTimingLines(
+        await timeStepKinds(gpu, f16, flags.batch, flags.context, flags.steps, flags.rounds),
+      ),
+    );
   }
 
   await gpu.device.queue.onSubmittedWorkDone();

@@ -13,6 +13,7 @@
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
+import type { KernelTimer } from "../gpu/kernel_timer.ts";
 import { readF32, writeBytes } from "../gpu/buffers.ts";
 import { ReadbackRing } from "../gpu/readback_ring.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
@@ -46,6 +47,8 @@ export interface ForwardBenchOptions {
   skipKinds?: ReadonlySet<KernelKind>;
   /** false: greedy steps take the one-workgroup sampler too (to compare the two). */
   greedySampler?: boolean;
+  /** Each kernel in a timed pass of its own (bench decode's step split); see gpu/kernel_timer.ts. */
+  timer?: KernelTimer;
 }
 
 /** What a skipped sampler encodes. */
@@ -71,6 +74,7 @@ export class LlamaForward {
   private readonly readback: ReadbackRing;
   /** Moves a decode group's rows on between its steps; bound by the first group. */
   private advance: DecodeAdvance | null = null;
+  private readonly timer?: KernelTimer;
 
   constructor(
     private gpu: Gpu,
@@ -193,6 +197,7 @@ export class LlamaForward {
     const recordBytes = limits.maxSlots * (2 + 2 * limits.maxTopLogprobs) * 4;
     this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes * this.maxDecodeSteps);
 
+    this.timer = bench.timer;
     // bench step-split only: the same pass without the kernels of some kinds.
     const skip = bench.skipKinds;
     if (skip) {
@@ -346,6 +351,7 @@ export class LlamaForward {
         );
       }
     }
+    this.timer?.resolve(encoder);
     this.gpu.device.queue.submit([encoder.finish()]);
     if (recordBytes === 0) return Promise.resolve([]);
 
@@ -366,15 +372,26 @@ export class LlamaForward {
   ): void {
     const { rows, samples } = plan;
     let pass = encoder.beginComputePass();
-    moveRows?.(pass);
-    for (const k of this.head) k.encode(pass, rows.length);
+    // Benchmarks' kernel timer: each kernel in a timed pass of its own, between plain ones.
+    const timer = this.timer;
+    const run = (label: string, encode: (p: GPUComputePassEncoder) => void) => {
+      if (!timer) return encode(pass);
+      pass.end();
+      const timed = timer.beginPass(encoder, label);
+      encode(timed);
+      timed.end();
+      pass = encoder.beginComputePass();
+    };
+    const kernel = (k: BoundKernel, n: number) => run(k.kind ?? "other", (p) => k.encode(p, n));
+    if (moveRows) run("advance", moveRows);
+    for (const k of this.head) kernel(k, rows.length);
     this.layers.forEach((kernels, layer) => {
       if (between?.layers.has(layer)) {
         pass.end();
         between.encode(encoder, layer);
         pass = encoder.beginComputePass();
       }
-      for (const k of kernels) k.encode(pass, rows.length);
+      for (const k of kernels) kernel(k, rows.length);
       if (after?.layers.has(layer)) {
         pass.end();
         after.encode(encoder, layer);
@@ -382,13 +399,13 @@ export class LlamaForward {
       }
     });
     if (samples.length > 0) {
-      for (const k of this.tail) k.encode(pass, samples.length);
+      for (const k of this.tail) kernel(k, samples.length);
       // Bias, penalties and masks of the rows that have any; nothing at all when none has.
       const slots = samples.map((smp) => rows[smp.row].slot);
-      this.controls.encodeAdjust(pass, slots, plan.masks);
-      this.samplerFor(plan, slots).encode(pass, samples.length);
+      run("controls", (p) => this.controls.encodeAdjust(p, slots, plan.masks));
+      kernel(this.samplerFor(plan, slots), samples.length);
       // Each penalized slot's sampled id joins its counts for the next step.
-      this.controls.encodeCount(pass);
+      run("controls", (p) => this.controls.encodeCount(p));
     }
     pass.end();
   }
