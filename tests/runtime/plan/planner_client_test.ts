@@ -33,9 +33,10 @@ const slowWorker = new URL("./slow_planner_worker.ts", import.meta.url);
 Deno.test("planner client: request returns at once; latest() is the newest plan", async () => {
   const client = new PlannerClient();
   try {
-    const t0 = performance.now();
     const seq = client.request(input());
-    assert(performance.now() - t0 < 50, "request must not wait for the solve");
+    // Returned before the solve ended: the plan is still to come, the worker still busy. (Not a
+    // wall-clock bound: those flake on a loaded machine and belong in benchmarks.)
+    assert(client.busy, "request must not wait for the solve");
     assertEquals(client.latest(), undefined);
     assertEquals(await client.settled(seq), "planned");
     const plan = client.latest()!;
