@@ -1,13 +1,12 @@
 // The SmolLM2-shaped random model (decode.ts) as GGUF files of each quantization the decode
 // benchmark compares, written once and cached beside it, and the recipe of each: which tensor
-// gets which type, as llama-quantize would choose for this shape. The vocabulary is padded to the
-// embedding's rows (gguf_vocab_pad.ts) so llama.cpp loads the same files (`bench llamacpp`).
+// gets which type, as llama-quantize would choose for this shape. The converter pads the vocabulary
+// to the embedding's rows, so llama.cpp loads the same files (`bench llamacpp`).
 
 import type { GgmlTypeName } from "../engine/formats/gguf.ts";
 import { convertToGguf } from "../engine/formats/gguf_convert.ts";
 import { type GgufMix, recipeType } from "../engine/formats/gguf_recipes.ts";
 import { benchCacheDir, SMOLLM2_SHAPE, smolShapedModelDir } from "./common/smol_model.ts";
-import { padGgufVocab } from "./gguf_vocab_pad.ts";
 
 /** Single-type files (llama-quantize --pure), f16 the baseline. */
 const PURE_KINDS = ["f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"] as const;
@@ -17,12 +16,11 @@ export const QUANT_KINDS = [...PURE_KINDS, ...MIX_KINDS] as const;
 export type QuantKind = typeof QUANT_KINDS[number];
 
 /** Bump when a recipe or the converter changes, so cached files are rewritten. */
-const RECIPE_VERSION = 2;
+const RECIPE_VERSION = 3;
 
 /** The model as a GGUF file of `kind`, written on first use. */
 export async function smolShapedGguf(kind: QuantKind): Promise<string> {
-  // "p": the vocabulary padded to the embedding's rows (files written before lack the "p").
-  const path = `${benchCacheDir()}/bench-smollm2-shape-v1-${kind}-r${RECIPE_VERSION}p.gguf`;
+  const path = `${benchCacheDir()}/bench-smollm2-shape-v1-${kind}-r${RECIPE_VERSION}.gguf`;
   try {
     await Deno.stat(path);
   } catch {
@@ -30,9 +28,7 @@ export async function smolShapedGguf(kind: QuantKind): Promise<string> {
     console.error(`writing the SmolLM2-shaped model as ${kind} GGUF to ${path} ...`);
     const tmp = `${path}.tmp-${Deno.pid}`;
     await convertToGguf(source, tmp, { typeOf: (name, dims) => typeOf(kind, name, dims) });
-    await padGgufVocab(tmp, `${tmp}-padded`);
-    await Deno.remove(tmp);
-    await Deno.rename(`${tmp}-padded`, path);
+    await Deno.rename(tmp, path);
   }
   return path;
 }

@@ -74,7 +74,9 @@ export async function convertToGguf(
     version: options.version ?? 3,
     metadata: {
       ...archMetadata(cfg, scaling),
-      ...ggufTokenizerMetadata(files.tokenizerJson, files.tokenizerConfig),
+      ...ggufTokenizerMetadata(files.tokenizerJson, files.tokenizerConfig, {
+        vocabSize: cfg.vocabSize,
+      }),
     },
     tensors,
   });

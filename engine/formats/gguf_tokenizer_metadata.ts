@@ -36,6 +36,11 @@ interface TokenizerJson {
 export interface TokenizerMetadataOptions {
   /** tokenizer.ggml.pre to write; by default the name whose cuts the pre-tokenizer has. */
   pre?: string;
+  /**
+   * The model's embedding rows: ids past the tokenizer's own, up to it, are written as unused
+   * "[PAD<id>]" tokens, as llama.cpp loads only a file with one token per embedding row.
+   */
+  vocabSize?: number;
 }
 
 /** tokenizer.ggml.* and tokenizer.chat_template* for a tokenizer.json and its config. */
@@ -56,6 +61,10 @@ export function ggufTokenizerMetadata(
   for (const [text, id] of Object.entries(json.model.vocab)) tokens[id] = text;
   const added = json.added_tokens ?? [];
   for (const t of added) tokens[t.id] = t.content;
+  // Unused rows past the tokenizer's ids fill as gaps inside them do (below).
+  if (options.vocabSize !== undefined && options.vocabSize > tokens.length) {
+    tokens.length = options.vocabSize;
+  }
   const unk = tokenText(tokenizerConfig.unk_token);
   const types: number[] = [];
   for (let i = 0; i < tokens.length; i++) {

@@ -97,7 +97,7 @@ export function buildTokenizerJson(size: number): Record<string, unknown> {
   let nextId = 0;
   for (const token of [...SPECIAL_TOKENS, ...alphabet]) vocab[token] = nextId++;
   const merges = trainMerges(size - nextId, alphabet);
-  for (const [a, b] of merges) if (!(a + b in vocab)) vocab[a + b] = nextId++;
+  for (const [a, b] of merges) if (!Object.hasOwn(vocab, a + b)) vocab[a + b] = nextId++;
 
   const byteLevel = {
     type: "ByteLevel",

@@ -13,6 +13,7 @@ import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { type GgufMeta, meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
 import { ggufTokenizerMetadata } from "../../../engine/formats/gguf_tokenizer_metadata.ts";
+import { convertToGguf } from "../../../engine/formats/gguf_convert.ts";
 
 const TEXTS = [
   "The river was quiet in the morning.",
@@ -92,6 +93,48 @@ Deno.test("gpt2 vocabulary: the tiny model's tokenizer from GGUF metadata", asyn
     assertEquals(gguf.encodeChat(chat), hf.encodeChat(chat));
     assertEquals(gguf.renderChat(chat), hf.renderChat(chat));
     assert(gguf.eosTokenIds.includes(2), "eos from tokenizer.ggml.eos_token_id");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the converter writes a token per embedding row: [PAD<id>] of type unused past the tokenizer's", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-gguf-pad-" });
+  try {
+    // 600 embedding rows over a 512-token tokenizer, as the bench model's 49,152 rows over 512:
+    // llama.cpp refuses a file whose token count is not token_embd's row count.
+    const spec = {
+      hiddenSize: 16,
+      intermediateSize: 24,
+      numLayers: 1,
+      numHeads: 2,
+      numKvHeads: 1,
+      tied: true,
+      dtype: "F32" as const,
+      seed: 3,
+    };
+    await writeTinyModel(join(dir, "hf"), { ...spec, vocabSize: 600 });
+    await convertToGguf(join(dir, "hf"), join(dir, "m.gguf"), { typeOf: () => "F32" });
+    const g = await readGguf(join(dir, "m.gguf"));
+    const tokens = g.metadata["tokenizer.ggml.tokens"] as string[];
+    const types = (g.metadata["tokenizer.ggml.token_type"] as number[]).map(Number);
+    assertEquals(g.tensors.get("token_embd.weight")!.dims[1], 600);
+    assertEquals(tokens.length, 600);
+    assertEquals(types.length, 600);
+    const files = await openModelDir(join(dir, "hf"));
+    const own = ggufTokenizerMetadata(files.tokenizerJson, files.tokenizerConfig);
+    assertEquals(tokens.slice(0, 512), own["tokenizer.ggml.tokens"].value);
+    assertEquals(tokens.slice(512), Array.from({ length: 88 }, (_, i) => `[PAD${512 + i}]`));
+    assert(types.slice(512).every((t) => t === 5), "padding is of type unused");
+    // The padded file's tokenizer still gives the tokenizer.json's ids and text, and the padding's
+    // text is never read as its token.
+    const hf = new Tokenizer(files);
+    const { tokenizerJson, tokenizerConfig } = ggufTokenizerFiles(g);
+    const padded = new Tokenizer(filesOf(dir, tokenizerJson, tokenizerConfig));
+    for (const text of [...TEXTS, "[PAD550] typed as text"]) {
+      assertEquals(padded.encode(text), hf.encode(text), `ids of ${JSON.stringify(text)}`);
+      assertEquals(padded.decode(hf.encode(text)), hf.decode(hf.encode(text)));
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
