@@ -26,28 +26,6 @@ const NO_ID: u32 = 0xffffffffu;
 var<workgroup> laneKey: array<u32, WG>;
 var<workgroup> laneId: array<u32, WG>;
 
-// As sample.wgsl: larger logit, larger key; NaN maps to 0, below -inf.
-fn orderKey(x: f32) -> u32 {
-  let b = bitcast<u32>(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0u; }
-  return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-}
-
-fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
-  return ka > kb || (ka == kb && ia < ib);
-}
-
-// Aligned vec4 v of the logits; the buffer's last partial vec4 is read element by element.
-fn load4(v: u32) -> vec4<f32> {
-  let n = arrayLength(&logits1);
-  if (4u * v + 3u < n) { return logits4[v]; }
-  var r = vec4<f32>(0.0);
-  if (4u * v < n) { r.x = logits1[4u * v]; }
-  if (4u * v + 1u < n) { r.y = logits1[4u * v + 1u]; }
-  if (4u * v + 2u < n) { r.z = logits1[4u * v + 2u]; }
-  return r;
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
   let s = wid.y;
@@ -64,7 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let e = 4u * v + vec4<u32>(0u, 1u, 2u, 3u);
     let ok = e >= vec4<u32>(start) & e < vec4<u32>(end);
     let x = load4(v);
-    let k4 = select(vec4<u32>(0u), vec4<u32>(orderKey(x.x), orderKey(x.y), orderKey(x.z), orderKey(x.w)), ok);
+    let k4 = select(vec4<u32>(0u), orderKey4(x), ok);
     let i4 = select(vec4<u32>(NO_ID), e - start, ok);
     for (var j = 0u; j < 4u; j++) {
       let c = before(k4[j], i4[j], bestKey, bestId);

@@ -80,37 +80,6 @@ struct Row {
   vEnd: u32,
 }
 
-// Order-preserving key: larger logit, larger key. NaN maps to 0, below -inf.
-fn orderKey(x: f32) -> u32 {
-  let b = bitcast<u32>(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0u; }
-  return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-}
-
-fn keyValue(k: u32) -> f32 {
-  return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
-}
-
-fn orderKey4(x: vec4<f32>) -> vec4<u32> {
-  return vec4<u32>(orderKey(x.x), orderKey(x.y), orderKey(x.z), orderKey(x.w));
-}
-
-// (ka, ia) comes before (kb, ib): larger key, then lower id.
-fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
-  return ka > kb || (ka == kb && ia < ib);
-}
-
-// Aligned vec4 v of the logits; the buffer's last partial vec4 is read element by element.
-fn load4(v: u32) -> vec4<f32> {
-  let n = arrayLength(&logits1);
-  if (4u * v + 3u < n) { return logits4[v]; }
-  var r = vec4<f32>(0.0);
-  if (4u * v < n) { r.x = logits1[4u * v]; }
-  if (4u * v + 1u < n) { r.y = logits1[4u * v + 1u]; }
-  if (4u * v + 2u < n) { r.z = logits1[4u * v + 2u]; }
-  return r;
-}
-
 // Which elements of aligned vec4 v belong to the row, and their ids.
 fn ids4(row: Row, v: u32) -> vec4<u32> {
   return 4u * v + vec4<u32>(0u, 1u, 2u, 3u) - row.start;

@@ -30,25 +30,6 @@ var<workgroup> laneKey: array<u32, WG>;
 var<workgroup> laneId: array<u32, WG>;
 var<workgroup> laneZ: array<f32, WG>;
 
-fn keyValue(k: u32) -> f32 {
-  return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
-}
-
-fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
-  return ka > kb || (ka == kb && ia < ib);
-}
-
-// As sample.wgsl's load4.
-fn load4(v: u32) -> vec4<f32> {
-  let n = arrayLength(&logits1);
-  if (4u * v + 3u < n) { return logits4[v]; }
-  var r = vec4<f32>(0.0);
-  if (4u * v < n) { r.x = logits1[4u * v]; }
-  if (4u * v + 1u < n) { r.y = logits1[4u * v + 1u]; }
-  if (4u * v + 2u < n) { r.z = logits1[4u * v + 2u]; }
-  return r;
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
   let s = wid.x;

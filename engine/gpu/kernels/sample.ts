@@ -7,6 +7,7 @@ import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
 import source from "../../../shaders/sample.wgsl" with { type: "text" };
+import logitOrder from "../../../shaders/logit_order.wgsl" with { type: "text" };
 
 /** Most top logprobs a record can carry (the shader's merged list length). */
 export const MAX_TOP_LOGPROBS = 20;
@@ -81,7 +82,7 @@ export function bindSampler(gpu: Gpu, args: SamplerArgs): BoundKernel {
   if (!Number.isInteger(args.V) || args.V < 1) {
     throw new RangeError(`sampler: V ${args.V} must be >= 1`);
   }
-  const pipeline = getPipeline(gpu, source, "main");
+  const pipeline = getPipeline(gpu, logitOrder + source, "main");
   const params = new ParamsUniform(gpu, [args.V, K]);
   // The logits are bound twice: as vec4s for the passes and as f32s for the buffer's ragged tail.
   const group = bindBuffers(gpu, pipeline, [

@@ -11,6 +11,7 @@ import type { BufferArg } from "../kernel.ts";
 import { MAX_SAMPLE_ROWS, type SamplingParams } from "./sample.ts";
 import partialsSource from "../../../shaders/argmax_partials.wgsl" with { type: "text" };
 import finishSource from "../../../shaders/sample_greedy.wgsl" with { type: "text" };
+import logitOrder from "../../../shaders/logit_order.wgsl" with { type: "text" };
 
 /** vec4s of logits one argmax_partials workgroup covers (its WG · PER_LANE). */
 const CHUNK_VEC4S = 64 * 8;
@@ -54,8 +55,8 @@ export function bindGreedySampler(gpu: Gpu, args: GreedySamplerArgs): BoundKerne
   const G = greedyChunks(args.V);
   const partials = createStorage(gpu, args.maxRows * G * 8, "greedyPartials");
   const params = new ParamsUniform(gpu, [args.V, G]);
-  const partialsPipeline = getPipeline(gpu, partialsSource, "main");
-  const finishPipeline = getPipeline(gpu, finishSource, "main");
+  const partialsPipeline = getPipeline(gpu, logitOrder + partialsSource, "main");
+  const finishPipeline = getPipeline(gpu, logitOrder + finishSource, "main");
   // The logits are bound twice: as vec4s for the passes and as f32s for the buffer's ragged tail.
   const partialsGroup = bindBuffers(gpu, partialsPipeline, [
     params.buffer,
