@@ -350,9 +350,10 @@ const MODEL_FLAGS = `model:
   --kv-dtype f16|f32|q8_0  KV cache dtype (default: as the weights); q8_0 keeps K and V as
                          int8 in groups of 32 with an f16 scale each, about 1.9x the tokens of
                          f16 in the same --gpu-kv-mb (head dim a multiple of 32)
-  --matmul-kernel auto|storage|texture  where float weights live and so which matmul reads
-                         them (default auto: both timed at first start on the model's shapes,
-                         the winner cached per adapter in ~/.cache/sluice/kernels)`;
+  --matmul-kernel auto|storage|texture  where weight matrices live (float or GGUF blocks)
+                         and so which matmul reads them (default auto: both timed at first
+                         start on the model's shapes and formats, the winner cached per
+                         adapter in ~/.cache/sluice/kernels)`;
 
 const ENGINE_FLAGS = `engine and scheduling:
   --gpu-kv-mb MB         device KV cache budget (default: what the adapter's limits allow)

@@ -70,13 +70,18 @@ export function calibrationShapes(cfg: LlamaConfig): CalibrationShape[] {
 /** The matrices of one token's forward pass as loaded: their shapes and formats (GGUF). */
 export function loadedShapes(w: ModelWeights): CalibrationShape[] {
   const L = w.layers.length, layer = w.layers[0];
-  const shape = (m: GpuMatrix | GluMatrix, mode: MatmulMode, count: number): CalibrationShape => ({
-    K: m.cols,
-    N: "rows" in m ? m.rows : m.intermediate,
-    mode,
-    count,
-    ...(m.format && isQuantType(m.format) ? { format: m.format } : {}),
-  });
+  const shape = (m: GpuMatrix | GluMatrix, mode: MatmulMode, count: number): CalibrationShape => {
+    // A fused matrix of GGUF tensors of different types names no format of its own: its first
+    // part's stands for it.
+    const format = m.format ?? m.parts[0]?.format;
+    return {
+      K: m.cols,
+      N: "rows" in m ? m.rows : m.intermediate,
+      mode,
+      count,
+      ...(format && isQuantType(format) ? { format } : {}),
+    };
+  };
   return [
     shape(layer.qkv, "store", L),
     shape(layer.o, "add", L),
