@@ -3,16 +3,11 @@
 // tokens and the same logits, bit for bit, on both dtype paths, for a tied embedding (the LM head's
 // texture is also the embedding table) and an untied one, at one decode row and at sixteen.
 // The storage path itself is checked against the float64 reference in model_logits_test.ts. And
-// the engine loads as --matmul-kernel says (auto keeps GGUF files in storage: it times float
-// kernels only); and quantized GGUF models, moved into textures once loaded, decode alike.
+// the engine loads as --matmul-kernel says (auto times the model's own formats, GGUF blocks too);
+// and quantized GGUF models, moved into textures once loaded, decode alike.
 
-import { DeviceKv } from "../../../engine/kv/device_kv.ts";
-import { BlockPool } from "../../../runtime/kv/block_pool.ts";
-import { LlamaForward } from "../../../engine/forward/forward.ts";
-import type { StepRow } from "../../../engine/forward/step.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
-import { loadWeights } from "../../../engine/weights/load_weights.ts";
 import type { ModelWeights } from "../../../engine/weights/model_weights.ts";
 import type { WeightLayout } from "../../../engine/gpu/weight_texture.ts";
 import type { Gpu } from "../../../engine/gpu/device.ts";
@@ -21,18 +16,12 @@ import { Engine } from "../../../engine/engine.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { testGpu, testGpus } from "../../helpers/gpu.ts";
 import { writeTinyGguf } from "../../helpers/tiny_gguf.ts";
-import { rng, testSeed } from "../../helpers/random.ts";
+import { testSeed } from "../../helpers/random.ts";
+import { greedyDecode, type GreedyRun, tinyForward } from "../../helpers/tiny_forward.ts";
 
 const SLOTS = 16;
 const PROMPT = 7;
 const DECODE_STEPS = 5;
-
-interface Run {
-  /** Per slot: the greedy ids after the prompt. */
-  tokens: number[][];
-  /** Every sampled row's logits, as bits, in order. */
-  logits: Uint32Array[];
-}
 
 /** Every matrix's parts, so a test can see where each lives. */
 function matrices(w: ModelWeights) {
@@ -41,7 +30,7 @@ function matrices(w: ModelWeights) {
 
 /**
  * `batch` requests (slots 0..batch-1) prefill PROMPT tokens each in one step, then decode
- * DECODE_STEPS steps together, each row's token the one the sampler wrote for its slot.
+ * DECODE_STEPS steps together (greedyDecode), with the weights in `layout`.
  */
 async function greedy(
   gpu: Gpu,
@@ -49,69 +38,23 @@ async function greedy(
   layout: WeightLayout,
   batch: number,
   seed: number,
-): Promise<Run> {
-  const cfg = files.config;
-  const weights = await loadWeights(gpu, files, undefined, layout);
-  for (const m of matrices(weights)) {
-    for (const p of m.parts) {
-      assert(layout === "texture" ? p.texture && !p.buffer : p.buffer && !p.texture, layout);
-    }
-  }
-  const kvLayout = DeviceKv.layoutForBudget(
-    gpu,
-    { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim },
-    4 << 20,
-    SLOTS,
-    64,
-    16,
-  );
-  const kv = new DeviceKv(gpu, kvLayout);
-  const pool = new BlockPool(kvLayout);
-  const forward = new LlamaForward(gpu, cfg, weights, kv, {
-    maxRows: SLOTS * PROMPT,
+): Promise<GreedyRun> {
+  const tf = await tinyForward(gpu, files, {
     maxSlots: SLOTS,
+    maxRows: SLOTS * PROMPT,
     maxTopLogprobs: 5,
-    ringSize: 2,
+    layout,
   });
-  const next = rng(seed);
-  const run: Run = { tokens: Array.from({ length: batch }, () => []), logits: [] };
   try {
-    for (let slot = 0; slot < batch; slot++) {
-      for (let l = 0; l < cfg.numLayers; l++) {
-        assert(pool.grow(slot, l, PROMPT + DECODE_STEPS), "test pool too small");
-        kv.writeTable(slot, l, pool.table(slot, l));
-      }
-      forward.setSampling(slot, { temperature: 0, topK: 0, topP: 1, seed: 0 });
-    }
-    const step = async (rows: StepRow[], sampled: number[]) => {
-      const samples = sampled.map((row) => ({ row }));
-      const records = await forward.submit({ rows, samples, wantTopLogprobs: false });
-      const logits = await forward.readLogits(samples.length);
-      records.forEach((r, i) => run.tokens[i].push(r.id));
-      for (const l of logits) run.logits.push(new Uint32Array(Float32Array.from(l).buffer));
-    };
-    const prompt: StepRow[] = [];
-    for (let slot = 0; slot < batch; slot++) {
-      for (let pos = 0; pos < PROMPT; pos++) {
-        prompt.push({ slot, pos, token: Math.floor(next() * cfg.vocabSize) });
+    for (const m of matrices(tf.weights)) {
+      for (const p of m.parts) {
+        assert(layout === "texture" ? p.texture && !p.buffer : p.buffer && !p.texture, layout);
       }
     }
-    await step(prompt, Array.from({ length: batch }, (_, s) => s * PROMPT + PROMPT - 1));
-    for (let d = 0; d < DECODE_STEPS; d++) {
-      const rows = Array.from({ length: batch }, (_, slot) => ({
-        slot,
-        pos: PROMPT + d,
-        token: null,
-      }));
-      await step(rows, rows.map((_, i) => i));
-    }
+    return await greedyDecode(tf, files, { batch, prompt: PROMPT, decode: DECODE_STEPS, seed });
   } finally {
-    await forward.idle();
-    forward.destroy();
-    kv.destroy();
-    for (const m of matrices(weights)) for (const p of m.parts) (p.buffer ?? p.texture).destroy();
+    await tf.destroy();
   }
-  return run;
 }
 
 for (const tied of [true, false]) {

@@ -4,84 +4,43 @@
 // order; and a kernel that does more work takes more time. Skipped where the adapter has no
 // timestamp queries.
 
-import { DeviceKv } from "../../../engine/kv/device_kv.ts";
-import { BlockPool } from "../../../runtime/kv/block_pool.ts";
-import { LlamaForward } from "../../../engine/forward/forward.ts";
-import type { StepRow } from "../../../engine/forward/step.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
-import { loadWeights } from "../../../engine/weights/load_weights.ts";
 import { type KernelTime, KernelTimer } from "../../../engine/gpu/kernel_timer.ts";
-import type { Gpu } from "../../../engine/gpu/device.ts";
 import type { ModelFiles } from "../../../engine/formats/model_files.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { testGpu } from "../../helpers/gpu.ts";
-import { rng, testSeed } from "../../helpers/random.ts";
+import { testSeed } from "../../helpers/random.ts";
+import { greedyDecode, tinyForward } from "../../helpers/tiny_forward.ts";
 
 const gpu = await testGpu();
 const ignore = !KernelTimer.available(gpu);
 const SLOTS = 3, PROMPT = 5, DECODE = 4;
 
-interface Run {
-  tokens: number[];
-  logits: Uint32Array[];
-  /** Per step, what the timer read (empty without a timer). */
-  times: KernelTime[][];
-  dispatchesPerStep: number;
-}
-
-async function greedy(g: Gpu, files: ModelFiles, timer: KernelTimer | undefined, seed: number) {
-  const cfg = files.config;
-  const weights = await loadWeights(g, files);
-  const kvLayout = DeviceKv.layoutForBudget(
-    g,
-    { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim },
-    4 << 20,
-    SLOTS,
-    32,
-    16,
-  );
-  const kv = new DeviceKv(g, kvLayout);
-  const pool = new BlockPool(kvLayout);
-  const limits = { maxRows: SLOTS * PROMPT, maxSlots: SLOTS, maxTopLogprobs: 0, ringSize: 2 };
-  const forward = new LlamaForward(g, cfg, weights, kv, limits, { timer });
-  const next = rng(seed);
-  const run: Run = { tokens: [], logits: [], times: [], dispatchesPerStep: 0 };
-  for (let slot = 0; slot < SLOTS; slot++) {
-    for (let l = 0; l < cfg.numLayers; l++) {
-      assert(pool.grow(slot, l, PROMPT + DECODE), "test pool too small");
-      kv.writeTable(slot, l, pool.table(slot, l));
-    }
-    forward.setSampling(slot, { temperature: 0, topK: 0, topP: 1, seed: 0 });
+/** Greedy decoding of SLOTS slots; with a timer, what it read after each step. */
+async function greedy(files: ModelFiles, timer: KernelTimer | undefined, seed: number) {
+  const tf = await tinyForward(gpu, files, {
+    maxSlots: SLOTS,
+    maxRows: SLOTS * PROMPT,
+    bench: { timer },
+  });
+  const times: KernelTime[][] = [];
+  try {
+    const run = await greedyDecode(tf, files, {
+      batch: SLOTS,
+      prompt: PROMPT,
+      decode: DECODE,
+      seed,
+      afterStep: timer
+        ? async () => {
+          times.push(await timer.read());
+        }
+        : undefined,
+    });
+    return { ...run, times, dispatchesPerStep: tf.forward.dispatchesPerStep };
+  } finally {
+    await tf.destroy();
   }
-  const step = async (rows: StepRow[], sampled: number[]) => {
-    const samples = sampled.map((row) => ({ row }));
-    const records = await forward.submit({ rows, samples, wantTopLogprobs: false });
-    run.times.push(timer ? await timer.read() : []);
-    for (const l of await forward.readLogits(samples.length)) {
-      run.logits.push(new Uint32Array(Float32Array.from(l).buffer));
-    }
-    run.tokens.push(...records.map((r) => r.id));
-  };
-  const prompt: StepRow[] = [];
-  for (let slot = 0; slot < SLOTS; slot++) {
-    for (let pos = 0; pos < PROMPT; pos++) {
-      prompt.push({ slot, pos, token: Math.floor(next() * cfg.vocabSize) });
-    }
-  }
-  await step(prompt, Array.from({ length: SLOTS }, (_, s) => s * PROMPT + PROMPT - 1));
-  for (let d = 0; d < DECODE; d++) {
-    const rows = Array.from(
-      { length: SLOTS },
-      (_, slot) => ({ slot, pos: PROMPT + d, token: null }),
-    );
-    await step(rows, rows.map((_, i) => i));
-  }
-  run.dispatchesPerStep = forward.dispatchesPerStep;
-  await forward.idle();
-  forward.destroy();
-  kv.destroy();
-  return run;
 }
 
 Deno.test({
@@ -102,9 +61,9 @@ Deno.test({
         seed,
       });
       const files = await openModelDir(dir);
-      const plain = await greedy(gpu, files, undefined, seed + 1);
+      const plain = await greedy(files, undefined, seed + 1);
       const timer = new KernelTimer(gpu, 256);
-      const timed = await greedy(gpu, files, timer, seed + 1);
+      const timed = await greedy(files, timer, seed + 1);
       timer.destroy();
       assertEquals(timed.tokens, plain.tokens, `seed ${seed}: tokens differ`);
       assertEquals(timed.logits, plain.logits, `seed ${seed}: logits differ`);
