@@ -1,6 +1,6 @@
-// Copies each row's K and V heads from the fused qkv activations into the paged KV cache of one layer,
-// each K head rotated by the row's position on the way (RoPE, rope_rotation.wgsl, appended), so the
-// cache holds post-RoPE keys and no pass rotates qkv in place.
+// Copies each row's K and V heads from the fused qkv activations into the paged KV cache of one
+// layer, each K head rotated by the row's position on the way (RoPE, rope_rotation.wgsl, appended),
+// so the cache holds post-RoPE keys and no pass rotates qkv in place.
 // qkv row m is [q (numHeads*headDim) | k (numKvHeads*headDim) | v (numKvHeads*headDim)], f32;
 // the cache is [numBlocks, blockSize, numKvHeads, headDim] of KV. Works in vec4s (headDim % 8 == 0,
 // so a vec4's rotation partners are one vec4 headDim/2 away).

@@ -35,8 +35,8 @@ fn ropeAngle(pos: u32, f: vec4<f32>) -> vec4<f32> {
   let posLo = f32(pos & 0xFFFu);
   let fHi = bitcast<vec4<f32>>(bitcast<vec4<u32>>(f) & vec4<u32>(0xFFFFF000u));
   let fLo = f - fHi;
-  let sum = ropeReduceAngle(posHi * fHi) + ropeReduceAngle(posHi * fLo) + ropeReduceAngle(posLo * fHi) +
-    posLo * fLo;
+  let sum = ropeReduceAngle(posHi * fHi) + ropeReduceAngle(posHi * fLo) +
+    ropeReduceAngle(posLo * fHi) + posLo * fLo;
   return ropeReduceAngle(sum); // back into [−π, π], where every GPU's sin/cos is accurate
 }
 

@@ -1,6 +1,7 @@
 // Binds shaders/attention.wgsl: causal attention of each row over its slot's paged KV cache, over
 // all earlier positions or, with a sliding window (Mistral), the last `window` of them. The row's q
-// heads are rotated (RoPE, shaders/rope_rotation.wgsl) as they are loaded: qkv holds them unrotated.
+// heads are rotated (RoPE, shaders/rope_rotation.wgsl) as they are loaded: qkv holds them
+// unrotated.
 
 import { type Gpu, type KvDtype, kvDtypeOf } from "../device.ts";
 import { q8ScaleWordsPerRow, requireQ8HeadDim } from "../../kv/kv_format.ts";
@@ -11,7 +12,9 @@ import source from "../../../shaders/attention.wgsl" with { type: "text" };
 import rope from "../../../shaders/rope_rotation.wgsl" with { type: "text" };
 
 export interface AttentionArgs {
-  /** f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]; q (unrotated) is read. */
+  /**
+   * f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]; q is read, unrotated.
+   */
   qkv: BufferArg;
   /** This layer's K cache, KV [numBlocks, blockSize, numKvHeads, headDim] (q8_0: kv_format.ts). */
   k: BufferArg;
