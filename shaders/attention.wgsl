@@ -4,9 +4,9 @@
 // (Mistral) rowPos[m] - W + 1: positions before it are never read, so their blocks may be freed
 // (the runtime does), except that the first quad may begin up to 3 positions before lo, in lo's
 // block. GQA: q head h reads kv head
-// h / (numHeads / numKvHeads). q_h is qkv's q head rotated by the row's position (RoPE, as
-// rope_rotation.wgsl, appended, does it) as it is loaded into registers: qkv holds q unrotated, the
-// cache holds keys kv_write rotated.
+// h / (numHeads / numKvHeads). q_h is qkv's q head h rotated by the row's position (RoPE:
+// rope_rotation.wgsl, appended to this file) as it is loaded into registers; qkv holds q unrotated,
+// and the cache holds the keys kv_write rotated.
 //
 // Shader consts: HD (head dim, multiple of 8); HPW, the query heads one workgroup computes (all of
 // one kv head); KV_F16 (1 when the cache holds f16, read as packed u32 pairs); KV_Q8 (1 when it

@@ -1,7 +1,7 @@
-// Binds shaders/kv_write.wgsl: rows' K and V heads from qkv into one layer's paged KV cache, each K
-// head rotated by its row's position on the way (RoPE, shaders/rope_rotation.wgsl), so the cache
-// holds post-RoPE keys without a RoPE pass (shaders/kv_write_q8.wgsl where the cache is q8_0,
-// quantizing on the way).
+// Binds shaders/kv_write.wgsl (shaders/kv_write_q8.wgsl where the cache is q8_0, quantizing on the
+// way): rows' K and V heads from qkv into one layer's paged KV cache, each K head rotated by its
+// row's position on the way (RoPE, shaders/rope_rotation.wgsl), so the cache holds post-RoPE keys
+// without a RoPE pass of its own.
 
 import { type Gpu, kvDtypeOf } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
