@@ -46,7 +46,7 @@ export const USAGE =
   `usage: deno task bench step-split [--batch 1,16] [--steps N] [--rounds N] [--context N] [--line on|off]
 
 Where a decode step of the SmolLM2-135M-shaped random model goes: weights (the layers' matmuls),
-attention (with RoPE and the KV write), norms and embedding, the LM head, the sampler, and the fixed
+attention (with the KV write; both apply RoPE), norms and embedding, the LM head, the sampler, and the fixed
 rest (encoding, submission, readback), each measured by building the forward pass without it; the
 greedy sampler against the one-workgroup sampler; dispatches per step; and the part of a batch-1 f16
 step that does not depend on the weights, from the removal and from a line through f16 and Q4_0;
@@ -199,7 +199,7 @@ export async function benchStepSplit(args: string[]): Promise<string> {
     const part = (name: string) => full - t.get(name)!;
     const parts: [string, number][] = [
       ["weights (layers' matmuls)", part("no weights")],
-      ["attention (RoPE, KV write, attention)", part("no attention")],
+      ["attention (KV write and attention, RoPE in both)", part("no attention")],
       ["norms and embedding", part("no norms/embedding")],
       ["LM head", part("no LM head")],
       ["sampler (greedy, many workgroups)", part("no sampler")],

@@ -1,6 +1,9 @@
-// Copies each row's K and V heads from the fused qkv activations into the paged KV cache of one layer.
+// Copies each row's K and V heads from the fused qkv activations into the paged KV cache of one
+// layer, each K head rotated by the row's position on the way (RoPE, rope_rotation.wgsl, appended),
+// so the cache holds post-RoPE keys and no pass rotates qkv in place.
 // qkv row m is [q (numHeads*headDim) | k (numKvHeads*headDim) | v (numKvHeads*headDim)], f32;
-// the cache is [numBlocks, blockSize, numKvHeads, headDim] of KV. Works in vec4s (headDim % 4 == 0).
+// the cache is [numBlocks, blockSize, numKvHeads, headDim] of KV. Works in vec4s (headDim % 8 == 0,
+// so a vec4's rotation partners are one vec4 headDim/2 away).
 
 struct Params {
   rows: u32,
@@ -20,6 +23,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> blockTable: array<u32>;
 @group(0) @binding(5) var<storage, read> rowSlot: array<u32>;
 @group(0) @binding(6) var<storage, read> rowPos: array<u32>;
+// f32 [headDim / 2]: RoPE's inverse frequencies.
+@group(0) @binding(7) var<storage, read> invFreq: array<vec4<f32>>;
 
 const WG: u32 = 64u;
 
@@ -38,8 +43,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let block = blockTable[(params.layer * params.maxSlots + slot) * params.maxBlocksPerSeq + pos / params.blockSize];
   let dst = (block * params.blockSize + pos % params.blockSize) * kvVec4;
 
+  let headVec4 = params.headDim / 4u;
+  let halfVec4 = headVec4 / 2u;
   for (var e = lid; e < kvVec4; e += WG) {
-    kCache[dst + e] = vec4<KV>(qkv[kSrc + e]);
+    let d = e % headVec4;
+    let upper = d >= halfVec4;
+    let partner = select(e + halfVec4, e - halfVec4, upper);
+    let turn = ropeTurn(pos, invFreq[select(d, d - halfVec4, upper)]);
+    kCache[dst + e] = vec4<KV>(ropeRotate(qkv[kSrc + e], qkv[kSrc + partner], turn, upper));
     vCache[dst + e] = vec4<KV>(qkv[vSrc + e]);
   }
 }

@@ -1,7 +1,9 @@
 // kv_write.wgsl for a q8_0 KV cache: quantizes each row's K and V heads from the fused qkv
 // activations into one layer's paged cache, in groups of 32 values along the head dim with one f16
 // scale each (the layout is engine/kv/kv_format.ts's): d = max|x| / 127 rounded to f16, q =
-// round(x / d) in -127..127, so that q * d is what attention reads back.
+// round(x / d) in -127..127, so that q * d is what attention reads back. K values are rotated by
+// the row's position (RoPE, rope_rotation.wgsl, appended) before they are quantized, as if a RoPE
+// pass had rotated qkv first: the cache holds post-RoPE keys.
 //
 // Shader consts: HD (head dim, multiple of 32); SW, scale words per (position, head) row.
 // One workgroup per row; each invocation takes one scale word of K or V (two groups, 64 values):
@@ -25,11 +27,15 @@ struct Params {
 @group(0) @binding(4) var<storage, read> blockTable: array<u32>;
 @group(0) @binding(5) var<storage, read> rowSlot: array<u32>;
 @group(0) @binding(6) var<storage, read> rowPos: array<u32>;
+// f32 [HD / 2]: RoPE's inverse frequencies.
+@group(0) @binding(7) var<storage, read> invFreq: array<vec4<f32>>;
 
 const WG: u32 = 64u;
 const GROUPS: u32 = HD / 32u;
 // vec4<u32> of quants per (position, head) row: 16 int8 values each.
 const ROW_V4: u32 = HD / 16u;
+// f32 vec4s per half head: a value's RoPE partner is HALF_V4 vec4s away.
+const HALF_V4: u32 = HD / 8u;
 
 struct Group {
   // 32 int8 values in 8 u32 words.
@@ -45,13 +51,22 @@ fn pack4(q: vec4<f32>) -> u32 {
   return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
 }
 
-// Quantizes the 32 values at qkv vec4 `src`.
-fn quantize(src: u32) -> Group {
+// The four values at qkv vec4 `src`, vec4 `d` of its head, rotated by RoPE at `pos` when `rotate`.
+fn loadValues(src: u32, d: u32, rotate: bool, pos: u32) -> vec4<f32> {
+  let x = qkv[src];
+  if (!rotate) { return x; }
+  let upper = d >= HALF_V4;
+  let partner = qkv[select(src + HALF_V4, src - HALF_V4, upper)];
+  return ropeRotate(x, partner, ropeTurn(pos, invFreq[select(d, d - HALF_V4, upper)]), upper);
+}
+
+// Quantizes the 32 values at qkv vec4 `src`, vec4 `d0` of its head (K rotated first: `rotate`).
+fn quantize(src: u32, d0: u32, rotate: bool, pos: u32) -> Group {
   var x: array<vec4<f32>, 8>;
   var amax = vec4<f32>(0.0);
   var nonFinite = false;
   for (var i = 0u; i < 8u; i++) {
-    x[i] = qkv[src + i];
+    x[i] = loadValues(src + i, d0 + i, rotate, pos);
     amax = max(amax, abs(x[i]));
     // By the bits: a float compare with NaN may be folded away.
     nonFinite = nonFinite || any((bitcast<vec4<u32>>(x[i]) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u));
@@ -95,7 +110,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let g0 = 2u * word;
     let src = kSrc + select(0u, H * HD / 4u, isV) + head * HD / 4u + g0 * 8u;
     let q0Dst = block * blockV4 + (row0 + head) * ROW_V4 + g0 * 2u;
-    let a = quantize(src);
+    let a = quantize(src, g0 * 8u, !isV, pos);
     var scales = a.scaleBits;
     if (isV) {
       vCache[q0Dst] = a.lo;
@@ -105,7 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       kCache[q0Dst + 1u] = a.hi;
     }
     if (g0 + 1u < GROUPS) {
-      let b = quantize(src + 8u);
+      let b = quantize(src + 8u, g0 * 8u + 8u, !isV, pos);
       scales |= b.scaleBits << 16u;
       if (isV) {
         vCache[q0Dst + 2u] = b.lo;

@@ -1,5 +1,5 @@
 // Qwen3's q and k norms: each q head and each k head of the fused qkv rows RMS-normalized on its
-// own, in place, before RoPE:
+// own, in place, before RoPE (which kv_write and attention apply as they read the heads):
 //   x[h, :] = x[h, :] / sqrt(mean(x[h, :]^2) + eps) * w[h < numHeads ? 0 : 1][:]
 // qkv f32 [rows, (numHeads + 2 numKvHeads) * headDim] laid out [q heads | k heads | v heads]; the v
 // heads are untouched. w of W [2, headDim]: the q norm's weights, then the k norm's.

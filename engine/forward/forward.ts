@@ -17,7 +17,6 @@ import type { KernelTimer } from "../gpu/kernel_timer.ts";
 import { readF32, writeBytes } from "../gpu/buffers.ts";
 import { ReadbackRing } from "../gpu/readback_ring.ts";
 import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
-import { bindRope } from "../gpu/kernels/rope.ts";
 import { bindBiasAdd } from "../gpu/kernels/bias_add.ts";
 import { bindQkNorm } from "../gpu/kernels/qk_norm.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
@@ -115,6 +114,7 @@ export class LlamaForward {
         blockTable: kv.blockTable,
         rowSlot: io.rowSlot,
         rowPos: io.rowPos,
+        invFreq: io.invFreq,
         layer,
       };
       return [
@@ -128,12 +128,11 @@ export class LlamaForward {
           : []),
         // Qwen3: each q and k head = rmsnorm(head) · qNorm (kNorm), in place.
         ...(w.qkNorm ? [bindQkNorm(gpu, { qkv: io.qkv, w: w.qkNorm, ...heads, eps })] : []),
-        // RoPE: q and k rotated in place by each row's position.
-        bindRope(gpu, { qkv: io.qkv, positions: io.rowPos, invFreq: io.invFreq, ...heads }),
-        // The rows' k and v into their slots' paged KV cache, at their positions.
+        // The rows' k, rotated by their positions (RoPE), and v into their slots' paged KV cache.
         bindKvWrite(gpu, { qkv: io.qkv, ...cache, ...attnShape }),
-        // Causal attention of each row's q heads over its slot's cache (grouped-query), over the
-        // last slidingWindow positions only where the model has a window (Mistral): attn.
+        // Causal attention of each row's q heads, rotated as they are loaded (RoPE), over its
+        // slot's cache (grouped-query), over the last slidingWindow positions only where the model
+        // has a window (Mistral): attn.
         bindAttention(gpu, {
           qkv: io.qkv,
           out: io.attn,

@@ -12,8 +12,8 @@ export type BufferArg = GPUBuffer | GPUBufferBinding;
 
 /**
  * What a kernel spends a step on, for the benchmark that splits a step's time by kind (bench
- * step-split): weight matmuls, attention (with RoPE and the KV write), norms (with the sample
- * rows' gather), the embedding, the LM head, and the sampler.
+ * step-split): weight matmuls, attention (with the KV write; both apply RoPE), norms (with the
+ * sample rows' gather), the embedding, the LM head, and the sampler.
  */
 export type KernelKind = "weights" | "attention" | "norm" | "embedding" | "lmHead" | "sampler";
 

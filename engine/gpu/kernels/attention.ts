@@ -1,5 +1,7 @@
 // Binds shaders/attention.wgsl: causal attention of each row over its slot's paged KV cache, over
-// all earlier positions or, with a sliding window (Mistral), the last `window` of them.
+// all earlier positions or, with a sliding window (Mistral), the last `window` of them. The row's q
+// heads are rotated (RoPE, shaders/rope_rotation.wgsl) as they are loaded: qkv holds them
+// unrotated.
 
 import { type Gpu, type KvDtype, kvDtypeOf } from "../device.ts";
 import { q8ScaleWordsPerRow, requireQ8HeadDim } from "../../kv/kv_format.ts";
@@ -7,9 +9,12 @@ import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
 import source from "../../../shaders/attention.wgsl" with { type: "text" };
+import rope from "../../../shaders/rope_rotation.wgsl" with { type: "text" };
 
 export interface AttentionArgs {
-  /** f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]; q is read. */
+  /**
+   * f32 [rows, (numHeads + 2*numKvHeads) * headDim], laid out [q | k | v]; q is read, unrotated.
+   */
   qkv: BufferArg;
   /** This layer's K cache, KV [numBlocks, blockSize, numKvHeads, headDim] (q8_0: kv_format.ts). */
   k: BufferArg;
@@ -24,6 +29,8 @@ export interface AttentionArgs {
    * rowPos - window + 1..rowPos.
    */
   rowPos: BufferArg;
+  /** f32 [headDim / 2]: RoPE's inverse frequencies (q is rotated by rowPos). */
+  invFreq: BufferArg;
   /** f32 [rows, numHeads * headDim]. */
   out: BufferArg;
   layer: number;
@@ -65,7 +72,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     kvDtype,
     gpu.device.limits.maxComputeWorkgroupStorageSize,
   );
-  const pipeline = getPipeline(gpu, source, "main", {
+  const pipeline = getPipeline(gpu, source + rope, "main", {
     HD: headDim,
     HPW: headsPerGroup,
     KV_F16: kvDtype === "f16" ? 1 : 0,
@@ -90,6 +97,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     args.rowSlot,
     args.rowPos,
     args.out,
+    args.invFreq,
   ]);
   return {
     kind: "attention",

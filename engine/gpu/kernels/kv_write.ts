@@ -1,11 +1,14 @@
-// Binds shaders/kv_write.wgsl: rows' K and V heads from qkv into one layer's paged KV cache
-// (shaders/kv_write_q8.wgsl where the cache is q8_0, quantizing on the way).
+// Binds shaders/kv_write.wgsl (shaders/kv_write_q8.wgsl where the cache is q8_0, quantizing on the
+// way): rows' K and V heads from qkv into one layer's paged KV cache, each K head rotated by its
+// row's position on the way (RoPE, shaders/rope_rotation.wgsl), so the cache holds post-RoPE keys
+// without a RoPE pass of its own.
 
 import { type Gpu, kvDtypeOf } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import source from "../../../shaders/kv_write.wgsl" with { type: "text" };
 import q8Source from "../../../shaders/kv_write_q8.wgsl" with { type: "text" };
+import rope from "../../../shaders/rope_rotation.wgsl" with { type: "text" };
 import { q8ScaleWordsPerRow, requireQ8HeadDim } from "../../kv/kv_format.ts";
 
 import type { BufferArg } from "../kernel.ts";
@@ -21,8 +24,10 @@ export interface KvWriteArgs {
   blockTable: BufferArg;
   /** u32 [rows]: each row's slot in the running batch. */
   rowSlot: BufferArg;
-  /** u32 [rows]: each row's position in its sequence. */
+  /** u32 [rows]: each row's position in its sequence (the angle its K heads are rotated by). */
   rowPos: BufferArg;
+  /** f32 [headDim / 2]: RoPE's inverse frequencies. */
+  invFreq: BufferArg;
   layer: number;
   numHeads: number;
   numKvHeads: number;
@@ -36,17 +41,18 @@ export interface KvWriteArgs {
 export const MAX_KV_WRITE_ROWS = 65535;
 
 export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
-  if (args.headDim % 4 !== 0) {
-    throw new RangeError(`kv_write: headDim ${args.headDim} must be a multiple of 4`);
+  // A vec4's RoPE partners are then the vec4 headDim/2 away.
+  if (args.headDim % 8 !== 0) {
+    throw new RangeError(`kv_write: headDim ${args.headDim} must be a multiple of 8`);
   }
   const q8 = kvDtypeOf(gpu) === "q8_0";
   if (q8) requireQ8HeadDim(args.headDim);
   const pipeline = q8
-    ? getPipeline(gpu, q8Source, "main", {
+    ? getPipeline(gpu, q8Source + rope, "main", {
       HD: args.headDim,
       SW: q8ScaleWordsPerRow(args.headDim),
     })
-    : getPipeline(gpu, source, "main");
+    : getPipeline(gpu, source + rope, "main");
   const params = new ParamsUniform(gpu, [
     args.layer,
     args.numHeads,
@@ -64,6 +70,7 @@ export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
     args.blockTable,
     args.rowSlot,
     args.rowPos,
+    args.invFreq,
   ]);
   return {
     kind: "attention",

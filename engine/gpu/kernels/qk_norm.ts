@@ -1,5 +1,5 @@
 // Binds shaders/qk_norm.wgsl: Qwen3's per-head RMSNorm of the q and k heads of fused qkv rows, in
-// place, before RoPE.
+// place, before RoPE (which kv_write and attention apply as they read the heads).
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";

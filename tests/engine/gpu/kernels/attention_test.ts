@@ -1,4 +1,8 @@
-// KV write + paged attention against a float64 CPU reference, on both dtype paths.
+// KV write + paged attention against a float64 CPU reference, on both dtype paths, RoPE included:
+// kv_write rotates each k head by its row's position on the way into the cache and attention
+// rotates each q head as it loads it (qkv holds both unrotated), so the reference rotates them in
+// float64 (rotate_half, the one pair order the GPU sees: the GGUF loader undoes llama.cpp's
+// interleaved permutation, which the whole-model GGUF tests cover).
 //
 // Every case writes the K/V of all positions of several slots in one kv_write dispatch (rows in
 // shuffled order, block tables shuffled, the cache poisoned with NaN first), then runs attention
@@ -6,7 +10,13 @@
 // of other slots. Both layers draw their blocks from one shared pool, so the blocks of the layer
 // not under test sit (poisoned) between those of the layer under test; one case gives each layer
 // an arena of its own instead. Sliding-window cases (Mistral) poison, after the write, every block
-// wholly before all queried rows' windows, as the runtime frees them: a read of one fails.
+// wholly before all queried rows' windows, as the runtime frees them: a read of one fails; one of
+// them holds positions near 10^5 only (its slots' earlier entries point at a poisoned block), where
+// an f32 angle without the shader's exact reduction would be off by ~4e-3 rad.
+//
+// Bounds: the cache's K against the float64-rotated k rounded to the cache's dtype, to one f16 ulp
+// (the GPU rounds its f32 rotation) plus ROPE_BOUND; V exactly as before. Attention's output
+// against float64 attention of the float64-rotated q over the K/V the cache holds.
 
 import { type Gpu, kvIsF16 } from "../../../../engine/gpu/device.ts";
 import { readBack, readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
@@ -18,12 +28,19 @@ import { assert, assertEquals } from "../../../helpers/testing.ts";
 import { assertClose } from "../../../helpers/compare.ts";
 import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
+import { ropeRows, testInvFreq } from "../../../helpers/rope_rows.ts";
 
 /**
  * Output bounds relative to the largest |out|. The reference uses the K/V the cache holds (f16-
  * rounded on the f16 path), so both paths differ from it only by f32 summation order and exp.
  */
 const BOUND: Record<string, number> = { f32: 1e-5, f16: 1e-5 };
+/**
+ * A k value rotated in f32 against float64, absolute, for inputs in [-2, 2): the angle's reduction
+ * (~1e-6 rad at positions near 10^5), f32 sin/cos and two products (the former RoPE kernel's bound,
+ * 3e-6 of the largest |value|, which is up to 2√2 here).
+ */
+const ROPE_BOUND = 1e-5;
 
 interface Case {
   name: string;
@@ -38,6 +55,10 @@ interface Case {
   arenas?: "shared" | "split";
   /** Sliding window: a row at p attends to p - window + 1..p (default: none). */
   window?: number;
+  /** Per slot, the first position it holds (default 0; past 0 only with a window that stays). */
+  start?: number[];
+  /** RoPE base (default 10000). */
+  theta?: number;
 }
 
 const CASES: Case[] = [
@@ -51,6 +72,22 @@ const CASES: Case[] = [
   { name: "GQA 8:2, hd 128", numHeads: 8, numKvHeads: 2, headDim: 128, lengths: [33, 1, 129] },
   { name: "MQA, hd 256", numHeads: 4, numKvHeads: 1, headDim: 256, lengths: [5, 64, 2] },
   { name: "GQA 6:3, hd 96", numHeads: 6, numKvHeads: 3, headDim: 96, lengths: [16, 2, 31] },
+  {
+    name: "GQA 9:3 (SmolLM2's heads), hd 64, theta 1e5",
+    numHeads: 9,
+    numKvHeads: 3,
+    headDim: 64,
+    lengths: [23, 1, 70],
+    theta: 100000,
+  },
+  {
+    name: "MQA 3:1, hd 40, theta 5e5",
+    numHeads: 3,
+    numKvHeads: 1,
+    headDim: 40,
+    lengths: [13, 5],
+    theta: 500000,
+  },
   {
     name: "GQA 4:2, an arena per layer",
     numHeads: 4,
@@ -87,6 +124,18 @@ const CASES: Case[] = [
     window: 1,
   },
   {
+    // Positions near 10^5 and 4*10^4: the windows never reach the slots' first positions.
+    name: "sliding window 4, positions near 10^5",
+    numHeads: 6,
+    numKvHeads: 2,
+    headDim: 64,
+    lengths: [12, 9, 5],
+    start: [99_989, 40_001, 7],
+    queried: [9, 2, 2],
+    window: 4,
+    theta: 500000,
+  },
+  {
     name: "sliding window 100, long context",
     numHeads: 4,
     numKvHeads: 2,
@@ -114,7 +163,8 @@ function buildRows(c: Case, next: () => number): Rows {
   const tail: [number, number][] = [];
   c.lengths.forEach((len, slot) => {
     const q = c.queried?.[slot] ?? len;
-    for (let p = 0; p < len; p++) (p >= len - q ? head : tail).push([slot, p]);
+    const start = startOf(c, slot);
+    for (let i = 0; i < len; i++) (i >= len - q ? head : tail).push([slot, start + i]);
   });
   shuffle(head, next);
   shuffle(tail, next);
@@ -143,20 +193,29 @@ function windowStart(c: Case, pos: number): number {
   return c.window ? Math.max(0, pos + 1 - c.window) : 0;
 }
 
-/** Float64 causal attention for rows 0..queried-1, from the (W-rounded) K/V of every row. */
-function reference(gpu: Gpu, c: Case, rows: Rows, qkv: Float32Array): Float64Array {
+function startOf(c: Case, slot: number): number {
+  return c.start?.[slot] ?? 0;
+}
+
+/**
+ * Float64 causal attention for rows 0..queried-1: q from `rotated` (qkv after a float64 RoPE), K
+ * and V from `held` (qkv-shaped, what the cache holds for each row).
+ */
+function reference(c: Case, rows: Rows, rotated: Float64Array, held: Float64Array): Float64Array {
   const { numHeads: H, numKvHeads: Hkv, headDim: hd } = c;
   const width = (H + 2 * Hkv) * hd;
-  // keys[slot][pos] = row index holding that position.
+  // rowOf[slot][pos - start] = row index holding that position.
   const rowOf = c.lengths.map((len) => new Int32Array(len));
-  for (let r = 0; r < rows.slot.length; r++) rowOf[rows.slot[r]][rows.pos[r]] = r;
+  for (let r = 0; r < rows.slot.length; r++) {
+    rowOf[rows.slot[r]][rows.pos[r] - startOf(c, rows.slot[r])] = r;
+  }
   const out = new Float64Array(rows.queried * H * hd);
   const scale = 1 / Math.sqrt(hd);
-  const cached = qkv.map((x) => roundW(gpu, x)); // what the cache holds (k and v parts are read)
   for (let m = 0; m < rows.queried; m++) {
     const slot = rows.slot[m];
-    const n = rows.pos[m] + 1;
-    const lo = windowStart(c, rows.pos[m]);
+    const n = rows.pos[m] + 1 - startOf(c, slot);
+    const lo = windowStart(c, rows.pos[m]) - startOf(c, slot);
+    assert(lo >= 0, `row ${m} attends to positions its slot does not hold`);
     for (let h = 0; h < H; h++) {
       const kvh = Math.floor(h / (H / Hkv));
       const scores = new Float64Array(n).fill(-Infinity);
@@ -165,7 +224,7 @@ function reference(gpu: Gpu, c: Case, rows: Rows, qkv: Float32Array): Float64Arr
         const r = rowOf[slot][j];
         let s = 0;
         for (let d = 0; d < hd; d++) {
-          s += qkv[m * width + h * hd + d] * cached[r * width + (H + kvh) * hd + d];
+          s += rotated[m * width + h * hd + d] * held[r * width + (H + kvh) * hd + d];
         }
         scores[j] = s * scale;
         max = Math.max(max, scores[j]);
@@ -176,7 +235,7 @@ function reference(gpu: Gpu, c: Case, rows: Rows, qkv: Float32Array): Float64Arr
         const r = rowOf[slot][j];
         const p = scores[j] / total;
         for (let d = 0; d < hd; d++) {
-          out[(m * H + h) * hd + d] += p * cached[r * width + (H + Hkv + kvh) * hd + d];
+          out[(m * H + h) * hd + d] += p * held[r * width + (H + Hkv + kvh) * hd + d];
         }
       }
     }
@@ -189,15 +248,23 @@ interface Setup {
   layout: KvLayout;
   rows: Rows;
   qkv: Float32Array;
+  /** qkv with q and k rotated by each row's position, in float64. */
+  rotated: Float64Array;
   qkvBuf: GPUBuffer;
   slotBuf: GPUBuffer;
   posBuf: GPUBuffer;
-  /** tables[slot] = block ids of layer LAYER (within its arena), in position order. */
+  invFreqBuf: GPUBuffer;
+  /**
+   * tables[slot][i] = the block of layer LAYER (within its arena) holding positions i * BLOCK..,
+   * from the slot's first block on; before it, a spare block that stays poisoned.
+   */
   tables: number[][];
 }
 
 function setup(gpu: Gpu, c: Case, next: () => number): Setup {
-  const blocksPerSlot = c.lengths.map((len) => Math.ceil(len / BLOCK));
+  const firstBlock = c.lengths.map((_, slot) => Math.floor(startOf(c, slot) / BLOCK));
+  const endBlock = c.lengths.map((len, slot) => Math.ceil((startOf(c, slot) + len) / BLOCK));
+  const blocksPerSlot = endBlock.map((end, slot) => end - firstBlock[slot]);
   const needed = blocksPerSlot.reduce((a, b) => a + b, 0);
   const split = c.arenas === "split";
   const layout: KvLayout = {
@@ -208,7 +275,7 @@ function setup(gpu: Gpu, c: Case, next: () => number): Setup {
     blocksPerArena: split ? [needed + 5, needed + 3] : [2 * needed + 3],
     layerArena: split ? [0, 1] : [0, 0],
     maxSlots: c.lengths.length + 1,
-    maxBlocksPerSeq: Math.max(...blocksPerSlot) + 2,
+    maxBlocksPerSeq: Math.max(...endBlock) + 2,
   };
   const kv = new DeviceKv(gpu, layout);
   // NaN in every element of both dtypes: a read of an unwritten block poisons the output.
@@ -229,22 +296,32 @@ function setup(gpu: Gpu, c: Case, next: () => number): Setup {
     if (split) at = 0;
     blocksPerSlot.forEach((count, slot) => {
       const blocks = ids.slice(at, at += count);
-      kv.writeTable(slot, layer, blocks);
+      kv.writeTable(slot, layer, blocks, firstBlock[slot]);
       if (layer === LAYER) tables[slot] = blocks;
     });
   }
+  // Entries before a slot's first block: a block of LAYER's arena that nobody writes.
+  const spare = shuffled[layout.layerArena[LAYER]][split ? needed : 2 * needed];
+  tables.forEach((blocks, slot) => {
+    const before = new Array<number>(firstBlock[slot]).fill(spare);
+    if (before.length > 0) kv.writeTable(slot, LAYER, before);
+    tables[slot] = [...before, ...blocks];
+  });
 
   const rows = buildRows(c, next);
   const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
   const qkv = new Float32Array(randomArray(next, rows.slot.length * width, 2));
+  const invFreq = testInvFreq(c.headDim, c.theta ?? 10000);
   return {
     kv,
     layout,
     rows,
     qkv,
+    rotated: ropeRows(qkv, rows.pos, c, invFreq),
     qkvBuf: uploadStorage(gpu, qkv),
     slotBuf: uploadStorage(gpu, rows.slot),
     posBuf: uploadStorage(gpu, rows.pos),
+    invFreqBuf: uploadStorage(gpu, invFreq),
     tables,
   };
 }
@@ -262,6 +339,7 @@ function kernelArgs(c: Case, s: Setup) {
     maxSlots: s.layout.maxSlots,
     maxBlocksPerSeq: s.layout.maxBlocksPerSeq,
     window: c.window ?? 0,
+    invFreq: s.invFreqBuf,
   };
 }
 
@@ -279,7 +357,7 @@ function poisonOutsideWindows(gpu: Gpu, c: Case, s: Setup): number {
   let poisoned = 0;
   s.tables.forEach((blocks, slot) => {
     const dead = Math.min(blocks.length, Math.floor(firstRead[slot] / BLOCK));
-    for (const block of blocks.slice(0, dead)) {
+    for (const block of new Set(blocks.slice(0, dead))) {
       for (const cache of [s.kv.kOf(LAYER), s.kv.vOf(LAYER)]) {
         writeBytes(gpu, cache, block * blockBytes, new Uint8Array(blockBytes).fill(0xff));
       }
@@ -316,8 +394,12 @@ async function runAttention(
   return result;
 }
 
-/** Checks every written cache entry of layer LAYER equals its qkv source rounded to W (±1 f16 ulp). */
-async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<void> {
+/**
+ * Checks every written cache entry of layer LAYER: K is its rotated qkv source rounded to the
+ * cache's dtype (±1 f16 ulp + ROPE_BOUND), V its qkv source so rounded (±1 f16 ulp). Returns what
+ * the cache holds, qkv-shaped (k and v parts).
+ */
+async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<Float64Array> {
   const { numHeads: H, numKvHeads: Hkv, headDim: hd } = c;
   const width = (H + 2 * Hkv) * hd;
   const read = async (buf: GPUBuffer) => {
@@ -325,15 +407,17 @@ async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<void> {
     return gpu.f16 ? Array.from(new Uint16Array(bytes), f16BitsToF32) : new Float32Array(bytes);
   };
   const [k, v] = [await read(s.kv.kOf(LAYER)), await read(s.kv.vOf(LAYER))];
+  const held = new Float64Array(s.qkv.length);
   for (let r = 0; r < s.rows.slot.length; r++) {
     const pos = s.rows.pos[r];
     const block = s.tables[s.rows.slot[r]][Math.floor(pos / BLOCK)];
     const base = (block * BLOCK + (pos % BLOCK)) * Hkv * hd;
     for (let e = 0; e < Hkv * hd; e++) {
-      for (const [cache, src] of [[k, H * hd], [v, (H + Hkv) * hd]] as const) {
-        const want = roundW(gpu, s.qkv[r * width + src + e]);
+      for (const [cache, src, rope] of [[k, H * hd, true], [v, (H + Hkv) * hd, false]] as const) {
+        const want = roundW(gpu, (rope ? s.rotated : s.qkv)[r * width + src + e]);
         const got = cache[base + e];
-        const tol = gpu.f16 ? Math.abs(want) * 2 ** -10 : 0;
+        held[r * width + src + e] = got;
+        const tol = (gpu.f16 ? Math.abs(want) * 2 ** -10 : 0) + (rope ? ROPE_BOUND : 0);
         if (!(Math.abs(got - want) <= tol)) {
           throw new Error(
             `cache of row ${r} (slot ${
@@ -344,6 +428,7 @@ async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<void> {
       }
     }
   }
+  return held;
 }
 
 Deno.test("kv_write + attention match the float64 reference", async (t) => {
@@ -373,10 +458,11 @@ Deno.test("kv_write + attention match the float64 reference", async (t) => {
           const encoder = gpu.device.createCommandEncoder();
           let pass = encoder.beginComputePass();
           kvWrite.encode(pass, s.rows.slot.length);
+          let held: Float64Array | undefined;
           if (c.window) {
             pass.end();
             gpu.device.queue.submit([encoder.finish()]);
-            await checkCache(gpu, c, s);
+            held = await checkCache(gpu, c, s);
             const poisoned = poisonOutsideWindows(gpu, c, s);
             if (c.name.includes("long")) assert(poisoned > 500, `only ${poisoned} blocks poisoned`);
           }
@@ -387,8 +473,8 @@ Deno.test("kv_write + attention match the float64 reference", async (t) => {
           gpu.device.queue.submit([encoder2.finish()]);
           const got = await readF32(gpu, out, count);
 
-          if (!c.window) await checkCache(gpu, c, s);
-          assertClose(got, reference(gpu, c, s.rows, s.qkv), BOUND[label], "attention out");
+          held ??= await checkCache(gpu, c, s);
+          assertClose(got, reference(c, s.rows, s.rotated, held), BOUND[label], "attention out");
           out.destroy();
           s.kv.destroy();
         } catch (e) {

@@ -1,4 +1,4 @@
-// The dense kernels (matmul, rmsnorm, rope, embedding, gather, copy) against float64 references, on
+// The dense kernels (matmul, rmsnorm, embedding, gather, copy) against float64 references, on
 // both dtype paths, with fresh random data (rerun a failure with SLUICE_TEST_SEED=<seed>).
 //
 // Error bounds are relative to the largest |reference| value (see helpers/compare.ts). The f16
@@ -11,7 +11,6 @@ import { createStorage, readBack, readF32, uploadStorage } from "../../../../eng
 import { f16BitsToF32, toF16Array } from "../../../../engine/quant/half.ts";
 import { bindMatmul, type MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
 import { bindRmsNorm } from "../../../../engine/gpu/kernels/rmsnorm.ts";
-import { bindRope } from "../../../../engine/gpu/kernels/rope.ts";
 import { bindEmbedding, TOKEN_FROM_SAMPLER } from "../../../../engine/gpu/kernels/embedding.ts";
 import { bindGatherRows } from "../../../../engine/gpu/kernels/gather.ts";
 import { bindCopy } from "../../../../engine/gpu/kernels/copy.ts";
@@ -24,8 +23,6 @@ import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts"
 const MATMUL_BOUND = 1e-5;
 /** A sum of squares, a sqrt and two products: observed ~2e-7. */
 const RMSNORM_BOUND = 2e-6;
-/** Angle reduction (~1e-6 rad worst case), sin/cos and one rotation in f32, positions up to 10^5. */
-const ROPE_BOUND = 3e-6;
 
 // ---- helpers --------------------------------------------------------------------------------------
 
@@ -306,70 +303,6 @@ Deno.test("rmsnorm: matches float64 on both dtype paths", async (t) => {
           );
         }
       });
-    }
-  }
-});
-
-// ---- rope -----------------------------------------------------------------------------------------
-
-Deno.test("rope: matches a float64 rotate_half reference, at large positions too", async (t) => {
-  for (const { label, gpu } of await testGpus()) {
-    for (
-      const [numHeads, numKvHeads, headDim, rows] of [[3, 1, 64, 17], [4, 2, 6, 3], [9, 3, 64, 1]]
-    ) {
-      await t.step(
-        `${label} heads=${numHeads}/${numKvHeads} hd=${headDim} rows=${rows}`,
-        async () => {
-          const seed = testSeed();
-          const next = rng(seed);
-          const width = (numHeads + 2 * numKvHeads) * headDim;
-          const half = headDim / 2;
-          const qkv = uploadF32(gpu, randomArray(next, rows * width));
-          // Small, mid and very large positions (angles up to ~10^5 rad).
-          const positions = Uint32Array.from(
-            { length: rows },
-            (_, m) => Math.floor(next() * [8, 4096, 100000][m % 3]),
-          );
-          const invFreq = Float32Array.from(
-            { length: half },
-            (_, i) => 1 / 10000 ** ((2 * i) / headDim),
-          );
-          run(gpu, [
-            bindRope(gpu, {
-              qkv: qkv.buffer,
-              positions: uploadStorage(gpu, positions),
-              invFreq: uploadStorage(gpu, invFreq),
-              numHeads,
-              numKvHeads,
-              headDim,
-            }),
-            rows,
-          ]);
-          const got = await readF32(gpu, qkv.buffer, rows * width);
-          const want = Float64Array.from(qkv.values);
-          for (let m = 0; m < rows; m++) {
-            for (let h = 0; h < numHeads + numKvHeads; h++) {
-              const base = m * width + h * headDim;
-              for (let i = 0; i < half; i++) {
-                const angle = positions[m] * invFreq[i];
-                const a = qkv.values[base + i], b = qkv.values[base + i + half];
-                want[base + i] = a * Math.cos(angle) - b * Math.sin(angle);
-                want[base + i + half] = b * Math.cos(angle) + a * Math.sin(angle);
-              }
-            }
-          }
-          assertClose(got, want, ROPE_BOUND, `${label} rope seed=${seed}`);
-          // v heads are untouched, bit for bit.
-          for (let m = 0; m < rows; m++) {
-            for (let i = (numHeads + numKvHeads) * headDim; i < width; i++) {
-              assert(
-                Object.is(got[m * width + i], qkv.values[m * width + i]),
-                `v changed at row ${m} col ${i}`,
-              );
-            }
-          }
-        },
-      );
     }
   }
 });

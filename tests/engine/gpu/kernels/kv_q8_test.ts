@@ -1,10 +1,14 @@
-// kv_write + paged attention with a q8_0 KV cache (engine/kv/kv_format.ts) against float64.
+// kv_write + paged attention with a q8_0 KV cache (engine/kv/kv_format.ts) against float64, RoPE
+// included: kv_write rotates each k head by its row's position before quantizing it, attention each
+// q head as it loads it, so the reference rotates them in float64 (as attention_test.ts does).
 //
 // Each case writes K/V of all positions of several slots in one kv_write dispatch (rows shuffled,
 // block tables shuffled, the cache poisoned with 0xff bytes, i.e. NaN scales, first), then runs
-// attention for a prefix of those rows, as attention_test.ts does for f16/f32. Bounds:
-//   - the cache: each group's scale is f16(max|x| / 127) (to one f16 ulp: the GPU divides in f32),
-//     and every value read back, q * d, is within d / 2 (+ f32 rounding) of its source x;
+// attention for a prefix of those rows, as attention_test.ts does for f16/f32 (which also covers
+// positions near 10^5: the rotation is the same rope_rotation.wgsl). Bounds:
+//   - the cache: each group's scale is f16(max|x| / 127) of the rotated K or the V (to one f16 ulp:
+//     the GPU divides in f32), and every value read back, q * d, is within d / 2 (+ f32 rounding
+//     and, for K, the f32 rotation's ~3e-6 of max |x|) of its source x;
 //   - attention against float64 attention over the values the cache holds (decoded here from the
 //     cache's bytes): 1e-5 of max |out|, as for f16/f32 (only f32 summation order and exp differ);
 //   - attention against float64 attention over the unquantized K/V: 2e-2 of max |out|. Inputs are
@@ -30,8 +34,11 @@ import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts"
 import { assertClose } from "../../../helpers/compare.ts";
 import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
+import { ropeRows, testInvFreq } from "../../../helpers/rope_rows.ts";
 
 const CACHE_BOUND = 1e-5;
+/** A k value rotated in f32 against float64, absolute (attention_test.ts's ROPE_BOUND). */
+const ROPE_BOUND = 1e-5;
 const QUANTIZED_BOUND = 1e-5;
 const UNQUANTIZED_BOUND = 2e-2;
 
@@ -42,6 +49,8 @@ interface Case {
   headDim: number;
   blockSize: number;
   lengths: number[];
+  /** RoPE base (default 10000). */
+  theta?: number;
 }
 
 const CASES: Case[] = [
@@ -60,6 +69,7 @@ const CASES: Case[] = [
     headDim: 128,
     blockSize: 16,
     lengths: [33, 3, 129],
+    theta: 500000,
   },
   // One group per row: a scale word holds one scale and a padding half.
   {
@@ -71,6 +81,7 @@ const CASES: Case[] = [
     lengths: [7, 22],
   },
   // Three groups per row: the second scale word is half padding.
+  // hd 96: the second group of a head straddles its halves (values 32..63, the half at 48).
   {
     name: "GQA 6:3 hd 96, lengths 15/2/31",
     numHeads: 6,
@@ -78,6 +89,15 @@ const CASES: Case[] = [
     headDim: 96,
     blockSize: 8,
     lengths: [15, 2, 31],
+  },
+  {
+    name: "GQA 9:3 hd 64, lengths 3/140",
+    numHeads: 9,
+    numKvHeads: 3,
+    headDim: 64,
+    blockSize: 16,
+    lengths: [3, 140],
+    theta: 100000,
   },
   {
     name: "GQA 4:2 hd 256, lengths 5/40",
@@ -106,6 +126,9 @@ interface Setup {
   slot: Uint32Array;
   pos: Uint32Array;
   qkv: Float32Array;
+  /** qkv with q and k rotated by each row's position, in float64. */
+  rotated: Float64Array;
+  invFreq: Float32Array;
   /** tables[slot] = block ids of layer LAYER, in position order. */
   tables: number[][];
 }
@@ -144,12 +167,17 @@ function setup(gpu: Gpu, c: Case, next: () => number): Setup {
   });
   shuffle(all, next);
   const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+  const pos = Uint32Array.from(all, (r) => r[1]);
+  const qkv = new Float32Array(randomArray(next, all.length * width, 2));
+  const invFreq = testInvFreq(c.headDim, c.theta ?? 10000);
   return {
     kv,
     layout,
     slot: Uint32Array.from(all, (r) => r[0]),
-    pos: Uint32Array.from(all, (r) => r[1]),
-    qkv: new Float32Array(randomArray(next, all.length * width, 2)),
+    pos,
+    qkv,
+    rotated: ropeRows(qkv, pos, c, invFreq),
+    invFreq,
     tables,
   };
 }
@@ -183,7 +211,10 @@ function decodeQ8(
   return { values, scales };
 }
 
-/** Float64 causal attention of every row, from K/V given per row by `kvOf(row, part, e)`. */
+/**
+ * Float64 causal attention of every row, of its float64-rotated q, over K/V given per row by
+ * `kvOf(row, part, e)`.
+ */
 function reference(
   c: Case,
   s: Setup,
@@ -205,7 +236,7 @@ function reference(
         const r = rowOf[s.slot[m]][j];
         let dot = 0;
         for (let d = 0; d < hd; d++) {
-          dot += s.qkv[m * width + h * hd + d] * kvOf(r, "k", kvh * hd + d);
+          dot += s.rotated[m * width + h * hd + d] * kvOf(r, "k", kvh * hd + d);
         }
         scores[j] = dot * scale;
         max = Math.max(max, scores[j]);
@@ -243,6 +274,7 @@ async function writeAndAttend(gpu: Gpu, c: Case, s: Setup): Promise<Float32Array
     qkv: uploadStorage(gpu, s.qkv),
     rowSlot: uploadStorage(gpu, s.slot),
     rowPos: uploadStorage(gpu, s.pos),
+    invFreq: uploadStorage(gpu, s.invFreq),
   };
   const count = s.slot.length * c.numHeads * c.headDim;
   const out = poisonedF32(gpu, count);
@@ -277,8 +309,9 @@ Deno.test("q8_0 KV: kv_write + attention match float64", async (t) => {
             const block = s.tables[s.slot[r]][Math.floor(s.pos[r] / blockSize)];
             return (block * blockSize + s.pos[r] % blockSize) * Hkv * hd;
           };
+          // K as RoPE leaves it (float64), V as it is.
           const src = (r: number, part: "k" | "v", e: number) =>
-            s.qkv[r * width + (part === "k" ? H : H + Hkv) * hd + e];
+            (part === "k" ? s.rotated : s.qkv)[r * width + (part === "k" ? H : H + Hkv) * hd + e];
 
           // The cache: scales and values, group by group.
           for (let r = 0; r < s.slot.length; r++) {
@@ -295,8 +328,9 @@ Deno.test("q8_0 KV: kv_write + attention match float64", async (t) => {
                 for (let i = 0; i < Q8_GROUP; i++) {
                   const e = g * Q8_GROUP + i;
                   const err = Math.abs(cache.values[at(r) + e] - src(r, part, e));
+                  const rope = part === "k" ? ROPE_BOUND : 0;
                   assert(
-                    err <= d / 2 + CACHE_BOUND * amax,
+                    err <= d / 2 + CACHE_BOUND * amax + rope,
                     `${where} [${i}]: error ${err} > d/2 = ${d / 2}`,
                   );
                 }
