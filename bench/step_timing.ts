@@ -14,7 +14,7 @@ import { decodePlan, forwardOf, type Loaded, median, timeSteps } from "./common/
 const KIND_NAMES: [string, string][] = [
   ["weights", "weights (the layers' matmuls)"],
   ["lmHead", "LM head"],
-  ["attention", "attention (RoPE, KV write, attention)"],
+  ["attention", "attention (KV write and attention, RoPE in both)"],
   ["norm", "norms"],
   ["embedding", "embedding"],
   ["sampler", "sampler"],
