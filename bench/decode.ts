@@ -86,6 +86,8 @@ export interface DecodeOptions {
   /** The most time one decode group may take. */
   groupMs: number;
   matmulKernel: "auto" | "storage" | "texture";
+  /** The timestamp split's steps per round and rounds (default 8 and 3). */
+  split?: { steps: number; rounds: number };
 }
 
 /** One batch size, one step per submission and multi-step, measured in turn. */
@@ -189,8 +191,8 @@ export async function measureDecodeBench(opts: DecodeOptions): Promise<DecodeRes
       await load(gpu, modelDir, SPLIT_CONTEXT, weightLayout),
       [1, 16],
       SPLIT_CONTEXT,
-      8,
-      3,
+      opts.split?.steps ?? 8,
+      opts.split?.rounds ?? 3,
     )
     : null;
   return {
