@@ -11,6 +11,7 @@ import {
   scorecardFigures,
   type SpeedResults,
   verdict,
+  weightIndependentShare,
 } from "../../bench/speed_goals.ts";
 import type { DecodeResult } from "../../bench/decode.ts";
 import type { DecodeQuantResult } from "../../bench/decode_quant.ts";
@@ -194,6 +195,18 @@ Deno.test("scorecardFigures: each ratio and share from the typed results", () =>
   assertEquals(verdicts["decode tokens/s, Q4_0 ÷ f16, batch 16"], "not met");
   assertEquals(verdicts["f16 matvec ÷ the better read roofline (worst shape)"], "met");
   assertEquals(verdicts["dispatches per decode step"], "no goal");
+});
+
+Deno.test("weightIndependentShare: of the kernels' sum where it exceeds the untimed step", () => {
+  const t = decodeResult().split![0];
+  assertAlmostEquals(weightIndependentShare(t), 0.5, 1e-12);
+  // Kernels 60 + 20 + 20 = 100 ms timed against a 50 ms step: the weights' share is 60%.
+  const over = {
+    ...t,
+    stepMs: 50,
+    kindMs: new Map([["weights", 60], ["attention", 20], ["sampler", 20]]),
+  };
+  assertAlmostEquals(weightIndependentShare(over), 0.4, 1e-12);
 });
 
 Deno.test("scorecardFigures: removal when there is no timestamp split", () => {
