@@ -8,6 +8,7 @@
 import { z } from "zod";
 import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/decode_group.ts";
 import { openGpu } from "../engine/gpu/device.ts";
+import { QUANT_TYPES } from "../engine/quant/formats.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
 import { formatDecode, measureDecodeBench } from "./decode.ts";
@@ -27,11 +28,17 @@ const kindList = z.string().transform((s, ctx) => {
   return list as QuantKind[];
 });
 
+/** Matvec formats: the weight dtype's (f16 or f32) and each quantized one. */
+const MATVEC_NAMES: string[] = ["f16", "f32", ...QUANT_TYPES];
+
 const Flags = z.object({
   tokens: z.coerce.number().int().min(1).max(10_000).optional(),
   rounds: z.coerce.number().int().min(1).max(20).optional(),
   quant: kindList.optional(),
-  formats: z.string().optional(),
+  formats: z.string().refine(
+    (s) => s === "all" || s.split(",").every((f) => MATVEC_NAMES.includes(f.trim())),
+    { message: `expected all, or a list of ${["f16", "f32", ...QUANT_TYPES].join(", ")}` },
+  ).optional(),
   shape: z.string().optional(),
   llamacpp: z.enum(["on", "off"]).default("on"),
   "llamacpp-tokens": z.coerce.number().int().min(1).max(10_000).optional(),

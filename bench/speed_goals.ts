@@ -219,7 +219,11 @@ export function scorecardFigures(r: SpeedResults): Figure[] {
 
   // Each matvec format: its worst shape, each shape at its better layout, against the better
   // read roofline.
-  if (ran(r.matvec)) {
+  if (ran(r.matvec) && r.matvec.formats.length === 0) {
+    figures.push(
+      missing("matvec ÷ the better read roofline", "%", "no format measured", AT_LEAST(0.9)),
+    );
+  } else if (ran(r.matvec)) {
     const mv = r.matvec;
     mv.formats.forEach((format, i) => {
       const what = `${format} matvec ÷ the better read roofline (worst shape)`;

@@ -235,6 +235,8 @@ Deno.test("scorecardFigures: skipped or failed sections are not measured, with t
   const llama = byWhat(figures, "batch-1 decode ÷ llama.cpp");
   assertEquals(verdict(llama), "not measured");
   assertMatch(llama.note, /--llamacpp off/);
+  const noFormats = scorecardFigures({ ...full(), matvec: { ...matvecResult(), formats: [] } });
+  assertEquals(verdict(byWhat(noFormats, "matvec")), "not measured");
   // The other sections still give their figures.
   assertEquals(verdict(byWhat(figures, "batch-1 decode, multi-step")), "met");
 
