@@ -2,7 +2,8 @@
 // Reports tokens/s at batch 1, 4 and 16, one step per submission against multi-step decode (decode
 // groups, runtime/decode_group.ts) measured in turn in one run, prefill tokens/s, and dispatches
 // and submissions per step; with --quant, the same model as quantized GGUF files against f16
-// (decode_quant.ts).
+// (decode_quant.ts). measureDecodeBench returns the numbers, formatDecode the report (bench speed
+// uses both).
 
 import { z } from "zod";
 import { Engine, type StepEngine } from "../engine/engine.ts";

@@ -2,6 +2,7 @@
 // SmolLM2-shaped model as GGUF files of each quantization, each as a ratio to f16. All engines are
 // loaded at once and measured round by round, in a rotating order, so drifting load on a shared
 // machine hits every kind alike; ratios are taken within a round and their medians reported.
+// measureDecodeQuant returns the numbers, formatDecodeQuant the report (bench speed uses both).
 
 import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";

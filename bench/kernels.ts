@@ -5,6 +5,8 @@
 //
 // Each figure is the median over trials of the slope between submits of n and 3n dispatches, so
 // the ~11 ms submit round trip cancels out. Wall-clock: other processes on the CPU slow it down.
+// The matvec table is measured into numbers (matvecMeasurement) and formatted apart (matvecTable),
+// as bench speed uses it.
 
 import type { Gpu } from "../engine/gpu/device.ts";
 import type { BoundKernel } from "../engine/gpu/kernel.ts";

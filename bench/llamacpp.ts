@@ -5,6 +5,7 @@
 // (llamacpp_node.mjs); its prebuilt CPU binaries come from the registry package, never built or
 // downloaded elsewhere. Each round measures both engines back to back, their order alternating
 // from round to round, so a machine's drift hits both; ratios are taken within a round.
+// measureLlamaCpp returns the numbers, formatReport the report (bench speed uses both).
 
 import { z } from "zod";
 import { Engine } from "../engine/engine.ts";

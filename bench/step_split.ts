@@ -6,6 +6,7 @@
 // WebGPU places them only at pass boundaries and the forward pass is one compute pass, so removal
 // is the method on every adapter. A line through two models differing only in weight bytes (f16
 // and Q4_0 GGUF) gives the other estimate of the weight-independent part, as the did.
+// measureStepSplit returns the numbers, formatStepSplit the report (bench speed uses both).
 
 import { z } from "zod";
 import { openGpu } from "../engine/gpu/device.ts";
