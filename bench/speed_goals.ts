@@ -158,35 +158,40 @@ export function scorecardFigures(r: SpeedResults): Figure[] {
     );
   }
 
-  // The weight-independent part of a batch-1 f16 step: timestamps where the decode bench has
-  // them, else the step split's removal.
+  // The weight-independent part of a batch-1 f16 step, from GPU timestamps (the decode bench's
+  // split) and by removal (the step split). The two methods disagree on this adapter, so the
+  // figure is the larger of those measured: the goal is met only if every method says so.
   const fixedWhat = "weight-independent part of a batch-1 f16 step";
   const fixedGoal: Goal = { comparison: "at most", target: 0.25 };
   const stamped = ran(r.decode) ? r.decode.split?.find((t) => t.batch === 1) : undefined;
   const removal = ran(r.stepSplit) ? weightIndependentByRemoval(r.stepSplit) : null;
-  const removalNote = removal
-    ? `by removal (step-split): ${(100 * removal.independentMs / removal.stepMs).toFixed(0)}% ` +
-      `of ${removal.stepMs.toFixed(2)} ms, a lower bound`
-    : "";
+  const estimates: { value: number; note: string }[] = [];
   if (stamped) {
-    figures.push({
-      what: fixedWhat,
-      value: weightIndependentShare(stamped),
-      unit: "%",
-      goal: fixedGoal,
-      note:
-        `GPU timestamps: the kernels that read weight matrices take ${
-          weightKernelsMs(stamped).toFixed(2)
-        } ms of a ${stamped.stepMs.toFixed(2)} ms step (of the timed kernels' sum where it is ` +
-        `larger)` + (removalNote ? `; ${removalNote}` : ""),
+    const share = weightIndependentShare(stamped);
+    estimates.push({
+      value: share,
+      note: `GPU timestamps ${(100 * share).toFixed(0)}% (weight kernels ${
+        weightKernelsMs(stamped).toFixed(2)
+      } ms of a ${stamped.stepMs.toFixed(2)} ms step, or of the timed kernels' sum where larger)`,
     });
-  } else if (removal) {
+  }
+  if (removal) {
+    const share = removal.independentMs / removal.stepMs;
+    estimates.push({
+      value: share,
+      note: `removal ${(100 * share).toFixed(0)}% (whole step ${
+        removal.stepMs.toFixed(2)
+      } ms less weights and LM head ${removal.weightsMs.toFixed(2)} ms)`,
+    });
+  }
+  if (estimates.length > 0) {
+    const worst = estimates.reduce((a, b) => (b.value > a.value ? b : a));
     figures.push({
       what: fixedWhat,
-      value: removal.independentMs / removal.stepMs,
+      value: worst.value,
       unit: "%",
       goal: fixedGoal,
-      note: `${removalNote} (no timestamp split)`,
+      note: `the larger of: ${estimates.map((e) => e.note).join("; ")}`,
     });
   } else {
     const why = [r.decode, r.stepSplit].map((x) => ("notRun" in x ? x.notRun : "")).filter(
