@@ -2,7 +2,8 @@
 // Reports tokens/s at batch 1, 4 and 16, one step per submission against multi-step decode (decode
 // groups, runtime/decode_group.ts) measured in turn in one run, prefill tokens/s, and dispatches
 // and submissions per step; with --quant, the same model as quantized GGUF files against f16
-// (decode_quant.ts).
+// (decode_quant.ts). measureDecodeBench returns the numbers, formatDecode the report (bench speed
+// uses both).
 
 import { z } from "zod";
 import { Engine, type StepEngine } from "../engine/engine.ts";
@@ -10,11 +11,11 @@ import { openGpu } from "../engine/gpu/device.ts";
 import { Runtime } from "../runtime/service.ts";
 import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/decode_group.ts";
 import { parseBenchFlags } from "./common/cli.ts";
-import { GREEDY, measureDecode, prompt } from "./decode_measure.ts";
+import { type DecodeRun, GREEDY, measureDecode, prompt } from "./decode_measure.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
 import { smolShapedModelDir } from "./common/smol_model.ts";
 import { load } from "./common/forward_bench.ts";
-import { stepTimingLines, timeStepKinds } from "./step_timing.ts";
+import { type StepTiming, stepTimingLines, timeStepKinds } from "./step_timing.ts";
 import { KernelTimer } from "../engine/gpu/kernel_timer.ts";
 
 /** Cached positions each decode row attends over in the step split. */
@@ -64,11 +65,61 @@ adapter has them, and the fixed rest of the step.`;
 
 export async function benchDecode(args: string[]): Promise<string> {
   const flags = parseBenchFlags(Flags, args);
-  const steps = flags.tokens;
   if (flags.quant) {
-    const { benchDecodeQuant } = await import("./decode_quant.ts");
-    return benchDecodeQuant(flags.quant, steps, flags.rounds);
+    const { measureDecodeQuant, formatDecodeQuant } = await import("./decode_quant.ts");
+    return formatDecodeQuant(await measureDecodeQuant(flags.quant, flags.tokens, flags.rounds));
   }
+  return formatDecode(
+    await measureDecodeBench({
+      tokens: flags.tokens,
+      decodeSteps: flags["decode-steps"],
+      groupMs: flags["group-ms"],
+      matmulKernel: flags["matmul-kernel"],
+    }),
+  );
+}
+
+export interface DecodeOptions {
+  /** Decode steps measured per batch size and mode. */
+  tokens: number;
+  /** Most decode steps per submission of the multi-step runs. */
+  decodeSteps: number;
+  /** The most time one decode group may take. */
+  groupMs: number;
+  matmulKernel: "auto" | "storage" | "texture";
+  /** The timestamp split's steps per round and rounds (default 8 and 3). */
+  split?: { steps: number; rounds: number };
+}
+
+/** One batch size, one step per submission and multi-step, measured in turn. */
+export interface DecodeBatch {
+  batch: number;
+  single: DecodeRun;
+  multi: DecodeRun;
+}
+
+/** What `bench decode` measured; formatDecode writes its report. */
+export interface DecodeResult {
+  adapter: string;
+  dtype: string;
+  weightLayout: string;
+  /** Where the layout came from (flag, cache, measured); absent when the engine chose none. */
+  layoutSource?: string;
+  dispatchesPerStep: number;
+  decodeSteps: number;
+  groupMs: number;
+  prefill: { tokens: number; seconds: number };
+  batches: DecodeBatch[];
+  /** Cached positions each decode row attends over in the step split. */
+  splitContext: number;
+  /** The step split from timestamps at batch 1 and 16; null where the adapter has none. */
+  split: StepTiming[] | null;
+}
+
+export const DECODE_BATCHES = [1, 4, 16] as const;
+
+export async function measureDecodeBench(opts: DecodeOptions): Promise<DecodeResult> {
+  const steps = opts.tokens;
   const gpu = await openGpu();
   const modelDir = await smolShapedModelDir();
   let submits = 0;
@@ -84,8 +135,8 @@ export async function benchDecode(args: string[]): Promise<string> {
     maxSlots: 16,
     maxRows: 256,
     gpuKvMb: 512,
-    maxDecodeSteps: flags["decode-steps"],
-    matmulKernel: flags["matmul-kernel"],
+    maxDecodeSteps: opts.decodeSteps,
+    matmulKernel: opts.matmulKernel,
   });
   // Runtimes over the one engine, one at a time: each is closed (its steps back) before the next.
   const shared: StepEngine = {
@@ -100,88 +151,104 @@ export async function benchDecode(args: string[]): Promise<string> {
       maxTokensLimit: 100_000,
       eosIds: [],
       decodeSteps,
-      decodeGroupMs: flags["group-ms"],
+      decodeGroupMs: opts.groupMs,
     });
   const runtime = runtimeWith(1);
-  const rows: string[] = [];
   const V = engine.info.vocabSize;
 
   // Prefill: one 256-token prompt, one sampled token.
-  {
-    const t0 = performance.now();
-    const h = runtime.submit({
-      ids: prompt(0, 256, V),
-      maxTokens: 1,
-      sampling: GREEDY,
-      stopIds: [],
-    });
-    for await (const _ of h.tokens);
-    const s = (performance.now() - t0) / 1000;
-    rows.push(
-      `| prefill, 256-token prompt | ${(256 / s).toFixed(1)} tokens/s | time to first token ${
-        (s * 1000).toFixed(0)
-      } ms |`,
-    );
-  }
-
+  const prefillTokens = 256;
+  const t0 = performance.now();
+  const h = runtime.submit({
+    ids: prompt(0, prefillTokens, V),
+    maxTokens: 1,
+    sampling: GREEDY,
+    stopIds: [],
+  });
+  for await (const _ of h.tokens);
+  const prefillS = (performance.now() - t0) / 1000;
   await runtime.close();
 
   // One step per submission, then multi-step, for each batch size in turn.
-  let base = 0;
-  const multi = flags["decode-steps"];
-  for (const batch of [1, 4, 16]) {
+  const batches: DecodeBatch[] = [];
+  for (const batch of DECODE_BATCHES) {
     const runs = [];
-    for (const decodeSteps of [1, multi]) {
+    for (const decodeSteps of [1, opts.decodeSteps]) {
       const r = runtimeWith(decodeSteps);
       runs.push(await measureDecode(r, V, batch, steps, () => submits));
       await r.close();
     }
-    const [one, many] = runs;
-    if (batch === 1) base = one.tokensPerS;
-    const perStep = (run: typeof one) => run.submits / Math.max(1, run.steps);
-    rows.push(
-      `| decode, batch ${batch} | ${one.tokensPerS.toFixed(1)} tokens/s | ${
-        (one.tokensPerS / base).toFixed(2)
-      }× batch 1; ${perStep(one).toFixed(2)} submissions/step over ${one.steps} steps |`,
-      `| decode, batch ${batch}, multi-step (≤ ${multi}) | ${
-        many.tokensPerS.toFixed(1)
-      } tokens/s | ${(many.tokensPerS / one.tokensPerS).toFixed(2)}× one step per submission; ${
-        perStep(many).toFixed(2)
-      } submissions/step over ${many.steps} steps |`,
-    );
+    batches.push({ batch, single: runs[0], multi: runs[1] });
   }
   const info = engine.info;
-  const dispatches = info.dispatchesPerStep;
   const weightLayout = info.matmulKernel?.layout ?? "storage";
   await engine.close();
 
   // The step split (issue 22): each kind of kernel's GPU time from timestamps, where the adapter
   // has them; bench step-split has the removal method for any adapter.
   const split = KernelTimer.available(gpu)
-    ? stepTimingLines(
-      await timeStepKinds(
-        gpu,
-        await load(gpu, modelDir, SPLIT_CONTEXT, weightLayout),
-        [1, 16],
-        SPLIT_CONTEXT,
-        8,
-        3,
-      ),
+    ? await timeStepKinds(
+      gpu,
+      await load(gpu, modelDir, SPLIT_CONTEXT, weightLayout),
+      [1, 16],
+      SPLIT_CONTEXT,
+      opts.split?.steps ?? 8,
+      opts.split?.rounds ?? 3,
     )
+    : null;
+  return {
+    adapter: info.adapter,
+    dtype: info.dtype,
+    weightLayout,
+    layoutSource: info.matmulKernel?.source,
+    dispatchesPerStep: info.dispatchesPerStep,
+    decodeSteps: opts.decodeSteps,
+    groupMs: opts.groupMs,
+    prefill: { tokens: prefillTokens, seconds: prefillS },
+    batches,
+    splitContext: SPLIT_CONTEXT,
+    split,
+  };
+}
+
+/** `bench decode`'s Markdown report of a measurement. */
+export function formatDecode(r: DecodeResult): string {
+  const rows = [
+    `| prefill, ${r.prefill.tokens}-token prompt | ${
+      (r.prefill.tokens / r.prefill.seconds).toFixed(1)
+    } tokens/s | time to first token ${(r.prefill.seconds * 1000).toFixed(0)} ms |`,
+  ];
+  const base = r.batches.find((b) => b.batch === 1)?.single.tokensPerS ?? NaN;
+  const perStep = (run: DecodeRun) => run.submits / Math.max(1, run.steps);
+  for (const { batch, single: one, multi: many } of r.batches) {
+    rows.push(
+      `| decode, batch ${batch} | ${one.tokensPerS.toFixed(1)} tokens/s | ${
+        (one.tokensPerS / base).toFixed(2)
+      }× batch 1; ${perStep(one).toFixed(2)} submissions/step over ${one.steps} steps |`,
+      `| decode, batch ${batch}, multi-step (≤ ${r.decodeSteps}) | ${
+        many.tokensPerS.toFixed(1)
+      } tokens/s | ${(many.tokensPerS / one.tokensPerS).toFixed(2)}× one step per submission; ${
+        perStep(many).toFixed(2)
+      } submissions/step over ${many.steps} steps |`,
+    );
+  }
+  const dispatches = r.dispatchesPerStep;
+  const split = r.split
+    ? stepTimingLines(r.split)
     : ["The adapter offers no timestamp queries: `bench step-split` splits a step by removal."];
   return [
-    `### Decode benchmark (${info.adapter}, ${info.dtype}, SmolLM2-135M shape, random weights, ` +
-    `weights in ${weightLayout}${info.matmulKernel ? ` (${info.matmulKernel.source})` : ""})`,
+    `### Decode benchmark (${r.adapter}, ${r.dtype}, SmolLM2-135M shape, random weights, ` +
+    `weights in ${r.weightLayout}${r.layoutSource ? ` (${r.layoutSource})` : ""})`,
     "",
     `Dispatches per step: ${dispatches} (one step per submission); ${dispatches + 1} in a decode ` +
-    `group (its rows moved on by one more dispatch per step). Multi-step: up to ${multi} steps ` +
-    `per submission, a group bounded to ${flags["group-ms"]} ms by the measured step time.`,
+    `group (its rows moved on by one more dispatch per step). Multi-step: up to ${r.decodeSteps} ` +
+    `steps per submission, a group bounded to ${r.groupMs} ms by the measured step time.`,
     "",
     "| measurement | throughput | notes |",
     "|---|---|---|",
     ...rows,
     "",
-    `#### Step split (decode rows at position ${SPLIT_CONTEXT}, each step submitted and awaited)`,
+    `#### Step split (decode rows at position ${r.splitContext}, each step submitted and awaited)`,
     "",
     ...split,
   ].join("\n");

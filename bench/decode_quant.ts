@@ -2,6 +2,7 @@
 // SmolLM2-shaped model as GGUF files of each quantization, each as a ratio to f16. All engines are
 // loaded at once and measured round by round, in a rotating order, so drifting load on a shared
 // machine hits every kind alike; ratios are taken within a round and their medians reported.
+// measureDecodeQuant returns the numbers, formatDecodeQuant the report (bench speed uses both).
 
 import { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
@@ -9,13 +10,27 @@ import { Runtime } from "../runtime/service.ts";
 import { measureDecode } from "./decode_measure.ts";
 import { describeRecipe, MIX_KINDS, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
 
-const BATCHES = [1, 16] as const;
+export const QUANT_BATCHES = [1, 16] as const;
+export type QuantBatch = typeof QUANT_BATCHES[number];
 
-export async function benchDecodeQuant(
+/** What `bench decode --quant` measured; formatDecodeQuant writes its report. */
+export interface DecodeQuantResult {
+  adapter: string;
+  /** f16 first: the baseline of every ratio. */
+  kinds: QuantKind[];
+  steps: number;
+  rounds: number;
+  /** Decode tokens/s of each kind at each batch size, one figure per round in round order. */
+  tokensPerS: Record<string, Record<QuantBatch, number[]>>;
+  /** Bytes of every weight buffer on the GPU, per kind. */
+  weightBytes: Record<string, number>;
+}
+
+export async function measureDecodeQuant(
   requested: QuantKind[],
   steps: number,
   rounds: number,
-): Promise<string> {
+): Promise<DecodeQuantResult> {
   // f16 is the baseline of every ratio.
   const kinds: QuantKind[] = ["f16", ...requested.filter((k) => k !== "f16")];
   const paths = new Map<QuantKind, string>();
@@ -42,46 +57,64 @@ export async function benchDecodeQuant(
     console.error(`loaded ${kind} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }
 
-  // tokS[kind][batch] holds one figure per round.
-  const tokS = new Map(kinds.map((k) => [k, new Map(BATCHES.map((b) => [b, [] as number[]]))]));
+  const tokS: DecodeQuantResult["tokensPerS"] = Object.fromEntries(
+    kinds.map((k) => [k, { 1: [], 16: [] }]),
+  );
   for (let round = 0; round < rounds; round++) {
     const order = kinds.map((_, i) => kinds[(i + round) % kinds.length]);
     for (const kind of order) {
       const { engine, runtime } = loaded.get(kind)!;
-      for (const batch of BATCHES) {
+      for (const batch of QUANT_BATCHES) {
         const run = await measureDecode(runtime, engine.info.vocabSize, batch, steps);
-        tokS.get(kind)!.get(batch)!.push(run.tokensPerS);
+        tokS[kind][batch].push(run.tokensPerS);
         console.error(`round ${round + 1}: ${kind} batch ${batch}: ${run.tokensPerS.toFixed(2)}`);
       }
     }
   }
+  const result: DecodeQuantResult = {
+    adapter: loaded.get("f16")!.engine.info.adapter,
+    kinds,
+    steps,
+    rounds,
+    tokensPerS: tokS,
+    weightBytes: Object.fromEntries(kinds.map((k) => [k, loaded.get(k)!.engine.info.weightBytes])),
+  };
+  for (const { runtime } of loaded.values()) await runtime.close();
+  gpu.device.destroy();
+  return result;
+}
 
-  const info = loaded.get("f16")!.engine.info;
-  const bytes = (k: QuantKind) => loaded.get(k)!.engine.info.weightBytes;
-  const f16 = tokS.get("f16")!;
-  /** Median over rounds of this kind's figure divided by f16's in the same round. */
-  const ratio = (k: QuantKind, b: typeof BATCHES[number]) =>
-    median(tokS.get(k)!.get(b)!.map((x, r) => x / f16.get(b)![r]));
+/**
+ * Median over rounds of `kind`'s tokens/s divided by f16's in the same round; null when either
+ * was not measured.
+ */
+export function quantRatio(r: DecodeQuantResult, kind: string, batch: QuantBatch): number | null {
+  const ours = r.tokensPerS[kind]?.[batch], f16 = r.tokensPerS["f16"]?.[batch];
+  if (!ours?.length || !f16?.length) return null;
+  return median(ours.slice(0, f16.length).map((x, i) => x / f16[i]));
+}
+
+/** `bench decode --quant`'s Markdown report of a measurement. */
+export function formatDecodeQuant(r: DecodeQuantResult): string {
+  const { kinds, steps, rounds } = r;
+  const tokS = r.tokensPerS;
+  const bytes = (k: string) => r.weightBytes[k];
+  const ratio = (k: string, b: QuantBatch) => quantRatio(r, k, b) ?? NaN;
   const mb = (n: number) => (n / 2 ** 20).toFixed(1);
   const rows = kinds.map((k) => {
-    const t = tokS.get(k)!;
-    return `| ${k} | ${median(t.get(1)!).toFixed(2)} | ${ratio(k, 1).toFixed(2)}× | ${
-      median(t.get(16)!).toFixed(1)
+    const t = tokS[k];
+    return `| ${k} | ${median(t[1]).toFixed(2)} | ${ratio(k, 1).toFixed(2)}× | ${
+      median(t[16]).toFixed(1)
     } | ${ratio(k, 16).toFixed(2)}× | ${mb(bytes(k))} | ${mb(bytes(k) / 16)} | ${
       (bytes(k) / bytes("f16")).toFixed(3)
     }× |`;
   });
   const perRound = kinds.flatMap((k) =>
-    BATCHES.map((b) =>
-      `| ${k} | ${b} | ${tokS.get(k)!.get(b)!.map((x) => x.toFixed(2)).join(" · ")} |`
-    )
+    QUANT_BATCHES.map((b) => `| ${k} | ${b} | ${tokS[k][b].map((x) => x.toFixed(2)).join(" · ")} |`)
   );
-  for (const { runtime } of loaded.values()) await runtime.close();
-  gpu.device.destroy();
-
   const q40 = kinds.includes("q4_0") ? ratio("q4_0", 1) : null;
   return [
-    `### Quantized decode (${info.adapter}, SmolLM2-135M shape, random weights, GGUF)`,
+    `### Quantized decode (${r.adapter}, SmolLM2-135M shape, random weights, GGUF)`,
     "",
     `${rounds} rounds of ${steps} decode steps per kind and batch size, kinds in a rotating order; ` +
     `tokens/s are medians over rounds, ratios are medians of the per-round ratio to f16. ` +

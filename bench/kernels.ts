@@ -5,6 +5,8 @@
 //
 // Each figure is the median over trials of the slope between submits of n and 3n dispatches, so
 // the ~11 ms submit round trip cancels out. Wall-clock: other processes on the CPU slow it down.
+// The matvec table is measured into numbers (matvecMeasurement) and formatted apart (matvecTable),
+// as bench speed uses it.
 
 import type { Gpu } from "../engine/gpu/device.ts";
 import type { BoundKernel } from "../engine/gpu/kernel.ts";
@@ -76,7 +78,7 @@ export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): 
     return [
       `## Matrix-vector kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
       "",
-      ...matvecTable(formats, await benchMatvecs(gpu, shapes, formats)),
+      ...matvecTable(await measureMatvecs(gpu, shapes, formats)),
       "",
       `_Load average at start: ${load}; ${
         ((performance.now() - started) / 1000).toFixed(0)
@@ -134,7 +136,7 @@ export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): 
     x.destroy();
     y.destroy();
   }
-  const matvecLines = await benchMatvecs(gpu, shapes, formats);
+  const matvecs = await measureMatvecs(gpu, shapes, formats);
 
   return [
     `## Kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
@@ -155,7 +157,7 @@ export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): 
     "time, the bandwidth a row-at-a-time matvec would need to keep up. The small shapes' weights " +
     "fit in the CPU's L2/L3 caches; the LM head's do not.",
     "",
-    ...matvecTable(formats, matvecLines),
+    ...matvecTable(matvecs),
     "",
     `_${
       ((performance.now() - started) / 1000).toFixed(0)
@@ -165,13 +167,27 @@ export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): 
 
 const MATVEC_FORMATS = (gpu: Gpu): string[] => [gpu.f16 ? "f16" : "f32", ...QUANT_TYPES];
 
-/** The matrix-vector table: its heading, columns, rows and how to read a cell. */
-function matvecTable(formats: string[], lines: string[]): string[] {
+/** The matrix-vector table of a measurement: its heading, columns, rows and how to read a cell. */
+export function matvecTable(r: MatvecResult): string[] {
+  const gbs = (xs: number[]) => median(xs);
+  const share = (k: number[], roof: number[]) =>
+    `${(100 * median(k.map((v, i) => v / roof[i]))).toFixed(0)}%`;
+  const lines = r.rows.map((row) => {
+    const cells = row.cells.map((c) => {
+      if (!c) return "–";
+      const figures = (k: number[]) =>
+        `${(c.bytes / gbs(k) / 1e3).toFixed(0)} / ${gbs(k).toFixed(2)} / ${
+          share(k, c.storageRoofline)
+        } / ${share(k, c.textureRoofline)}`;
+      return `S ${figures(c.storageKernel)}<br>T ${figures(c.textureKernel)}`;
+    });
+    return `| ${[row.shape, row.dims, ...cells].join(" | ")} |`;
+  });
   return [
     "### Matrix-vector kernels (rows=1) against the read rooflines",
     "",
-    `| shape | K×N | ${formats.join(" | ")} |`,
-    "|" + " --- |".repeat(2 + formats.length),
+    `| shape | K×N | ${r.formats.join(" | ")} |`,
+    "|" + " --- |".repeat(2 + r.formats.length),
     ...lines,
     "",
     "Each cell, for the kernel reading its weights from a storage buffer (S) and from a texture " +
@@ -187,24 +203,62 @@ function matvecTable(formats: string[], lines: string[]): string[] {
   ];
 }
 
+/** One format on one shape: GB/s of weight bytes read, one figure per round in round order. */
+export interface MatvecCell {
+  /** Weight bytes one call reads (the format's, scales included). */
+  bytes: number;
+  /** The kernel with its weights in a storage buffer. */
+  storageKernel: number[];
+  /** The kernel with its weights in a texture. */
+  textureKernel: number[];
+  /** The read-only kernel summing as many bytes from a storage buffer. */
+  storageRoofline: number[];
+  /** The read-only kernel summing as many bytes (rounded up to whole rows) from a texture. */
+  textureRoofline: number[];
+}
+
+/** The matrix-vector measurement: a row per shape, a cell per format (null: K not whole blocks). */
+export interface MatvecResult {
+  adapter: string;
+  f16: boolean;
+  formats: string[];
+  rows: { shape: string; dims: string; cells: (MatvecCell | null)[] }[];
+}
+
+/** The matvec measurement alone, as `bench kernels --only matvec` and `bench speed` run it. */
+export function matvecMeasurement(
+  gpu: Gpu,
+  options: { shape?: string; formats?: string[] } = {},
+): Promise<MatvecResult> {
+  const shapes = SHAPES.filter((s) => !options.shape || s.name.startsWith(options.shape));
+  const formats = MATVEC_FORMATS(gpu).filter((f) =>
+    !options.formats || options.formats.includes(f)
+  );
+  return measureMatvecs(gpu, shapes, formats);
+}
+
 /**
  * One table row per shape: each format's matrix-vector kernel at one row, weights in storage and in
  * a texture, against the two read-only kernels summing as many bytes, measured in ROOFLINE_ROUNDS
  * rounds in a rotating order so that drifting load hits all four alike; the shares are medians of
  * the per-round ratios.
  */
-async function benchMatvecs(gpu: Gpu, shapes: Shape[], formats: string[]): Promise<string[]> {
-  const lines: string[] = [];
+async function measureMatvecs(
+  gpu: Gpu,
+  shapes: Shape[],
+  formats: string[],
+): Promise<MatvecResult> {
+  const rows: MatvecResult["rows"] = [];
   for (const shape of shapes) {
     const { K, N, mode } = shape;
     const weightRows = (mode === "glu" ? 2 : 1) * N;
     const x = createStorage(gpu, K * 4, "x", STORAGE_UNIFORM);
     const y = createStorage(gpu, N * 4);
-    const cells = [shape.name, `${K}×${N}${mode === "glu" ? "×2" : ""} ${mode}`];
+    const cells: (MatvecCell | null)[] = [];
     for (const format of formats) {
       const quant = QUANT_TYPES.find((t) => t === format);
       if (quant && K % QUANT_FORMATS[quant].blockElems !== 0) {
-        cells.push("–");
+        cells.push(null);
         continue;
       }
       const bytes = quant
@@ -231,23 +285,23 @@ async function benchMatvecs(gpu: Gpu, shapes: Shape[], formats: string[]): Promi
           gbs[i].push(runs[i][1] / (await secondsPerDispatch(gpu, runs[i][0], 1)) / 1e9);
         }
       }
-      const share = (k: number, i: number) =>
-        `${(100 * median(gbs[k].map((v, r) => v / gbs[i][r]))).toFixed(0)}%`;
-      const figures = (k: number) =>
-        `${(bytes / median(gbs[k]) / 1e3).toFixed(0)} / ${median(gbs[k]).toFixed(2)} / ${
-          share(k, 2)
-        } / ${share(k, 3)}`;
-      cells.push(`S ${figures(0)}<br>T ${figures(1)}`);
+      cells.push({
+        bytes,
+        storageKernel: gbs[0],
+        textureKernel: gbs[1],
+        storageRoofline: gbs[2],
+        textureRoofline: gbs[3],
+      });
       w.destroy();
       wTexture.destroy();
       storage.destroy();
       texture.destroy();
     }
-    lines.push(`| ${cells.join(" | ")} |`);
+    rows.push({ shape: shape.name, dims: `${K}×${N}${mode === "glu" ? "×2" : ""} ${mode}`, cells });
     x.destroy();
     y.destroy();
   }
-  return lines;
+  return { adapter: gpu.adapterName, f16: gpu.f16, formats, rows };
 }
 
 const ROOFLINE_ROUNDS = 3;

@@ -5,6 +5,7 @@
 // (llamacpp_node.mjs); its prebuilt CPU binaries come from the registry package, never built or
 // downloaded elsewhere. Each round measures both engines back to back, their order alternating
 // from round to round, so a machine's drift hits both; ratios are taken within a round.
+// measureLlamaCpp returns the numbers, formatReport the report (bench speed uses both).
 
 import { z } from "zod";
 import { Engine } from "../engine/engine.ts";
@@ -65,7 +66,19 @@ run installs node-llama-cpp from the npm registry into the bench cache.
   --prompt N      prompt tokens of the prefill measurement, 0 to skip it (default 128)`;
 
 export async function benchLlamaCpp(args: string[]): Promise<string> {
-  const flags = parseBenchFlags(Flags, args);
+  return formatReport(await measureLlamaCpp(parseBenchFlags(Flags, args)));
+}
+
+export type LlamaCppOptions = z.infer<typeof Flags>;
+
+/** The default options, as `bench llamacpp` with no flags runs. */
+export const LLAMACPP_DEFAULTS: LlamaCppOptions = Flags.parse({});
+
+/**
+ * Both engines on the same GGUF files, round by round: every figure and the greedy agreement,
+ * for formatReport. Throws when node-llama-cpp cannot be installed or run.
+ */
+export async function measureLlamaCpp(flags: LlamaCppOptions): Promise<ReportInput> {
   const entry = await installNodeLlamaCpp();
   const paths = new Map<QuantKind, string>();
   for (const kind of flags.kinds) paths.set(kind, await smolShapedGguf(kind));
@@ -85,7 +98,7 @@ export async function benchLlamaCpp(args: string[]): Promise<string> {
   }
 }
 
-interface LlamaCppInfo {
+export interface LlamaCppInfo {
   gpu: string | false;
   buildType: string;
   release: string;
@@ -94,15 +107,13 @@ interface LlamaCppInfo {
   node: string;
 }
 
-type Flags = z.infer<typeof Flags>;
-
 async function measure(
-  flags: Flags,
+  flags: LlamaCppOptions,
   paths: Map<QuantKind, string>,
   llama: LlamaCppProcess,
   info: LlamaCppInfo,
   gpu: Awaited<ReturnType<typeof openGpu>>,
-): Promise<string> {
+): Promise<ReportInput> {
   const { kinds, threads, tokens: steps, rounds } = flags;
   const contextSize = Math.max(flags.prompt, 8 + WARMUP_TOKENS, 8 + steps) + 16;
   const sluice = new Map<QuantKind, { engine: Engine; runtime: Runtime }>();
@@ -208,7 +219,7 @@ async function measure(
   }
   for (const { runtime } of sluice.values()) await runtime.close();
 
-  return formatReport({
+  return {
     adapter: sluice.get(kinds[0])!.engine.info.adapter,
     lavapipeThreads: Deno.env.get("LP_NUM_THREADS") ?? null,
     cpus: navigator.hardwareConcurrency,
@@ -236,7 +247,7 @@ async function measure(
         top: a.sluice.firstTop.length,
       };
     }),
-  });
+  };
 }
 
 interface Greedy {

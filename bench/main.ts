@@ -1,4 +1,4 @@
-// `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, kv, serve, matrix,
+// `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, speed, kv, serve, matrix,
 // constrained, capacity, plan, responsiveness, greedy-rate, huge-prompts, connection-flood, startup):
 // runs one benchmark, prints its Markdown report and saves it under bench/reports/. `--help` prints a
 // bench's usage and runs nothing; a bad flag prints one line and the usage (exit 2) before any work
@@ -61,6 +61,14 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./llamacpp.ts");
       return { usage: m.USAGE, run: m.benchLlamaCpp };
+    },
+  },
+  speed: {
+    summary:
+      "issue 22's scorecard in one run: decode, quant, step split, matvecs, llama.cpp, goals",
+    load: async () => {
+      const m = await import("./speed.ts");
+      return { usage: m.USAGE, run: m.benchSpeed };
     },
   },
   kv: {

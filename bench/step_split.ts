@@ -6,6 +6,7 @@
 // WebGPU places them only at pass boundaries and the forward pass is one compute pass, so removal
 // is the method on every adapter. A line through two models differing only in weight bytes (f16
 // and Q4_0 GGUF) gives the other estimate of the weight-independent part, as the issue's did.
+// measureStepSplit returns the numbers, formatStepSplit the report (bench speed uses both).
 
 import { z } from "zod";
 import { openGpu } from "../engine/gpu/device.ts";
@@ -24,7 +25,7 @@ import {
   timeSteps,
 } from "./common/forward_bench.ts";
 import { smolShapedGguf } from "./gguf_models.ts";
-import { stepTimingLines, timeStepKinds } from "./step_timing.ts";
+import { type StepTiming, stepTimingLines, timeStepKinds } from "./step_timing.ts";
 import { KernelTimer } from "../engine/gpu/kernel_timer.ts";
 
 const Flags = z.object({
@@ -144,12 +145,44 @@ const ms = (x: number) => x.toFixed(2);
 const pct = (x: number, of: number) => `${(100 * x / of).toFixed(0)}%`;
 
 export async function benchStepSplit(args: string[]): Promise<string> {
-  const flags = parseBenchFlags(Flags, args);
+  return formatStepSplit(await measureStepSplit(parseBenchFlags(Flags, args)));
+}
+
+export type StepSplitOptions = z.infer<typeof Flags>;
+
+/** The default options, as `bench step-split` with no flags runs. */
+export const STEP_SPLIT_DEFAULTS: StepSplitOptions = Flags.parse({});
+
+/** One batch size: median ms per step of each named build (VARIANTS' names and the extras). */
+export interface StepSplitBatch {
+  batch: number;
+  ms: Record<string, number>;
+}
+
+/** What `bench step-split` measured; formatStepSplit writes its report. */
+export interface StepSplitResult {
+  adapter: string;
+  f16: boolean;
+  options: StepSplitOptions;
+  /** Dispatches per step of the whole step (greedy sampler). */
+  dispatches: number;
+  /** Kernels per step of each kind. */
+  kernelsByKind: Record<string, number>;
+  /** The greedy sampler's chunk workgroups per row. */
+  greedyChunks: number;
+  batches: StepSplitBatch[];
+  /** Weight bytes of the two models the line runs through; null without --line on. */
+  line: { f16Bytes: number; q4Bytes: number } | null;
+  /** The split from GPU timestamps; null where the adapter has no timestamp queries. */
+  timestamps: StepTiming[] | null;
+}
+
+export async function measureStepSplit(opts: StepSplitOptions): Promise<StepSplitResult> {
   const gpu = await openGpu();
   const timestamps = KernelTimer.available(gpu);
-  const f16 = await load(gpu, await smolShapedModelDir(), flags.context);
-  const q4 = flags.line === "on"
-    ? await load(gpu, await smolShapedGguf("q4_0"), flags.context)
+  const f16 = await load(gpu, await smolShapedModelDir(), opts.context);
+  const q4 = opts.line === "on"
+    ? await load(gpu, await smolShapedGguf("q4_0"), opts.context)
     : undefined;
   const forwards = new Map(VARIANTS.map((v) => [v.name, forwardOf(gpu, f16, v.options)]));
   if (q4) forwards.set("Q4_0 whole step", forwardOf(gpu, q4, {}));
@@ -157,35 +190,9 @@ export async function benchStepSplit(args: string[]): Promise<string> {
   const whole = forwards.get("whole step")!;
   // A greedy step's: the greedy sampler's two dispatches.
   const dispatches = whole.dispatchesPerStep;
-  const kinds = whole.kernelsByKind();
-  const count = (k: KernelKind | "other") => kinds.get(k) ?? 0;
-  const V = f16.cfg.vocabSize;
-  const lines = [
-    `### Step split (${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"}, SmolLM2-135M shape, ` +
-    `random weights, context ${flags.context})`,
-    "",
-    `Each part is the whole step minus the step built without it` +
-    (timestamps
-      ? "; the GPU timestamps' split (each kernel in a timed pass of its own) follows the removal's. "
-      : " (the adapter offers no timestamp queries, so there is no timestamp split). ") +
-    `Each step is submitted ` +
-    `and awaited alone (the serving loop keeps two in flight, hiding part of the fixed cost). ` +
-    `Medians of ${flags.rounds} rounds × ${flags.steps} steps, the variants alternating.`,
-    "",
-    `Dispatches per step: ${dispatches} with the greedy sampler ` +
-    `(${dispatches - 1} with the one-workgroup sampler): weights ${count("weights")}, ` +
-    `attention ${count("attention")}, norms ${count("norm")}, embedding ${count("embedding")}, ` +
-    `LM head ${count("lmHead")}, sampler 2 (greedy: ${greedyChunks(V)} chunk workgroups per row, ` +
-    `then one per row) or 1 (one workgroup per row)` +
-    (count("other") ? `, unlabelled ${count("other")}` : "") + ".",
-    "",
-  ];
-
-  let batch1Whole = 0;
-  let batch1Weights = 0;
-  let q4Whole = 0;
-  for (const batch of flags.batch) {
-    const plan = decodePlan(batch, flags.context);
+  const batches: StepSplitBatch[] = [];
+  for (const batch of opts.batch) {
+    const plan = decodePlan(batch, opts.context);
     const steps = new Map<string, Step>(
       [...forwards].map(([name, f]) => [name, () => f.submit(plan)]),
     );
@@ -193,10 +200,75 @@ export async function benchStepSplit(args: string[]): Promise<string> {
     steps.set("two in flight", () => Promise.all([whole.submit(plan), whole.submit(plan)]));
     steps.set("dispatches only", dispatchOnly(gpu, dispatches));
     steps.set("no dispatches", dispatchOnly(gpu, 0));
-    const t = await alternate(steps, flags.steps, flags.rounds);
-    const full = t.get("whole step")!;
-    const fixed = t.get("no kernels")!;
-    const part = (name: string) => full - t.get(name)!;
+    const t = await alternate(steps, opts.steps, opts.rounds);
+    batches.push({ batch, ms: Object.fromEntries(t) });
+  }
+  const result: StepSplitResult = {
+    adapter: gpu.adapterName,
+    f16: gpu.f16,
+    options: opts,
+    dispatches,
+    kernelsByKind: Object.fromEntries(whole.kernelsByKind()),
+    greedyChunks: greedyChunks(f16.cfg.vocabSize),
+    batches,
+    line: q4 ? { f16Bytes: f16.weights.bytes, q4Bytes: q4.weights.bytes } : null,
+    timestamps: timestamps
+      ? await timeStepKinds(gpu, f16, opts.batch, opts.context, opts.steps, opts.rounds)
+      : null,
+  };
+
+  await gpu.device.queue.onSubmittedWorkDone();
+  for (const f of forwards.values()) {
+    await f.idle();
+    f.destroy();
+  }
+  return result;
+}
+
+/**
+ * The part of a batch-1 step that does not depend on the weights, by removal: the whole step less
+ * the weights' and the LM head's shares. Null without a batch-1 measurement.
+ */
+export function weightIndependentByRemoval(
+  r: StepSplitResult,
+): { stepMs: number; weightsMs: number; independentMs: number } | null {
+  const b1 = r.batches.find((b) => b.batch === 1);
+  if (!b1) return null;
+  const full = b1.ms["whole step"];
+  const weightsMs = (full - b1.ms["no weights"]) + (full - b1.ms["no LM head"]);
+  return { stepMs: full, weightsMs, independentMs: full - weightsMs };
+}
+
+/** `bench step-split`'s Markdown report of a measurement. */
+export function formatStepSplit(r: StepSplitResult): string {
+  const o = r.options;
+  const dispatches = r.dispatches;
+  const count = (k: KernelKind | "other") => r.kernelsByKind[k] ?? 0;
+  const lines = [
+    `### Step split (${r.adapter}, ${r.f16 ? "f16" : "f32"}, SmolLM2-135M shape, ` +
+    `random weights, context ${o.context})`,
+    "",
+    `Each part is the whole step minus the step built without it` +
+    (r.timestamps
+      ? "; the GPU timestamps' split (each kernel in a timed pass of its own) follows the removal's. "
+      : " (the adapter offers no timestamp queries, so there is no timestamp split). ") +
+    `Each step is submitted ` +
+    `and awaited alone (the serving loop keeps two in flight, hiding part of the fixed cost). ` +
+    `Medians of ${o.rounds} rounds × ${o.steps} steps, the variants alternating.`,
+    "",
+    `Dispatches per step: ${dispatches} with the greedy sampler ` +
+    `(${dispatches - 1} with the one-workgroup sampler): weights ${count("weights")}, ` +
+    `attention ${count("attention")}, norms ${count("norm")}, embedding ${count("embedding")}, ` +
+    `LM head ${count("lmHead")}, sampler 2 (greedy: ${r.greedyChunks} chunk workgroups per row, ` +
+    `then one per row) or 1 (one workgroup per row)` +
+    (count("other") ? `, unlabelled ${count("other")}` : "") + ".",
+    "",
+  ];
+
+  for (const { batch, ms: t } of r.batches) {
+    const full = t["whole step"];
+    const fixed = t["no kernels"];
+    const part = (name: string) => full - t[name];
     const parts: [string, number][] = [
       ["weights (layers' matmuls)", part("no weights")],
       ["attention (KV write and attention, RoPE in both)", part("no attention")],
@@ -206,8 +278,8 @@ export async function benchStepSplit(args: string[]): Promise<string> {
       ["fixed (encode, submit, readback)", fixed],
     ];
     const rest = full - parts.reduce((s, [, x]) => s + x, 0);
-    const plainSampler = t.get("one-workgroup sampler")! - t.get("no sampler")!;
-    const dispatching = t.get("dispatches only")! - t.get("no dispatches")!;
+    const plainSampler = t["one-workgroup sampler"] - t["no sampler"];
+    const dispatching = t["dispatches only"] - t["no dispatches"];
     lines.push(
       `#### Batch ${batch}: ${ms(full)} ms per step (${(1000 * batch / full).toFixed(1)} tokens/s)`,
       "",
@@ -217,27 +289,23 @@ export async function benchStepSplit(args: string[]): Promise<string> {
       `| not additive (whole − the parts above) | ${ms(rest)} | ${pct(rest, full)} |`,
       "",
       `With two steps in flight (as the serving loop runs them): ${
-        ms(t.get("two in flight")! / 2)
+        ms(t["two in flight"] / 2)
       } ms per step.`,
       "",
       `Dispatch overhead, inside the kinds' shares above: ${dispatches} one-workgroup dispatches ` +
         `of a kernel that stores one word take ${ms(dispatching)} ms (${
           pct(dispatching, full)
-        } of the step) more than a step with none (${ms(t.get("no dispatches")!)} ms).`,
+        } of the step) more than a step with none (${ms(t["no dispatches"])} ms).`,
       "",
       `Sampler: greedy ${ms(part("no sampler"))} ms against the one-workgroup sampler's ` +
-        `${ms(plainSampler)} ms (whole step with it: ${ms(t.get("one-workgroup sampler")!)} ms).`,
+        `${ms(plainSampler)} ms (whole step with it: ${ms(t["one-workgroup sampler"])} ms).`,
       "",
     );
-    if (batch === 1) {
-      batch1Whole = full;
-      batch1Weights = part("no weights") + part("no LM head");
-      if (q4) q4Whole = t.get("Q4_0 whole step")!;
-    }
   }
 
-  if (flags.batch.includes(1)) {
-    const indep = batch1Whole - batch1Weights;
+  const removal = weightIndependentByRemoval(r);
+  if (removal) {
+    const { stepMs: batch1Whole, weightsMs: batch1Weights, independentMs: indep } = removal;
     lines.push(
       "#### The part of a batch-1 f16 step that does not depend on the weights (goal ≤ 25%)",
       "",
@@ -246,8 +314,9 @@ export async function benchStepSplit(args: string[]): Promise<string> {
       } ms = ${ms(indep)} ms, ${pct(indep, batch1Whole)} of the step (a lower bound: the ` +
         `matmuls' own dispatch cost counts as weights here)`,
     );
-    if (q4) {
-      const b16 = f16.weights.bytes, b4 = q4.weights.bytes;
+    if (r.line) {
+      const q4Whole = r.batches.find((b) => b.batch === 1)!.ms["Q4_0 whole step"];
+      const { f16Bytes: b16, q4Bytes: b4 } = r.line;
       const slope = (batch1Whole - q4Whole) / (b16 - b4);
       const intercept = batch1Whole - slope * b16;
       lines.push(
@@ -261,20 +330,8 @@ export async function benchStepSplit(args: string[]): Promise<string> {
     lines.push("");
   }
 
-  if (timestamps) {
-    lines.push(
-      "#### From GPU timestamps",
-      "",
-      ...stepTimingLines(
-        await timeStepKinds(gpu, f16, flags.batch, flags.context, flags.steps, flags.rounds),
-      ),
-    );
-  }
-
-  await gpu.device.queue.onSubmittedWorkDone();
-  for (const f of forwards.values()) {
-    await f.idle();
-    f.destroy();
+  if (r.timestamps) {
+    lines.push("#### From GPU timestamps", "", ...stepTimingLines(r.timestamps));
   }
   return lines.join("\n");
 }

@@ -88,6 +88,11 @@ export async function timeStepKinds(
   return results;
 }
 
+/** GPU ms per step of the kernels that read weight matrices (the layers' matmuls, the LM head). */
+export function weightKernelsMs(t: StepTiming): number {
+  return [...t.kindMs].filter(([k]) => WEIGHT_KINDS.has(k)).reduce((a, [, v]) => a + v, 0);
+}
+
 const ms = (x: number) => x.toFixed(2);
 const pct = (x: number, of: number) => `${(100 * x / of).toFixed(0)}%`;
 
@@ -97,8 +102,7 @@ export function stepTimingLines(timings: StepTiming[]): string[] {
   for (const t of timings) {
     const kernelsMs = [...t.kindMs.values()].reduce((a, b) => a + b, 0);
     const fixed = Math.max(0, t.stepMs - kernelsMs);
-    const weightMs = [...t.kindMs].filter(([k]) => WEIGHT_KINDS.has(k))
-      .reduce((a, [, v]) => a + v, 0);
+    const weightMs = weightKernelsMs(t);
     const rows = KIND_NAMES.filter(([k]) => t.kindMs.has(k)).map(([k, name]) =>
       `| ${name} | ${t.kindCount.get(k) ?? 0} | ${ms(t.kindMs.get(k)!)} | ${
         pct(t.kindMs.get(k)!, t.stepMs)
