@@ -80,10 +80,18 @@ fn dot8(acc: f32, a: Eight, b: Eight) -> f32 {
   return fma(a.hi.w, b.hi.w, s);
 }
 
-// The norm's gain, as 8 values per step (a stand-in of ones without NORM: then no binding 4).
+// The norm's gain, as 8 values per step (a stand-in of ones without NORM: then no binding 4), read
+// as 16-byte words like the weights: one load per step where W = f16.
 // #if NORM
-@group(0) @binding(4) var<storage, read> gv: array<vec4<W>>;
-fn gain8(s: u32) -> Eight { return Eight(vec4<f32>(gv[2u * s]), vec4<f32>(gv[2u * s + 1u])); }
+@group(0) @binding(4) var<storage, read> gv: array<vec4<u32>>;
+fn gain8(s: u32) -> Eight {
+  if (W_F16 == 1u) {
+    let q = gv[s];
+    return Eight(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)),
+                 vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)));
+  }
+  return Eight(bitcast<vec4<f32>>(gv[2u * s]), bitcast<vec4<f32>>(gv[2u * s + 1u]));
+}
 // #else
 fn gain8(s: u32) -> Eight { return Eight(vec4<f32>(1.0), vec4<f32>(1.0)); }
 // #endif

@@ -6,7 +6,8 @@
 // 0..N-1 then up rows N..2N-1), CHUNKS (32-value chunks per block), and quant_blocks.wgsl's. Store
 // and add differ only in the last write, so a uniform (p.add) chooses between them: one pipeline
 // serves both, where a const would make llvmpipe compile the whole unrolled tile twice. NORM (1: x
-// is RMS-normalized on the way in, as in matmul.wgsl; engine/gpu/kernels/fused_norm.ts).
+// is RMS-normalized on the way in, as in matmul.wgsl; engine/gpu/kernels/fused_norm.ts), W_F16 (1
+// when the norm's gain is f16).
 // `$t` / `$r` lines are unrolled per tile row / per output, as in matmul.wgsl.
 //
 // The block decoding (quant_blocks.wgsl, prepended) gives each chunk of 32 weights as a·q + b per
@@ -74,13 +75,26 @@ fn loadX(row: u32, chunk: u32) -> XChunk {
   return XChunk(v0, v1, v2, v3, v4, v5, v6, v7, sums);
 }
 
-// The norm's gain, 32 values per chunk in an XChunk (a stand-in without NORM: then no binding 5).
+// The norm's gain, 32 values per chunk in an XChunk (a stand-in without NORM: then no binding 5),
+// read as 16-byte words: 4 loads per chunk where W = f16 (W_F16), 8 where f32.
 // #if NORM
-@group(0) @binding(5) var<storage, read> gq: array<vec4<W>>;
+@group(0) @binding(5) var<storage, read> gq: array<vec4<u32>>;
 fn gainChunk(chunk: u32) -> XChunk {
+  if (W_F16 == 1u) {
+    let i = chunk * 4u;
+    let a = gq[i];
+    let b = gq[i + 1u];
+    let c = gq[i + 2u];
+    let d = gq[i + 3u];
+    return XChunk(vec4<f32>(unpack2x16float(a.x), unpack2x16float(a.y)), vec4<f32>(unpack2x16float(a.z), unpack2x16float(a.w)),
+                  vec4<f32>(unpack2x16float(b.x), unpack2x16float(b.y)), vec4<f32>(unpack2x16float(b.z), unpack2x16float(b.w)),
+                  vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y)), vec4<f32>(unpack2x16float(c.z), unpack2x16float(c.w)),
+                  vec4<f32>(unpack2x16float(d.x), unpack2x16float(d.y)), vec4<f32>(unpack2x16float(d.z), unpack2x16float(d.w)),
+                  vec2<f32>(0.0));
+  }
   let i = chunk * 8u;
-  return XChunk(vec4<f32>(gq[i]), vec4<f32>(gq[i + 1u]), vec4<f32>(gq[i + 2u]), vec4<f32>(gq[i + 3u]),
-                vec4<f32>(gq[i + 4u]), vec4<f32>(gq[i + 5u]), vec4<f32>(gq[i + 6u]), vec4<f32>(gq[i + 7u]),
+  return XChunk(bitcast<vec4<f32>>(gq[i]), bitcast<vec4<f32>>(gq[i + 1u]), bitcast<vec4<f32>>(gq[i + 2u]), bitcast<vec4<f32>>(gq[i + 3u]),
+                bitcast<vec4<f32>>(gq[i + 4u]), bitcast<vec4<f32>>(gq[i + 5u]), bitcast<vec4<f32>>(gq[i + 6u]), bitcast<vec4<f32>>(gq[i + 7u]),
                 vec2<f32>(0.0));
 }
 // #else

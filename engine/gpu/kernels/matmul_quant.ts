@@ -119,6 +119,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       CHUNKS: format.blockElems / 32,
       Q_VEC4: qVec4PerBlock(type),
       NORM: norm ? 1 : 0,
+      W_F16: gpu.f16 ? 1 : 0,
     });
     const x = uniform ? xUniform!.binding : args.x;
     const bindGroup = bindBuffers(gpu, pipeline, [
