@@ -5,9 +5,10 @@
 // Consts: LANES, TILE_ROWS, OUTS (outputs per lane), MODE (0 store or add, 2 SwiGLU with gate rows
 // 0..N-1 then up rows N..2N-1), CHUNKS (32-value chunks per block), and quant_blocks.wgsl's. Store
 // and add differ only in the last write, so a uniform (p.add) chooses between them: one pipeline
-// serves both, where a const would make llvmpipe compile the whole unrolled tile twice. NORM (1: x
-// is RMS-normalized on the way in, as in matmul.wgsl; engine/gpu/kernels/fused_norm.ts), W_F16 (1
-// when the norm's gain is f16).
+// serves both, where a const would make llvmpipe compile the whole unrolled tile twice; so does a
+// norm fused into the x loads (p.norm, as matmul.wgsl's NORM; engine/gpu/kernels/fused_norm.ts):
+// the q/k/v projection (store with the norm) and o (add without) share one tile. W_F16: 1 when the
+// norm's gain is f16.
 // `$t` / `$r` lines are unrolled per tile row / per output, as in matmul.wgsl.
 //
 // The block decoding (quant_blocks.wgsl, prepended) gives each chunk of 32 weights as a·q + b per
@@ -16,7 +17,7 @@
 // ever converted to a float twice. Each output is
 // one chain over chunks in k order whatever the tile, so results are batch invariant.
 //
-// With NORM, each tile row's x chunk is multiplied by the gain as it is loaded (its half sums taken
+// With p.norm, each tile row's x chunk is multiplied by the gain as it is loaded (its half sums taken
 // after), the raw x's squares summed in rmsnorm.wgsl's order (four interleaved sums, one vec4 at a
 // time along the row), and each output scaled by 1 / sqrt(Σx² / K + eps) before it is written.
 
@@ -34,7 +35,9 @@ struct Params {
   hBase: u32,
   /** 1: add to y (MODE 0 only), 0: store. */
   add: u32,
-  /** The fused norm's epsilon (NORM only). */
+  /** 1: x is RMS-normalized on the way in, by the gain at binding 5 (else bound but never read). */
+  norm: u32,
+  /** The fused norm's epsilon (p.norm only). */
   eps: f32,
 }
 
@@ -75,9 +78,8 @@ fn loadX(row: u32, chunk: u32) -> XChunk {
   return XChunk(v0, v1, v2, v3, v4, v5, v6, v7, sums);
 }
 
-// The norm's gain, 32 values per chunk in an XChunk (a stand-in without NORM: then no binding 5),
-// read as 16-byte words: 4 loads per chunk where W = f16 (W_F16), 8 where f32.
-// #if NORM
+// The norm's gain, 32 values per chunk in an XChunk, read as 16-byte words: 4 loads per chunk
+// where W = f16 (W_F16), 8 where f32.
 @group(0) @binding(5) var<storage, read> gq: array<vec4<u32>>;
 fn gainChunk(chunk: u32) -> XChunk {
   if (W_F16 == 1u) {
@@ -97,12 +99,6 @@ fn gainChunk(chunk: u32) -> XChunk {
                 bitcast<vec4<f32>>(gq[i + 4u]), bitcast<vec4<f32>>(gq[i + 5u]), bitcast<vec4<f32>>(gq[i + 6u]), bitcast<vec4<f32>>(gq[i + 7u]),
                 vec2<f32>(0.0));
 }
-// #else
-fn gainChunk(chunk: u32) -> XChunk {
-  let one = vec4<f32>(1.0);
-  return XChunk(one, one, one, one, one, one, one, one, vec2<f32>(0.0));
-}
-// #endif
 
 /** sq + the squares of x's 32 values, one vec4 at a time (rmsnorm.wgsl's order). */
 fn squares(sq: vec4<f32>, x: XChunk) -> vec4<f32> {
@@ -131,9 +127,9 @@ fn gained(x: XChunk, g: XChunk) -> XChunk {
   return XChunk(v0, v1, v2, v3, v4, v5, v6, v7, sums);
 }
 
-/** A row's norm scale from its four partial sums of squares (1 without NORM), as rmsnorm.wgsl. */
+/** A row's norm scale from its four partial sums of squares (1 without the norm), as rmsnorm.wgsl. */
 fn normScale4(sq: vec4<f32>) -> f32 {
-  if (NORM == 0u) {
+  if (p.norm == 0u) {
     return 1.0;
   }
   return 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(p.K) + p.eps);
@@ -193,7 +189,7 @@ fn matmulQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_
       if (MODE == MODE_GLU) { hu$r = headerWith(w$r + p.N, blk, du$r); }
       for (var c = 0u; c < CHUNKS; c++) {
         var x$t = loadX(xRow$t, blk * CHUNKS + c);
-        if (NORM == 1u) {
+        if (p.norm != 0u) {
           let gain = gainChunk(blk * CHUNKS + c);
           sq$t = squares(sq$t, x$t);
           x$t = gained(x$t, gain);

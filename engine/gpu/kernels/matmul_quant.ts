@@ -14,7 +14,10 @@
 // W may also be a weight texture holding the part's bytes (engine/gpu/weight_texture.ts): the same
 // shader with quant_blocks.wgsl's word loads turned into texel fetches, so the same bits.
 //
-// An RMSNorm may be fused into the x loads (`norm`, as in matmul.ts; fused_norm.ts).
+// An RMSNorm may be fused into the x loads (`norm`, as in matmul.ts; fused_norm.ts). Like store and
+// add, with and without it share a pipeline (the shader reads which from its params): q/k/v (store,
+// normed) and o (add, not) of one format then compile one tile, not two; without a norm, x's
+// buffer stands in for the gain's binding, never read.
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
@@ -22,7 +25,7 @@ import { bindBuffers, getPipeline } from "../shader.ts";
 import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
 import { FORMAT_CODES, quantLayout, qVec4PerBlock } from "./quant_layout.ts";
 import { textureWordsSource } from "../weight_texture.ts";
-import { checkNorm, normSource } from "./fused_norm.ts";
+import { checkNorm } from "./fused_norm.ts";
 import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import matmulQuant from "../../../shaders/matmul_quant.wgsl" with { type: "text" };
@@ -83,6 +86,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
     layout.dOffset / 4,
     layout.hOffset / 4,
     mode === "add" ? 1 : 0,
+    norm ? 1 : 0,
     { f32: norm?.eps ?? 0 },
   ]);
   const groupsOf = (outs: number) => Math.ceil(N / (LANES * outs));
@@ -94,10 +98,10 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
   }
   const xUniform = uniformX(gpu, args.x, K);
   const texture = args.w instanceof GPUTexture;
-  const weightsSource = normSource(
-    texture ? textureWordsSource(textureWordsSource(source, "wq"), "wd") : source,
-    norm !== undefined,
-  );
+  const weightsSource = texture
+    ? textureWordsSource(textureWordsSource(source, "wq"), "wd")
+    : source;
+  const gain = norm?.gain ?? (args.x instanceof GPUBuffer ? args.x : args.x.buffer);
   type Built = { groups: number; pipeline: GPUComputePipeline; bindGroup: GPUBindGroup };
   const built = new Map<string, Built>();
   const variant = (i: number, uniform: boolean) => {
@@ -118,7 +122,6 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       BLOCK: format.blockElems,
       CHUNKS: format.blockElems / 32,
       Q_VEC4: qVec4PerBlock(type),
-      NORM: norm ? 1 : 0,
       W_F16: gpu.f16 ? 1 : 0,
     });
     const x = uniform ? xUniform!.binding : args.x;
@@ -128,7 +131,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       args.w,
       args.w,
       args.y,
-      ...(norm ? [norm.gain] : []),
+      gain,
     ]);
     const v = { groups: groupsOf(outs), pipeline, bindGroup };
     built.set(key, v);
