@@ -1,7 +1,8 @@
 // y = x · Wᵀ for a tile of rows (tokens) and outputs, with W in Hugging Face Linear layout [N, K].
 //
 // Consts: LANES (workgroup size), TILE_ROWS (rows per workgroup), OUTS (outputs per lane),
-// W_F16 (1 when W = f16), MODE (0 store, 1 add into y, 2 SwiGLU: W is [2N, K], gate rows then up).
+// W_F16 (1 when W = f16), MODE (0 store, 1 add into y, 2 SwiGLU: W is [2N, K], gate rows then up),
+// NORM (1: x is RMS-normalized on the way in, engine/gpu/kernels/fused_norm.ts).
 //
 // Lines holding `$t` are repeated for t = 0..TILE_ROWS-1, `$r` for r = 0..OUTS-1, `$q` for
 // q = 0..OUTS/4-1, and lines holding two of them for every pair (engine/gpu/kernels/matmul.ts
@@ -15,6 +16,13 @@
 // memory: on llvmpipe every storage access is a per-lane loop, so loads are the cost to cut, and a
 // vec4 load costs little more than a scalar one. (fma() is not fused on llvmpipe; it is still the
 // same operation in every tile, which is all batch invariance needs.)
+//
+// With NORM, y = rmsnorm(x) · Wᵀ as rmsnorm.wgsl then this kernel would compute it, up to rounding:
+// each lane multiplies the x it loads by the gain and sums the squares of the raw x in
+// rmsnorm.wgsl's order (its vector path's four interleaved sums where K % 4 == 0, which the vector
+// path here always is; one sum on the scalar path), and scales each output by 1 / sqrt(Σx² / K +
+// eps) before the store, add or SwiGLU. Every lane of a row computes the same sum the same way, so
+// the result is still batch invariant.
 
 struct Params {
   rows: u32,
@@ -22,6 +30,8 @@ struct Params {
   N: u32,
   ldy: u32,
   yCol: u32,
+  /** The fused norm's epsilon (NORM only). */
+  eps: f32,
 }
 
 const MODE_ADD: u32 = 1u;
@@ -70,6 +80,30 @@ fn dot8(acc: f32, a: Eight, b: Eight) -> f32 {
   return fma(a.hi.w, b.hi.w, s);
 }
 
+// The norm's gain, as 8 values per step (a stand-in of ones without NORM: then no binding 4), read
+// as 16-byte words like the weights: one load per step where W = f16.
+// #if NORM
+@group(0) @binding(4) var<storage, read> gv: array<vec4<u32>>;
+fn gain8(s: u32) -> Eight {
+  if (W_F16 == 1u) {
+    let q = gv[s];
+    return Eight(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)),
+                 vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)));
+  }
+  return Eight(bitcast<vec4<f32>>(gv[2u * s]), bitcast<vec4<f32>>(gv[2u * s + 1u]));
+}
+// #else
+fn gain8(s: u32) -> Eight { return Eight(vec4<f32>(1.0), vec4<f32>(1.0)); }
+// #endif
+
+/** A row's norm scale from its four partial sums of squares (1 without NORM), as rmsnorm.wgsl. */
+fn normScale4(sq: vec4<f32>) -> f32 {
+  if (NORM == 0u) {
+    return 1.0;
+  }
+  return 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(p.K) + p.eps);
+}
+
 fn silu4(v: vec4<f32>) -> vec4<f32> {
   return v / (1.0 + exp(-v));
 }
@@ -100,8 +134,14 @@ fn matmulVec(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id
   let xRow$t = min(m0 + $t, p.rows - 1u) * (p.K / 4u);
   var g$t_$q = vec4<f32>(0.0);
   var u$t_$q = vec4<f32>(0.0);
+  var sq$t = vec4<f32>(0.0);
   for (var s = 0u; s < steps; s++) {
-    let x$t = Eight(xv[xRow$t + 2u * s], xv[xRow$t + 2u * s + 1u]);
+    var x$t = Eight(xv[xRow$t + 2u * s], xv[xRow$t + 2u * s + 1u]);
+    if (NORM == 1u) {
+      let gain = gain8(s);
+      sq$t = fma(x$t.hi, x$t.hi, fma(x$t.lo, x$t.lo, sq$t));
+      x$t = Eight(x$t.lo * gain.lo, x$t.hi * gain.hi);
+    }
     let w$q_0 = weights8(w$q, s);
     let w$q_1 = weights8(w$q + 1u, s);
     let w$q_2 = weights8(w$q + 2u, s);
@@ -115,7 +155,8 @@ fn matmulVec(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id
       u$t_$q = vec4<f32>(dot8(u$t_$q.x, x$t, v$q_0), dot8(u$t_$q.y, x$t, v$q_1), dot8(u$t_$q.z, x$t, v$q_2), dot8(u$t_$q.w, x$t, v$q_3));
     }
   }
-  finish4(m0 + $t, n$q, g$t_$q, u$t_$q);
+  let scale$t = normScale4(sq$t);
+  finish4(m0 + $t, n$q, g$t_$q * scale$t, u$t_$q * scale$t);
 }
 
 // ---- scalar path (any shape): one step is one k; only odd test shapes come here -------------------
@@ -123,6 +164,20 @@ fn matmulVec(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id
 @group(0) @binding(1) var<storage, read> xs: array<f32>;
 @group(0) @binding(2) var<storage, read> ws: array<W>;
 @group(0) @binding(3) var<storage, read_write> ys: array<f32>;
+// #if NORM
+@group(0) @binding(4) var<storage, read> gs: array<W>;
+fn gainAt(k: u32) -> f32 { return f32(gs[k]); }
+// #else
+fn gainAt(k: u32) -> f32 { return 1.0; }
+// #endif
+
+/** normScale4 for the scalar path's one sum, as rmsnorm.wgsl's scalar path. */
+fn normScale(sq: f32) -> f32 {
+  if (NORM == 0u) {
+    return 1.0;
+  }
+  return 1.0 / sqrt(sq / f32(p.K) + p.eps);
+}
 
 fn silu(v: f32) -> f32 {
   return v / (1.0 + exp(-v));
@@ -150,12 +205,19 @@ fn matmulScalar(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
   let wRow$r = min(n0 + $r * LANES, p.N - 1u) * p.K;
   var g$t_$r = 0.0;
   var u$t_$r = 0.0;
+  var sq$t = 0.0;
   for (var k = 0u; k < p.K; k++) {
-    let x$t = xs[xRow$t + k];
+    var x$t = xs[xRow$t + k];
+    if (NORM == 1u) {
+      let gain = gainAt(k);
+      sq$t = fma(x$t, x$t, sq$t);
+      x$t = x$t * gain;
+    }
     g$t_$r = fma(x$t, f32(ws[wRow$r + k]), g$t_$r);
     if (MODE == MODE_GLU) {
       u$t_$r = fma(x$t, f32(ws[wRow$r + p.N * p.K + k]), u$t_$r);
     }
   }
-  finishS(m0 + $t, n0 + $r * LANES, g$t_$r, u$t_$r);
+  let scale$t = normScale(sq$t);
+  finishS(m0 + $t, n0 + $r * LANES, g$t_$r * scale$t, u$t_$r * scale$t);
 }

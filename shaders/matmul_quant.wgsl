@@ -5,7 +5,10 @@
 // Consts: LANES, TILE_ROWS, OUTS (outputs per lane), MODE (0 store or add, 2 SwiGLU with gate rows
 // 0..N-1 then up rows N..2N-1), CHUNKS (32-value chunks per block), and quant_blocks.wgsl's. Store
 // and add differ only in the last write, so a uniform (p.add) chooses between them: one pipeline
-// serves both, where a const would make llvmpipe compile the whole unrolled tile twice.
+// serves both, where a const would make llvmpipe compile the whole unrolled tile twice; so does a
+// norm fused into the x loads (p.norm, as matmul.wgsl's NORM; engine/gpu/kernels/fused_norm.ts):
+// the q/k/v projection (store with the norm) and o (add without) share one tile. W_F16: 1 when the
+// norm's gain is f16.
 // `$t` / `$r` lines are unrolled per tile row / per output, as in matmul.wgsl.
 //
 // The block decoding (quant_blocks.wgsl, prepended) gives each chunk of 32 weights as a·q + b per
@@ -13,6 +16,10 @@
 // needs only the sum of x, computed once per tile row and shared by all outputs, and no weight is
 // ever converted to a float twice. Each output is
 // one chain over chunks in k order whatever the tile, so results are batch invariant.
+//
+// With p.norm, each tile row's x chunk is multiplied by the gain as it is loaded (its half sums taken
+// after), the raw x's squares summed in rmsnorm.wgsl's order (four interleaved sums, one vec4 at a
+// time along the row), and each output scaled by 1 / sqrt(Σx² / K + eps) before it is written.
 
 struct Params {
   rows: u32,
@@ -28,6 +35,10 @@ struct Params {
   hBase: u32,
   /** 1: add to y (MODE 0 only), 0: store. */
   add: u32,
+  /** 1: x is RMS-normalized on the way in, by the gain at binding 5 (else bound but never read). */
+  norm: u32,
+  /** The fused norm's epsilon (p.norm only). */
+  eps: f32,
 }
 
 const MODE_GLU: u32 = 2u;
@@ -65,6 +76,63 @@ fn loadX(row: u32, chunk: u32) -> XChunk {
   let one = vec4<f32>(1.0);
   let sums = vec2<f32>(dot((v0 + v1) + (v2 + v3), one), dot((v4 + v5) + (v6 + v7), one));
   return XChunk(v0, v1, v2, v3, v4, v5, v6, v7, sums);
+}
+
+// The norm's gain, 32 values per chunk in an XChunk, read as 16-byte words: 4 loads per chunk
+// where W = f16 (W_F16), 8 where f32.
+@group(0) @binding(5) var<storage, read> gq: array<vec4<u32>>;
+fn gainChunk(chunk: u32) -> XChunk {
+  if (W_F16 == 1u) {
+    let i = chunk * 4u;
+    let a = gq[i];
+    let b = gq[i + 1u];
+    let c = gq[i + 2u];
+    let d = gq[i + 3u];
+    return XChunk(vec4<f32>(unpack2x16float(a.x), unpack2x16float(a.y)), vec4<f32>(unpack2x16float(a.z), unpack2x16float(a.w)),
+                  vec4<f32>(unpack2x16float(b.x), unpack2x16float(b.y)), vec4<f32>(unpack2x16float(b.z), unpack2x16float(b.w)),
+                  vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y)), vec4<f32>(unpack2x16float(c.z), unpack2x16float(c.w)),
+                  vec4<f32>(unpack2x16float(d.x), unpack2x16float(d.y)), vec4<f32>(unpack2x16float(d.z), unpack2x16float(d.w)),
+                  vec2<f32>(0.0));
+  }
+  let i = chunk * 8u;
+  return XChunk(bitcast<vec4<f32>>(gq[i]), bitcast<vec4<f32>>(gq[i + 1u]), bitcast<vec4<f32>>(gq[i + 2u]), bitcast<vec4<f32>>(gq[i + 3u]),
+                bitcast<vec4<f32>>(gq[i + 4u]), bitcast<vec4<f32>>(gq[i + 5u]), bitcast<vec4<f32>>(gq[i + 6u]), bitcast<vec4<f32>>(gq[i + 7u]),
+                vec2<f32>(0.0));
+}
+
+/** sq + the squares of x's 32 values, one vec4 at a time (rmsnorm.wgsl's order). */
+fn squares(sq: vec4<f32>, x: XChunk) -> vec4<f32> {
+  var s = fma(x.v0, x.v0, sq);
+  s = fma(x.v1, x.v1, s);
+  s = fma(x.v2, x.v2, s);
+  s = fma(x.v3, x.v3, s);
+  s = fma(x.v4, x.v4, s);
+  s = fma(x.v5, x.v5, s);
+  s = fma(x.v6, x.v6, s);
+  return fma(x.v7, x.v7, s);
+}
+
+/** x times the gain, with the sums of its halves taken as loadX takes them. */
+fn gained(x: XChunk, g: XChunk) -> XChunk {
+  let v0 = x.v0 * g.v0;
+  let v1 = x.v1 * g.v1;
+  let v2 = x.v2 * g.v2;
+  let v3 = x.v3 * g.v3;
+  let v4 = x.v4 * g.v4;
+  let v5 = x.v5 * g.v5;
+  let v6 = x.v6 * g.v6;
+  let v7 = x.v7 * g.v7;
+  let one = vec4<f32>(1.0);
+  let sums = vec2<f32>(dot((v0 + v1) + (v2 + v3), one), dot((v4 + v5) + (v6 + v7), one));
+  return XChunk(v0, v1, v2, v3, v4, v5, v6, v7, sums);
+}
+
+/** A row's norm scale from its four partial sums of squares (1 without the norm), as rmsnorm.wgsl. */
+fn normScale4(sq: vec4<f32>) -> f32 {
+  if (p.norm == 0u) {
+    return 1.0;
+  }
+  return 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(p.K) + p.eps);
 }
 
 /** acc + this chunk's Σ x·w. */
@@ -108,6 +176,7 @@ fn matmulQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_
   let xRow$t = min(m0 + $t, p.rows - 1u);
   var g$t_$r = 0.0;
   var u$t_$r = 0.0;
+  var sq$t = vec4<f32>(0.0);
   // Blocks in pairs, so that each pair's D word (both blocks' d) is loaded once: 1.2x faster for
   // Q4_0 on llvmpipe, where every storage load costs the same whatever it carries.
   for (var bp = 0u; bp < nb; bp += 2u) {
@@ -119,7 +188,12 @@ fn matmulQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_
       var hu$r: Header;
       if (MODE == MODE_GLU) { hu$r = headerWith(w$r + p.N, blk, du$r); }
       for (var c = 0u; c < CHUNKS; c++) {
-        let x$t = loadX(xRow$t, blk * CHUNKS + c);
+        var x$t = loadX(xRow$t, blk * CHUNKS + c);
+        if (p.norm != 0u) {
+          let gain = gainChunk(blk * CHUNKS + c);
+          sq$t = squares(sq$t, x$t);
+          x$t = gained(x$t, gain);
+        }
         let wg$r = weights(w$r, blk, c, hg$r);
         g$t_$r = accumulate(g$t_$r, x$t, wg$r);
         var wu$r: WChunk;
@@ -128,5 +202,6 @@ fn matmulQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_
       }
     }
   }
-  finish(m0 + $t, n$r, g$t_$r, u$t_$r);
+  let scale$t = normScale4(sq$t);
+  finish(m0 + $t, n$r, g$t_$r * scale$t, u$t_$r * scale$t);
 }

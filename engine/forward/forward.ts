@@ -16,7 +16,6 @@ import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
 import type { KernelTimer } from "../gpu/kernel_timer.ts";
 import { readF32, writeBytes } from "../gpu/buffers.ts";
 import { ReadbackRing } from "../gpu/readback_ring.ts";
-import { bindRmsNorm } from "../gpu/kernels/rmsnorm.ts";
 import { bindBiasAdd } from "../gpu/kernels/bias_add.ts";
 import { bindQkNorm } from "../gpu/kernels/qk_norm.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
@@ -118,10 +117,12 @@ export class LlamaForward {
         layer,
       };
       return [
-        // Attention norm: normed = rmsnorm(hidden) · inputNorm.
-        bindRmsNorm(gpu, { x: io.hidden, w: w.inputNorm, y: io.normed, D, eps }),
-        // q, k and v of every head in one matmul: qkv = normed · Wqkvᵀ.
-        ...matmulParts(gpu, w.qkv, io.normed, io.qkv, "store"),
+        // q, k and v of every head in one matmul, the attention norm fused into its x loads:
+        // qkv = (rmsnorm(hidden) · inputNorm) · Wqkvᵀ.
+        ...matmulParts(gpu, w.qkv, io.hidden, io.qkv, "store", "weights", {
+          gain: w.inputNorm,
+          eps,
+        }),
         // Qwen2: qkv += the q, k and v biases.
         ...(w.qkvBias
           ? [bindBiasAdd(gpu, { x: io.qkv, b: w.qkvBias, width: (Hq + 2 * Hkv) * hd })]
@@ -142,10 +143,9 @@ export class LlamaForward {
         }),
         // Output projection into the residual stream: hidden += attn · Woᵀ.
         ...matmulParts(gpu, w.o, io.attn, io.hidden, "add"),
-        // MLP norm: normed = rmsnorm(hidden) · postAttentionNorm.
-        bindRmsNorm(gpu, { x: io.hidden, w: w.postAttentionNorm, y: io.normed, D, eps }),
-        // SwiGLU: mlp = silu(normed · Wgateᵀ) * (normed · Wupᵀ).
-        ...gluParts(gpu, w.gateUp, io.normed, io.mlp),
+        // SwiGLU, the MLP norm fused into its x loads: with normed = rmsnorm(hidden) ·
+        // postAttentionNorm, mlp = silu(normed · Wgateᵀ) * (normed · Wupᵀ).
+        ...gluParts(gpu, w.gateUp, io.hidden, io.mlp, { gain: w.postAttentionNorm, eps }),
         // Down projection into the residual stream: hidden += mlp · Wdownᵀ.
         ...matmulParts(gpu, w.down, io.mlp, io.hidden, "add"),
       ];
@@ -155,10 +155,12 @@ export class LlamaForward {
     this.tail = [
       // The sampled rows' hidden states, gathered into consecutive rows.
       bindGatherRows(gpu, { x: io.hidden, rowIndex: io.sampleRow, y: io.sampleHidden, D }),
-      // Final norm: sampleNormed = rmsnorm(sampleHidden) · finalNorm.
-      bindRmsNorm(gpu, { x: io.sampleHidden, w: weights.finalNorm, y: io.sampleNormed, D, eps }),
-      // LM head (the embedding when tied): logits = sampleNormed · Wlmᵀ.
-      ...matmulParts(gpu, weights.lmHead, io.sampleNormed, io.logits, "store", "lmHead"),
+      // LM head (the embedding when tied), the final norm fused into its x loads:
+      // logits = (rmsnorm(sampleHidden) · finalNorm) · Wlmᵀ.
+      ...matmulParts(gpu, weights.lmHead, io.sampleHidden, io.logits, "store", "lmHead", {
+        gain: weights.finalNorm,
+        eps,
+      }),
     ];
     // The sampler: each sample's next id into nextIds (the next step's input) and its record
     // (id, logprob, and top-K logprobs when asked) into records, for the readback.

@@ -1,6 +1,7 @@
 // The kernels that read a weight matrix: one per row part (a matrix larger than the binding limit
 // is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one,
-// reading the part from a storage buffer or a weight texture as it was uploaded.
+// reading the part from a storage buffer or a weight texture as it was uploaded. A norm before the
+// matrix is fused into every part's kernel: each part normalizes x itself (gpu/kernels/fused_norm.ts).
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
@@ -8,6 +9,7 @@ import { bindEmbedding, type EmbeddingArgs } from "../gpu/kernels/embedding.ts";
 import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
 import { bindMatmul, type MatmulArgs, type MatmulMode } from "../gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
+import type { MatmulNorm } from "../gpu/kernels/fused_norm.ts";
 import { isQuantType } from "../quant/formats.ts";
 import type { GluMatrix, GpuMatrix } from "../weights/model_weights.ts";
 
@@ -31,7 +33,8 @@ export function embeddingParts(
 
 /**
  * y = x · Wᵀ ("store"), or y += x · Wᵀ ("add"): each part writes its own columns of y. `kind`
- * labels them for bench step-split (the LM head is told apart from the layers' weights).
+ * labels them for bench step-split (the LM head is told apart from the layers' weights). With
+ * `norm`, x is RMS-normalized first: y = rmsnorm(x) · Wᵀ.
  */
 export function matmulParts(
   gpu: Gpu,
@@ -40,13 +43,24 @@ export function matmulParts(
   y: GPUBuffer,
   mode: "store" | "add",
   kind: KernelKind = "weights",
+  norm?: MatmulNorm,
 ): BoundKernel[] {
-  return partKernels(gpu, m, m.rows, x, y, mode).map((k) => ({ ...k, kind }));
+  return partKernels(gpu, m, m.rows, x, y, mode, norm).map((k) => ({ ...k, kind }));
 }
 
-/** y = silu(x · Wgateᵀ) * (x · Wupᵀ): each part holds its rows of gate and of up. */
-export function gluParts(gpu: Gpu, m: GluMatrix, x: GPUBuffer, y: GPUBuffer): BoundKernel[] {
-  return partKernels(gpu, m, m.intermediate, x, y, "glu").map((k) => ({ ...k, kind: "weights" }));
+/**
+ * y = silu(x · Wgateᵀ) * (x · Wupᵀ): each part holds its rows of gate and of up. With `norm`, x is
+ * RMS-normalized first.
+ */
+export function gluParts(
+  gpu: Gpu,
+  m: GluMatrix,
+  x: GPUBuffer,
+  y: GPUBuffer,
+  norm?: MatmulNorm,
+): BoundKernel[] {
+  return partKernels(gpu, m, m.intermediate, x, y, "glu", norm)
+    .map((k) => ({ ...k, kind: "weights" }));
 }
 
 /**
@@ -60,6 +74,7 @@ function partKernels(
   x: GPUBuffer,
   y: GPUBuffer,
   mode: MatmulMode,
+  norm: MatmulNorm | undefined,
 ): BoundKernel[] {
   return m.parts.map((p) => {
     const args: MatmulArgs = {
@@ -71,6 +86,7 @@ function partKernels(
       ldy,
       yCol: p.rowStart,
       mode,
+      norm,
     };
     // A part may have its own format (a fused matrix of GGUF tensors of different types).
     const format = p.format ?? m.format;

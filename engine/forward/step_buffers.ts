@@ -12,7 +12,6 @@ import type { DecodeGroup, ForwardLimits, StepPlan } from "./step.ts";
 
 export class StepBuffers {
   readonly hidden: GPUBuffer;
-  readonly normed: GPUBuffer;
   readonly qkv: GPUBuffer;
   readonly attn: GPUBuffer;
   readonly mlp: GPUBuffer;
@@ -24,7 +23,6 @@ export class StepBuffers {
   readonly sampleSlot: GPUBuffer;
   readonly samplePos: GPUBuffer;
   readonly sampleHidden: GPUBuffer;
-  readonly sampleNormed: GPUBuffer;
   readonly logits: GPUBuffer;
   readonly nextIds: GPUBuffer;
   readonly samplingParams: GPUBuffer;
@@ -40,7 +38,6 @@ export class StepBuffers {
     // Uniform-capable: the quantized matmuls read their x through a uniform binding where it fits.
     const f32 = (n: number, label: string) => createStorage(gpu, n * 4, label, STORAGE_UNIFORM);
     this.hidden = f32(R * D, "hidden");
-    this.normed = f32(R * D, "normed");
     this.qkv = f32(R * (cfg.numHeads + 2 * cfg.numKvHeads) * cfg.headDim, "qkv");
     this.attn = f32(R * cfg.numHeads * cfg.headDim, "attn");
     this.mlp = f32(R * cfg.intermediateSize, "mlp");
@@ -52,7 +49,6 @@ export class StepBuffers {
     this.sampleSlot = f32(S, "sampleSlot");
     this.samplePos = f32(S, "samplePos");
     this.sampleHidden = f32(S * D, "sampleHidden");
-    this.sampleNormed = f32(S * D, "sampleNormed");
     this.logits = f32(S * cfg.vocabSize, "logits");
     this.nextIds = f32(S, "nextIds");
     this.samplingParams = createStorage(gpu, S * SAMPLER_PARAMS_BYTES, "samplingParams");

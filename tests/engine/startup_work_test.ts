@@ -49,20 +49,22 @@ Deno.test("matmul: a row tile's pipeline is built when a step first needs it", a
   }
 });
 
-Deno.test("matmul_quant: store and add, at any K, share a row tile's pipeline", async () => {
+Deno.test("matmul_quant: store and add, with or without a norm, at any K, share a row tile's pipeline", async () => {
   // llvmpipe compiles each unrolled tile at length (seconds cold, tens of seconds for the 16-row
-  // storage tile): o (add) and q/k/v (store) of one format, or o and down at their two Ks, must
-  // not each compile their own.
+  // storage tile): o (add) and q/k/v (store, the attention norm fused in) of one format, or o and
+  // down at their two Ks, must not each compile their own.
   const gpu = await openGpu();
   try {
     const built = countPipelines(gpu);
     const x = createStorage(gpu, 16 * 1024, "x", STORAGE_UNIFORM);
     const y = createStorage(gpu, 64 * 4);
+    const fused = { gain: createStorage(gpu, 128 * 4), eps: 1e-5 };
     const encoder = gpu.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
-    for (const [K, mode] of [[64, "store"], [64, "add"], [128, "add"]] as const) {
+    const cases = [[64, "store", fused], [64, "add"], [128, "add"], [64, "store"]] as const;
+    for (const [K, mode, norm] of cases) {
       const w = createStorage(gpu, quantLayout("q8_0", 64, K).bytes);
-      bindQuantMatmul(gpu, { x, w, y, K, N: 64, mode, type: "q8_0" }).encode(pass, 1);
+      bindQuantMatmul(gpu, { x, w, y, K, N: 64, mode, type: "q8_0", norm }).encode(pass, 1);
     }
     pass.end();
     assertEquals(built.get("matmulQuant"), 1);
@@ -97,7 +99,8 @@ Deno.test("engine load: the warm-up builds the 1- and 16-row matmul tiles only",
     const built = countPipelines(gpu);
     const engine = await Engine.load({ modelDir: dir, gpu, gpuKvMb: 1, maxSlots: 4, maxRows: 32 });
     try {
-      // Three matmul modes (store: qkv and LM head; add: o and down; glu: gate/up) × two tiles.
+      // Three matmul modes (store with the fused norm: qkv and LM head; add: o and down; glu with
+      // the fused norm: gate/up) × two tiles.
       assertEquals(built.get("matmulVec"), 6);
       assertEquals(engine.info.costModel, undefined, "no host tier: no cost profile at load");
     } finally {

@@ -8,12 +8,16 @@
 // W may be a storage buffer or a texture holding the same bytes (engine/gpu/weight_texture.ts):
 // the same shader with its weight words read by texel fetches, the same arithmetic, the same bits.
 // A texture needs the vector path's shapes.
+//
+// An RMSNorm may be fused into the x loads (`norm`: fused_norm.ts), so the norm before a projection
+// costs no dispatch of its own and no normed copy of x.
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
 import { textureWordsSource } from "../weight_texture.ts";
+import { checkNorm, type MatmulNorm, normSource } from "./fused_norm.ts";
 import source from "../../../shaders/matmul.wgsl" with { type: "text" };
 
 export type MatmulMode = "store" | "add" | "glu";
@@ -36,6 +40,8 @@ export interface MatmulArgs {
   yCol?: number;
   /** store: y = x·Wᵀ; add: y += x·Wᵀ; glu: y = silu(x·Wgateᵀ) * (x·Wupᵀ). */
   mode: MatmulMode;
+  /** Normalize x first: y = rmsnorm(x) · Wᵀ (then stored, added or gated as `mode` says). */
+  norm?: MatmulNorm;
 }
 
 /** A register tile: `rows` tokens × `outs` outputs per lane. */
@@ -86,6 +92,8 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
   }
   if (yCol + N > ldy) throw new RangeError(`matmul: columns ${yCol}+${N} exceed ldy ${ldy}`);
   if (!(mode in MODE_CODES)) throw new RangeError(`matmul: unknown mode ${mode}`);
+  checkNorm("matmul", args.norm);
+  const norm = args.norm;
 
   // The vector path reads weight rows and writes y in 16-byte words, so they must start on one.
   const vector = matmulVectorShape(K, N, ldy, yCol);
@@ -93,8 +101,8 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
   if (texture && !vector) {
     throw new RangeError(`matmul: a texture needs the vector path (K=${K} N=${N} yCol=${yCol})`);
   }
-  const code = texture ? textureWordsSource(source, "wv") : source;
-  const params = new ParamsUniform(gpu, [K, N, ldy, yCol]);
+  const code = normSource(texture ? textureWordsSource(source, "wv") : source, norm !== undefined);
+  const params = new ParamsUniform(gpu, [K, N, ldy, yCol, { f32: norm?.eps ?? 0 }]);
   const tiles = vector ? MATMUL_TILES : SCALAR_TILES;
   const groupsOf = (tile: MatmulTile) => Math.ceil(N / (LANES * outsOf(tile, mode)));
   for (const tile of tiles) {
@@ -113,9 +121,22 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
       gpu,
       unrollTile(code, tile.rows, outs),
       vector ? "matmulVec" : "matmulScalar",
-      { LANES, TILE_ROWS: tile.rows, OUTS: outs, W_F16: gpu.f16 ? 1 : 0, MODE: MODE_CODES[mode] },
+      {
+        LANES,
+        TILE_ROWS: tile.rows,
+        OUTS: outs,
+        W_F16: gpu.f16 ? 1 : 0,
+        MODE: MODE_CODES[mode],
+        NORM: norm ? 1 : 0,
+      },
     );
-    const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.x, args.w, args.y]);
+    const bindGroup = bindBuffers(gpu, pipeline, [
+      params.buffer,
+      args.x,
+      args.w,
+      args.y,
+      ...(norm ? [norm.gain] : []),
+    ]);
     return built[i] = { groups: groupsOf(tile), pipeline, bindGroup };
   };
 

@@ -13,6 +13,11 @@
 //
 // W may also be a weight texture holding the part's bytes (engine/gpu/weight_texture.ts): the same
 // shader with quant_blocks.wgsl's word loads turned into texel fetches, so the same bits.
+//
+// An RMSNorm may be fused into the x loads (`norm`, as in matmul.ts; fused_norm.ts). Like store and
+// add, with and without it share a pipeline (the shader reads which from its params): q/k/v (store,
+// normed) and o (add, not) of one format then compile one tile, not two; without a norm, x's
+// buffer stands in for the gain's binding, never read.
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
@@ -20,6 +25,7 @@ import { bindBuffers, getPipeline } from "../shader.ts";
 import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
 import { FORMAT_CODES, quantLayout, qVec4PerBlock } from "./quant_layout.ts";
 import { textureWordsSource } from "../weight_texture.ts";
+import { checkNorm } from "./fused_norm.ts";
 import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import matmulQuant from "../../../shaders/matmul_quant.wgsl" with { type: "text" };
@@ -67,6 +73,8 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
   if (!(type in FORMAT_CODES)) throw new RangeError(`matmul_quant: unknown type ${type}`);
   if (yCol + N > ldy) throw new RangeError(`matmul_quant: columns ${yCol}+${N} exceed ldy ${ldy}`);
   if (!(mode in MODE_CODES)) throw new RangeError(`matmul_quant: unknown mode ${mode}`);
+  checkNorm("matmul_quant", args.norm);
+  const norm = args.norm;
   const format = QUANT_FORMATS[type];
   const layout = quantLayout(type, mode === "glu" ? 2 * N : N, K); // throws on a partial block
   const params = new ParamsUniform(gpu, [
@@ -78,6 +86,8 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
     layout.dOffset / 4,
     layout.hOffset / 4,
     mode === "add" ? 1 : 0,
+    norm ? 1 : 0,
+    { f32: norm?.eps ?? 0 },
   ]);
   const groupsOf = (outs: number) => Math.ceil(N / (LANES * outs));
   for (const tile of QUANT_MATMUL_TILES) {
@@ -91,6 +101,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
   const weightsSource = texture
     ? textureWordsSource(textureWordsSource(source, "wq"), "wd")
     : source;
+  const gain = norm?.gain ?? (args.x instanceof GPUBuffer ? args.x : args.x.buffer);
   type Built = { groups: number; pipeline: GPUComputePipeline; bindGroup: GPUBindGroup };
   const built = new Map<string, Built>();
   const variant = (i: number, uniform: boolean) => {
@@ -111,9 +122,17 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       BLOCK: format.blockElems,
       CHUNKS: format.blockElems / 32,
       Q_VEC4: qVec4PerBlock(type),
+      W_F16: gpu.f16 ? 1 : 0,
     });
     const x = uniform ? xUniform!.binding : args.x;
-    const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, x, args.w, args.w, args.y]);
+    const bindGroup = bindBuffers(gpu, pipeline, [
+      params.buffer,
+      x,
+      args.w,
+      args.w,
+      args.y,
+      gain,
+    ]);
     const v = { groups: groupsOf(outs), pipeline, bindGroup };
     built.set(key, v);
     return v;
