@@ -22,6 +22,21 @@ import {
 } from "../gpu/weight_texture.ts";
 import type { LlamaConfig } from "../model/config.ts";
 import { sluiceCacheDir } from "../util/cache_dir.ts";
+import matmulSource from "../../shaders/matmul.wgsl" with { type: "text" };
+import matmulQuantSource from "../../shaders/matmul_quant.wgsl" with { type: "text" };
+import quantBlocksSource from "../../shaders/quant_blocks.wgsl" with { type: "text" };
+
+/**
+ * A digest of the matmul shaders' sources: part of the cache key, so a choice measured on other
+ * kernels (an older Sluice) is measured again rather than trusted.
+ */
+const KERNELS_VERSION = fnv1a(matmulSource + matmulQuantSource + quantBlocksSource);
+
+function fnv1a(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h.toString(16).padStart(8, "0");
+}
 
 /** --matmul-kernel: measure and cache (auto), or a fixed layout. */
 export type MatmulKernelFlag = "auto" | WeightLayout;
@@ -101,6 +116,7 @@ export async function chooseMatmulLayout(
   const key = [
     gpu.adapterId ?? gpu.adapterName,
     gpu.f16 ? "f16" : "f32",
+    `kernels ${KERNELS_VERSION}`,
     ...shapes.map((s) => `${s.K}x${s.N}${s.mode}*${s.count}${s.format ? ` ${s.format}` : ""}`),
   ].join(" | ");
   const file = join(options.cacheDir ?? join(sluiceCacheDir(), "kernels"), "matmul.json");
