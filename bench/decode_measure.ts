@@ -2,9 +2,29 @@
 // `batch` requests decode together over a runtime, timed from the moment all have their first
 // token.
 
-import type { Runtime } from "../runtime/service.ts";
+import { Engine } from "../engine/engine.ts";
+import type { Gpu } from "../engine/gpu/device.ts";
+import { Runtime } from "../runtime/service.ts";
 
 export const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+
+/**
+ * A model loaded for decode measurement (16 slots, 64 MiB of KV, weights in storage: the engine's
+ * default layout) and an fcfs runtime over it, as bench decode --quant and bench llamacpp run it.
+ */
+export async function loadDecodeRuntime(
+  gpu: Gpu,
+  modelDir: string,
+): Promise<{ engine: Engine; runtime: Runtime }> {
+  const engine = await Engine.load({ modelDir, gpu, maxSlots: 16, maxRows: 256, gpuKvMb: 64 });
+  const runtime = new Runtime(engine, {
+    policy: "fcfs",
+    maxQueue: 64,
+    maxTokensLimit: 100_000,
+    eosIds: [],
+  });
+  return { engine, runtime };
+}
 
 /** A deterministic prompt of `n` ids, different for each `i`. */
 export function prompt(i: number, n: number, vocab: number): number[] {

@@ -4,10 +4,10 @@
 // machine hits every kind alike; ratios are taken within a round and their medians reported.
 // measureDecodeQuant returns the numbers, formatDecodeQuant the report (bench speed uses both).
 
-import { Engine } from "../engine/engine.ts";
+import type { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
-import { Runtime } from "../runtime/service.ts";
-import { measureDecode } from "./decode_measure.ts";
+import type { Runtime } from "../runtime/service.ts";
+import { loadDecodeRuntime, measureDecode } from "./decode_measure.ts";
 import { describeRecipe, MIX_KINDS, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
 
 export const QUANT_BATCHES = [1, 16] as const;
@@ -40,20 +40,7 @@ export async function measureDecodeQuant(
   const loaded = new Map<QuantKind, { engine: Engine; runtime: Runtime }>();
   for (const kind of kinds) {
     const t0 = performance.now();
-    const engine = await Engine.load({
-      modelDir: paths.get(kind)!,
-      gpu,
-      maxSlots: 16,
-      maxRows: 256,
-      gpuKvMb: 64,
-    });
-    const runtime = new Runtime(engine, {
-      policy: "fcfs",
-      maxQueue: 64,
-      maxTokensLimit: 100_000,
-      eosIds: [],
-    });
-    loaded.set(kind, { engine, runtime });
+    loaded.set(kind, await loadDecodeRuntime(gpu, paths.get(kind)!));
     console.error(`loaded ${kind} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }
 

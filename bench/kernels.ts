@@ -15,6 +15,7 @@ import { bindCopy } from "../engine/gpu/kernels/copy.ts";
 import { bindMatmul, type MatmulMode } from "../engine/gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../engine/gpu/kernels/matmul_quant.ts";
 import { quantLayout } from "../engine/gpu/kernels/quant_layout.ts";
+import { randomHalves } from "../engine/forward/matmul_choice.ts";
 import { createWeightTexture, writeTextureBytes } from "../engine/gpu/weight_texture.ts";
 import {
   bindReadSum,
@@ -264,7 +265,7 @@ async function measureMatvecs(
       const bytes = quant
         ? quantLayout(quant, weightRows, K).bytes
         : weightRows * K * (gpu.f16 ? 2 : 4);
-      const w = quant ? randomHalves(gpu, bytes) : randomWeights(gpu, weightRows * K);
+      const w = quant ? randomHalvesBuffer(gpu, bytes) : randomWeights(gpu, weightRows * K);
       const wTexture = await textureCopy(gpu, w, bytes);
       const kernel = (weights: GPUBuffer | GPUTexture) =>
         quant
@@ -313,7 +314,7 @@ const ROOFLINE_ROUNDS = 3;
 function readOnly(gpu: Gpu, bytes: number, texture: boolean) {
   const totalsFor = (n: number) => createStorage(gpu, n * 4);
   if (!texture) {
-    const src = randomHalves(gpu, bytes);
+    const src = randomHalvesBuffer(gpu, bytes);
     const totals = totalsFor(readSumTotals(bytes));
     return {
       run: [bindReadSum(gpu, { src, bytes, totals }), bytes] as [BoundKernel, number],
@@ -407,17 +408,9 @@ async function secondsPerDispatch(gpu: Gpu, kernel: BoundKernel, rows: number): 
  * `bytes` of random f16 halves in ±[0.5, 1): valid quantized blocks of every format (any bits are
  * valid quants; every scale field is a finite f16), with no zeros to flatter a kernel.
  */
-function randomHalves(gpu: Gpu, bytes: number): GPUBuffer {
+function randomHalvesBuffer(gpu: Gpu, bytes: number): GPUBuffer {
   const buffer = createStorage(gpu, bytes);
-  const halves = new Uint16Array(Math.ceil(bytes / 4) * 2);
-  let state = 0x2545f491;
-  for (let i = 0; i < halves.length; i++) {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    halves[i] = (state & 0x83ff) | 0x3800;
-  }
-  writeBytes(gpu, buffer, 0, halves);
+  writeBytes(gpu, buffer, 0, randomHalves(Math.ceil(bytes / 4) * 2));
   return buffer;
 }
 

@@ -8,12 +8,12 @@
 // measureLlamaCpp returns the numbers, formatReport the report (bench speed uses both).
 
 import { z } from "zod";
-import { Engine } from "../engine/engine.ts";
+import type { Engine } from "../engine/engine.ts";
 import { openGpu } from "../engine/gpu/device.ts";
-import { Runtime } from "../runtime/service.ts";
+import type { Runtime } from "../runtime/service.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { benchCacheDir } from "./common/smol_model.ts";
-import { GREEDY, measureDecode, prompt } from "./decode_measure.ts";
+import { GREEDY, loadDecodeRuntime, measureDecode, prompt } from "./decode_measure.ts";
 import { QUANT_KINDS, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
 
 /** The node-llama-cpp release this bench runs; its prebuilt binaries pin llama.cpp's version. */
@@ -127,20 +127,7 @@ async function measure(
     flashAttention = String(loaded.flashAttention);
     const llamaS = (performance.now() - t0) / 1000;
     t0 = performance.now();
-    const engine = await Engine.load({
-      modelDir: path,
-      gpu,
-      maxSlots: 16,
-      maxRows: 256,
-      gpuKvMb: 64,
-    });
-    const runtime = new Runtime(engine, {
-      policy: "fcfs",
-      maxQueue: 64,
-      maxTokensLimit: 100_000,
-      eosIds: [],
-    });
-    sluice.set(kind, { engine, runtime });
+    sluice.set(kind, await loadDecodeRuntime(gpu, path));
     console.error(
       `${kind}: llama.cpp loaded in ${llamaS.toFixed(1)} s, Sluice in ${
         ((performance.now() - t0) / 1000).toFixed(1)

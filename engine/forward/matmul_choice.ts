@@ -242,8 +242,11 @@ function median(xs: number[]): number {
   return s[s.length >> 1];
 }
 
-/** f16 halves in ±[0.5, 1) (read as f32 pairs: finite values too): no zeros to flatter a kernel. */
-function randomHalves(count: number): Uint16Array {
+/**
+ * f16 halves in ±[0.5, 1) (read as f32 pairs: finite values too; as GGUF blocks: finite scales,
+ * any quants): no zeros to flatter a kernel. The same sequence every call (bench kernels uses it too).
+ */
+export function randomHalves(count: number): Uint16Array {
   const halves = new Uint16Array(Math.ceil(count / 2) * 2);
   let state = 0x2545f491;
   for (let i = 0; i < halves.length; i++) {
