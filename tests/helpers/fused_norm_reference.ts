@@ -1,6 +1,7 @@
 // float64 reference of the RMSNorm that a matmul fuses into its x loads (gpu/kernels/fused_norm.ts),
 // split as the kernel splits it: the gained x (x·g, unscaled) and each row's scale
-// 1 / sqrt(mean(x²) + eps), so that rmsnorm(x)·W = scale · Σ (x·g)·w.
+// 1 / sqrt(mean(x²) + eps), so that rmsnorm(x)·W = scale · Σ (x·g)·w; and each mode's wanted
+// outputs and bounds from those dot products (modeOutputs), shared by the float and quantized tests.
 
 export interface NormedRows {
   /** x_k · g_k, [rows, K]. */
@@ -36,4 +37,40 @@ export function normedRows(
  */
 export function scaleBound(K: number): number {
   return (K / 4 + 8) * 2 ** -24;
+}
+
+/** One output's float64 dot product (already scaled by its row's 1/rms) and its error bound. */
+export interface ScaledDot {
+  sum: number;
+  tol: number;
+}
+
+/**
+ * Each output's wanted value and tolerance for the matmul's mode, from `dot(m, n)` (row m, weight
+ * row n; glu: gate rows n, up rows N + n): store the dot, add it to y0, or silu(gate)·up with the
+ * product's propagated bound; plus f32 rounding of the result.
+ */
+export function modeOutputs(
+  rows: number,
+  N: number,
+  mode: "store" | "add" | "glu",
+  y0: Float32Array,
+  dot: (m: number, n: number) => ScaledDot,
+): { want: Float64Array; tol: Float64Array } {
+  const want = new Float64Array(rows * N), tol = new Float64Array(rows * N);
+  for (let m = 0; m < rows; m++) {
+    for (let n = 0; n < N; n++) {
+      const i = m * N + n, g = dot(m, n);
+      if (mode === "glu") {
+        const u = dot(m, N + n), s = g.sum / (1 + Math.exp(-g.sum));
+        want[i] = s * u.sum;
+        tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) + (Math.abs(s) + 1.1 * g.tol) * u.tol +
+          2 ** -20 * Math.abs(want[i]);
+      } else {
+        want[i] = g.sum + (mode === "add" ? y0[i] : 0);
+        tol[i] = g.tol + 2 ** -23 * Math.abs(want[i]);
+      }
+    }
+  }
+  return { want, tol };
 }

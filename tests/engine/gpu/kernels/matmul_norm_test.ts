@@ -16,7 +16,7 @@ import { bindMatmul, type MatmulMode } from "../../../../engine/gpu/kernels/matm
 import type { BoundKernel } from "../../../../engine/gpu/kernel.ts";
 import { createWeightTexture, writeTextureBytes } from "../../../../engine/gpu/weight_texture.ts";
 import { f16BitsToF32, toF16Array } from "../../../../engine/quant/half.ts";
-import { normedRows, scaleBound } from "../../../helpers/fused_norm_reference.ts";
+import { modeOutputs, normedRows, scaleBound } from "../../../helpers/fused_norm_reference.ts";
 import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 import { assertEquals, assertThrows } from "../../../helpers/testing.ts";
@@ -56,7 +56,7 @@ function run(gpu: Gpu, kernel: BoundKernel, rows: number): void {
 }
 
 /** float64 rmsnorm-then-matmul outputs and per-output tolerances (see the header). */
-export function reference(
+function reference(
   x: Float32Array,
   gain: Float64Array,
   w: Float64Array,
@@ -75,26 +75,11 @@ export function reference(
     const s = scale[m];
     return { sum: s * sum, tol: ((K + 4) * 2 ** -24 + scaleBound(K)) * s * abs };
   };
-  const want = new Float64Array(rows * N), tol = new Float64Array(rows * N);
-  for (let m = 0; m < rows; m++) {
-    for (let n = 0; n < N; n++) {
-      const i = m * N + n, g = dot(m, n);
-      if (mode === "glu") {
-        const u = dot(m, N + n), s = g.sum / (1 + Math.exp(-g.sum));
-        want[i] = s * u.sum;
-        tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) + (Math.abs(s) + 1.1 * g.tol) * u.tol +
-          2 ** -20 * Math.abs(want[i]);
-      } else {
-        want[i] = g.sum + (mode === "add" ? y0[i] : 0);
-        tol[i] = g.tol + 2 ** -23 * Math.abs(want[i]);
-      }
-    }
-  }
-  return { want, tol };
+  return modeOutputs(rows, N, mode, y0, dot);
 }
 
 /** Throws at the first output outside its tolerance (NaN included) or a spare row written. */
-export function checkOutputs(
+function checkOutputs(
   got: Float32Array,
   want: Float64Array,
   tol: Float64Array,

@@ -31,7 +31,7 @@ import {
   type QuantType,
 } from "../../../../engine/quant/formats.ts";
 import { f16BitsToF32, toF16Array } from "../../../../engine/quant/half.ts";
-import { normedRows, scaleBound } from "../../../helpers/fused_norm_reference.ts";
+import { modeOutputs, normedRows, scaleBound } from "../../../helpers/fused_norm_reference.ts";
 import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 import { assertEquals } from "../../../helpers/testing.ts";
@@ -83,22 +83,7 @@ function reference(
     const s = scale[m];
     return { sum: s * sum, tol: s * (QUANT_BOUND * quant + scaleBound(K) * abs) };
   };
-  const want = new Float64Array(rows * N), tol = new Float64Array(rows * N);
-  for (let m = 0; m < rows; m++) {
-    for (let n = 0; n < N; n++) {
-      const i = m * N + n, g = dot(m, n);
-      if (mode === "glu") {
-        const u = dot(m, N + n), s = g.sum / (1 + Math.exp(-g.sum));
-        want[i] = s * u.sum;
-        tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) + (Math.abs(s) + 1.1 * g.tol) * u.tol +
-          2 ** -20 * Math.abs(want[i]);
-      } else {
-        want[i] = g.sum + (mode === "add" ? y0[i] : 0);
-        tol[i] = g.tol + 2 ** -23 * Math.abs(want[i]);
-      }
-    }
-  }
-  return { want, tol };
+  return modeOutputs(rows, N, mode, y0, dot);
 }
 
 /** The gain as W (f16 or f32 as the path stores it) and the exact values it holds. */
