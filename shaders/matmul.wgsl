@@ -17,11 +17,11 @@
 // vec4 load costs little more than a scalar one. (fma() is not fused on llvmpipe; it is still the
 // same operation in every tile, which is all batch invariance needs.)
 //
-// With NORM, y = rmsnorm(x) · Wᵀ as rmsnorm.wgsl then this kernel would compute it, up to rounding:
-// each lane multiplies the x it loads by the gain and sums the squares of the raw x in
-// rmsnorm.wgsl's order (its vector path's four interleaved sums where K % 4 == 0, which the vector
-// path here always is; one sum on the scalar path), and scales each output by 1 / sqrt(Σx² / K +
-// eps) before the store, add or SwiGLU. Every lane of a row computes the same sum the same way, so
+// With NORM, y = rmsnorm(x) · Wᵀ, up to rounding, with rmsnorm(x) = x / sqrt(mean(x²) + eps) · g:
+// each lane multiplies the x it loads by the gain g and sums the squares of the raw x in a fixed
+// order (four interleaved sums, one vec4 at a time along the row, on the vector path; one sum on
+// the scalar path), and scales each output by 1 / sqrt(Σx² / K + eps) (1/sqrt, not inverseSqrt,
+// which may be an approximation) before the store, add or SwiGLU. Every lane of a row computes the same sum the same way, so
 // the result is still batch invariant.
 
 struct Params {
@@ -96,7 +96,7 @@ fn gain8(s: u32) -> Eight {
 fn gain8(s: u32) -> Eight { return Eight(vec4<f32>(1.0), vec4<f32>(1.0)); }
 // #endif
 
-/** A row's norm scale from its four partial sums of squares (1 without NORM), as rmsnorm.wgsl. */
+/** A row's norm scale from its four partial sums of squares (1 without NORM). */
 fn normScale4(sq: vec4<f32>) -> f32 {
   if (NORM == 0u) {
     return 1.0;
@@ -171,7 +171,7 @@ fn gainAt(k: u32) -> f32 { return f32(gs[k]); }
 fn gainAt(k: u32) -> f32 { return 1.0; }
 // #endif
 
-/** normScale4 for the scalar path's one sum, as rmsnorm.wgsl's scalar path. */
+/** normScale4 for the scalar path's one sum. */
 fn normScale(sq: f32) -> f32 {
   if (NORM == 0u) {
     return 1.0;

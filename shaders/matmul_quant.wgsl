@@ -18,8 +18,8 @@
 // one chain over chunks in k order whatever the tile, so results are batch invariant.
 //
 // With p.norm, each tile row's x chunk is multiplied by the gain as it is loaded (its half sums taken
-// after), the raw x's squares summed in rmsnorm.wgsl's order (four interleaved sums, one vec4 at a
-// time along the row), and each output scaled by 1 / sqrt(Σx² / K + eps) before it is written.
+// after), the raw x's squares summed in matmul.wgsl's order (four interleaved sums, one vec4 at a time
+// along the row), and each output scaled by 1 / sqrt(Σx² / K + eps) before it is written.
 
 struct Params {
   rows: u32,
@@ -100,7 +100,7 @@ fn gainChunk(chunk: u32) -> XChunk {
                 vec2<f32>(0.0));
 }
 
-/** sq + the squares of x's 32 values, one vec4 at a time (rmsnorm.wgsl's order). */
+/** sq + the squares of x's 32 values, one vec4 at a time (matmul.wgsl's order). */
 fn squares(sq: vec4<f32>, x: XChunk) -> vec4<f32> {
   var s = fma(x.v0, x.v0, sq);
   s = fma(x.v1, x.v1, s);
@@ -127,7 +127,7 @@ fn gained(x: XChunk, g: XChunk) -> XChunk {
   return XChunk(v0, v1, v2, v3, v4, v5, v6, v7, sums);
 }
 
-/** A row's norm scale from its four partial sums of squares (1 without the norm), as rmsnorm.wgsl. */
+/** A row's norm scale from its four partial sums of squares (1 without the norm), as matmul.wgsl. */
 fn normScale4(sq: vec4<f32>) -> f32 {
   if (p.norm == 0u) {
     return 1.0;

@@ -4,7 +4,7 @@
 // qkv f32 [rows, (numHeads + 2 numKvHeads) * headDim] laid out [q heads | k heads | v heads]; the v
 // heads are untouched. w of W [2, headDim]: the q norm's weights, then the k norm's.
 //
-// One lane per (row, head), summing in a fixed order, as rmsnorm.wgsl does: no barriers, and a
+// One lane per (row, head), summing in a fixed order: no barriers, and a
 // head's result does not depend on the rest of the batch. 1/sqrt rather than inverseSqrt, which
 // may be an approximation.
 

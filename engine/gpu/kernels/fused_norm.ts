@@ -2,7 +2,7 @@
 // in one dispatch instead of a norm writing a normed copy of x and a matmul reading it back.
 //
 // Each lane multiplies the x values it loads by the norm's gain and sums their squares in
-// rmsnorm.wgsl's order; the epilogue scales each output by 1 / sqrt(Σx² / K + eps). matmul.wgsl
+// a fixed order (four interleaved sums along the row); the epilogue scales each output by 1 / sqrt(Σx² / K + eps). matmul.wgsl
 // declares the gain's binding in a `// #if NORM` block (with a stand-in after `// #else` that reads
 // nothing), so a float matmul without a norm keeps its bind group as it was; matmul_quant.wgsl
 // reads a uniform flag instead, so that its slow-to-compile tiles serve both.
@@ -16,7 +16,7 @@ export interface MatmulNorm {
   eps: number;
 }
 
-/** Throws on an eps rmsnorm.ts would refuse. */
+/** Throws on a negative or NaN eps. */
 export function checkNorm(kernel: string, norm: MatmulNorm | undefined): void {
   if (norm && !(norm.eps >= 0)) throw new RangeError(`${kernel}: bad norm eps ${norm.eps}`);
 }
