@@ -272,7 +272,7 @@ export function formatStepSplit(r: StepSplitResult): string {
     const parts: [string, number][] = [
       ["weights (layers' matmuls)", part("no weights")],
       ["attention (KV write and attention, RoPE in both)", part("no attention")],
-      ["norms and embedding", part("no norms/embedding")],
+      ["gather, unfused norms and embedding", part("no norms/embedding")],
       ["LM head", part("no LM head")],
       ["sampler (greedy, many workgroups)", part("no sampler")],
       ["fixed (encode, submit, readback)", fixed],

@@ -15,7 +15,7 @@ const KIND_NAMES: [string, string][] = [
   ["weights", "weights (the layers' matmuls)"],
   ["lmHead", "LM head"],
   ["attention", "attention (KV write and attention, RoPE in both)"],
-  ["norm", "norms"],
+  ["norm", "sample-row gather and unfused norms (Qwen3 q/k)"],
   ["embedding", "embedding"],
   ["sampler", "sampler"],
   ["controls", "sampling controls (none here)"],
