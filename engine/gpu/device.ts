@@ -1,5 +1,7 @@
 // Opens the WebGPU adapter and device once, and records what the kernels may rely on.
 
+import { chooseWebgpuBackend } from "./backend.ts";
+
 export interface Gpu {
   device: GPUDevice;
   /** Human-readable adapter description for logs ("llvmpipe (LLVM 15...)"). */
@@ -52,6 +54,7 @@ export interface GpuOptions {
 }
 
 export async function openGpu(options: GpuOptions = {}): Promise<Gpu> {
+  chooseWebgpuBackend();
   if (!("gpu" in navigator) || !navigator.gpu) {
     throw new Error("WebGPU is not available in this runtime (navigator.gpu is missing)");
   }
