@@ -10,10 +10,10 @@
 
 import type { Gpu } from "../engine/gpu/device.ts";
 import type { BoundKernel } from "../engine/gpu/kernel.ts";
-import { createStorage, readBack, STORAGE_UNIFORM, writeBytes } from "../engine/gpu/buffers.ts";
+import { createStorage, readBack, writeBytes } from "../engine/gpu/buffers.ts";
 import { bindCopy } from "../engine/gpu/kernels/copy.ts";
 import { bindMatmul, type MatmulMode } from "../engine/gpu/kernels/matmul.ts";
-import { bindQuantMatmul } from "../engine/gpu/kernels/matmul_quant.ts";
+import { bindQuantMatmul, createMatmulX } from "../engine/gpu/kernels/matmul_quant.ts";
 import { quantLayout } from "../engine/gpu/kernels/quant_layout.ts";
 import { randomHalves } from "../engine/forward/matmul_choice.ts";
 import { createWeightTexture, writeTextureBytes } from "../engine/gpu/weight_texture.ts";
@@ -253,7 +253,7 @@ async function measureMatvecs(
   for (const shape of shapes) {
     const { K, N, mode } = shape;
     const weightRows = (mode === "glu" ? 2 : 1) * N;
-    const x = createStorage(gpu, K * 4, "x", STORAGE_UNIFORM);
+    const x = createMatmulX(gpu, K * 4, "x");
     const y = createStorage(gpu, N * 4);
     const cells: (MatvecCell | null)[] = [];
     for (const format of formats) {

@@ -8,9 +8,9 @@
 
 import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
-import { createStorage, STORAGE_UNIFORM, writeBytes } from "../gpu/buffers.ts";
+import { createStorage, writeBytes } from "../gpu/buffers.ts";
 import { bindMatmul, type MatmulMode, matmulVectorShape } from "../gpu/kernels/matmul.ts";
-import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
+import { bindQuantMatmul, createMatmulX } from "../gpu/kernels/matmul_quant.ts";
 import { quantLayout } from "../gpu/kernels/quant_layout.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
 import { isQuantType, type QuantType } from "../quant/formats.ts";
@@ -193,7 +193,7 @@ export async function measureLayouts(
       ? createWeightTexture(gpu, bytes)
       : null;
     if (texture) writeTextureBytes(gpu, texture, 0, data);
-    const x = createStorage(gpu, shape.K * 4, "calibration x", STORAGE_UNIFORM);
+    const x = createMatmulX(gpu, shape.K * 4, "calibration x");
     const y = createStorage(gpu, N * 4, "calibration y");
     const args = { x, y, K: shape.K, N, mode: shape.mode };
     const bind = (w: GPUBuffer | GPUTexture): BoundKernel =>

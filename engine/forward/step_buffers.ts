@@ -3,6 +3,7 @@
 
 import type { Gpu } from "../gpu/device.ts";
 import { createStorage, STORAGE_UNIFORM, uploadStorage } from "../gpu/buffers.ts";
+import { createMatmulX } from "../gpu/kernels/matmul_quant.ts";
 import { TOKEN_FROM_SAMPLER } from "../gpu/kernels/embedding.ts";
 import { SAMPLER_PARAMS_BYTES } from "../gpu/kernels/sample.ts";
 import { GROUP_STATE_WORDS, groupStateWords } from "../gpu/kernels/decode_advance.ts";
@@ -35,12 +36,13 @@ export class StepBuffers {
 
   constructor(private gpu: Gpu, cfg: LlamaConfig, limits: ForwardLimits) {
     const R = limits.maxRows, S = limits.maxSlots, D = cfg.hiddenSize;
-    // Uniform-capable: the quantized matmuls read their x through a uniform binding where it fits.
     const f32 = (n: number, label: string) => createStorage(gpu, n * 4, label, STORAGE_UNIFORM);
-    this.hidden = f32(R * D, "hidden");
+    // Matrix inputs: the quantized matmuls read their x through a uniform binding where it fits.
+    const x = (n: number, label: string) => createMatmulX(gpu, n * 4, label);
+    this.hidden = x(R * D, "hidden");
     this.qkv = f32(R * (cfg.numHeads + 2 * cfg.numKvHeads) * cfg.headDim, "qkv");
-    this.attn = f32(R * cfg.numHeads * cfg.headDim, "attn");
-    this.mlp = f32(R * cfg.intermediateSize, "mlp");
+    this.attn = x(R * cfg.numHeads * cfg.headDim, "attn");
+    this.mlp = x(R * cfg.intermediateSize, "mlp");
     this.tokens = f32(R, "tokens");
     this.rowSlot = f32(R, "rowSlot");
     this.rowPos = f32(R, "rowPos");
@@ -48,7 +50,7 @@ export class StepBuffers {
     this.sampleRow = f32(S, "sampleRow");
     this.sampleSlot = f32(S, "sampleSlot");
     this.samplePos = f32(S, "samplePos");
-    this.sampleHidden = f32(S * D, "sampleHidden");
+    this.sampleHidden = x(S * D, "sampleHidden");
     this.logits = f32(S * cfg.vocabSize, "logits");
     this.nextIds = f32(S, "nextIds");
     this.samplingParams = createStorage(gpu, S * SAMPLER_PARAMS_BYTES, "samplingParams");

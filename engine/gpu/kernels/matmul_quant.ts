@@ -5,9 +5,9 @@
 // values. As in matmul.ts, one pipeline per row-tile height, built on first use, and encode picks
 // the smallest tile that covers the batch.
 //
-// x is read through a uniform binding when the x buffer allows it (STORAGE_UNIFORM, as the
-// engine's activations are) and the step's rows fit the uniform binding limit (64 KiB: 28 rows of
-// 576, 10 of 1536); otherwise through a storage binding. The two read the same values into the same
+// x is read through a uniform binding when the x buffer allows it (STORAGE_UNIFORM and at least
+// uniformXBytes long, as the engine's activations are) and the step's rows fit the uniform binding
+// limit (64 KiB: 28 rows of 576, 10 of 1536); otherwise through a storage binding. The two read the same values into the same
 // arithmetic, so the results are the same bits. On llvmpipe the uniform path is 1.5-3x faster at
 // one row: a storage load is a per-lane loop through the stack, a uniform one an AVX2 gather.
 //
@@ -21,6 +21,7 @@
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
+import { createStorage, STORAGE_UNIFORM } from "../buffers.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
 import { FORMAT_CODES, quantLayout, qVec4PerBlock } from "./quant_layout.ts";
@@ -139,6 +140,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
   };
 
   return {
+    variantRows: quantVariantRows(xUniform?.rows ?? 0),
     encode(pass, rows) {
       if (rows <= 0) return;
       const fit = QUANT_MATMUL_TILES.findIndex((t) => rows <= t.rows);
@@ -154,6 +156,23 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
       pass.dispatchWorkgroups(v.groups, count);
     },
   };
+}
+
+/**
+ * Row counts that reach each (tile, x binding) pipeline once, where x fits a uniform binding up to
+ * `uniformRows` rows (0: never): for each tile, its smallest count (uniform where that fits) and
+ * the smallest past the uniform binding's rows, if the tile (the last one: without end) reaches it.
+ */
+export function quantVariantRows(uniformRows: number): number[] {
+  const rows = new Set<number>();
+  QUANT_MATMUL_TILES.forEach((tile, i) => {
+    const first = i === 0 ? 1 : QUANT_MATMUL_TILES[i - 1].rows + 1;
+    const last = i === QUANT_MATMUL_TILES.length - 1 ? Infinity : tile.rows;
+    rows.add(first);
+    const storage = Math.max(first, uniformRows + 1);
+    if (storage <= last) rows.add(storage);
+  });
+  return [...rows];
 }
 
 /** GLU reads two weight rows per output, so it halves the tile's outputs. */
@@ -173,8 +192,28 @@ function withUniformX(src: string, vec4s: number): string {
 }
 
 /**
- * The uniform binding of x's first bytes (up to the limit) and the whole rows of K it holds, or null
- * where x cannot be bound as a uniform: its buffer lacks UNIFORM usage, or its offset is not aligned.
+ * Bytes of x a uniform binding declares and binds: the uniform binding limit, at most 64 KiB (the
+ * WebGPU default, 16k floats). Fixed per device, not per matrix, so the shader text does not depend
+ * on K or on the x buffer's size: a format, tile and mode compile one pipeline whatever the model's
+ * widths (and the start-up calibration's x shares it). A buffer that x is read through a uniform
+ * binding must hold at least this many bytes from its offset: allocate it with `uniformXBytes`.
+ */
+export function uniformXBytes(gpu: Gpu): number {
+  return Math.floor(Math.min(gpu.device.limits.maxUniformBufferBindingSize, 65536) / 16) * 16;
+}
+
+/**
+ * A buffer for matrix inputs (x) of at least `bytes`, which the quantized matmuls can read through
+ * a uniform binding (dense matmuls read it as storage).
+ */
+export function createMatmulX(gpu: Gpu, bytes: number, label?: string): GPUBuffer {
+  return createStorage(gpu, Math.max(bytes, uniformXBytes(gpu)), label, STORAGE_UNIFORM);
+}
+
+/**
+ * The uniform binding of x's first uniformXBytes and the whole rows of K it holds, or null where x
+ * cannot be bound as a uniform: its buffer lacks UNIFORM usage, its offset is not aligned, or it
+ * holds fewer bytes than the binding declares.
  */
 function uniformX(
   gpu: Gpu,
@@ -184,13 +223,10 @@ function uniformX(
   const buffer = x instanceof GPUBuffer ? x : x.buffer;
   const offset = x instanceof GPUBuffer ? 0 : x.offset ?? 0;
   const size = x instanceof GPUBuffer ? buffer.size : x.size ?? buffer.size - offset;
-  const limits = gpu.device.limits;
   if (!(buffer.usage & GPUBufferUsage.UNIFORM)) return null;
-  if (offset % limits.minUniformBufferOffsetAlignment !== 0) return null;
-  // The binding (and so the shader's declared array) is as large as the buffer and limit allow,
-  // whatever K: matrices of one format and mode reading x buffers of the same size (o and down in
-  // a single-type file) then share one pipeline instead of one per K.
-  const bytes = Math.floor(Math.min(size, limits.maxUniformBufferBindingSize) / 16) * 16;
+  if (offset % gpu.device.limits.minUniformBufferOffsetAlignment !== 0) return null;
+  const bytes = uniformXBytes(gpu);
+  if (size < bytes) return null;
   const rows = Math.floor(bytes / (K * 4));
   if (rows < 1) return null;
   return { binding: { buffer, offset, size: bytes }, rows };
