@@ -366,31 +366,67 @@ export class Engine implements StepEngine {
   }
 
   /**
-   * Runs a step of one row and one of 16 rows (a decode and a prefill chunk: the matmul's smallest
-   * and largest row tiles), so the pipelines every request needs are built, and on llvmpipe
-   * JIT-compiled, at load rather than by the first client. The middle tiles (2 to 8 rows: batches
-   * of a few decodes) are built when a step first needs them; one sampler pipeline serves steps
-   * with and without top logprobs. Slot 0's table points at block 0 (scratch) meanwhile.
+   * Runs a step of each size in forward.variantRowCounts() (every row tile of every matrix, and
+   * for the quantized ones x in a uniform and in storage), then steps with the full sampler, with
+   * and without top logprobs, through the logit controls (a bias and a penalty: both passes), and a
+   * decode group where the engine runs them. So every pipeline a request can need is built, and on
+   * llvmpipe JIT-compiled, before the server says it is ready, rather than by the first client
+   * (on a cold GL cache the sampler alone took minutes). Slot 0's table points at block 0
+   * (scratch) meanwhile; the controls' slot state is reset to greedy after.
    */
   private async warmUp(): Promise<void> {
-    const { numLayers, maxRows, blockSize } = this.info;
+    const { numLayers, blockSize, maxSlots, vocabSize } = this.info;
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    const blocks = new Array(Math.ceil(Math.min(16, maxRows) / blockSize)).fill(0);
+    const counts = this.forward.variantRowCounts();
+    const blocks = new Array(Math.ceil(Math.max(...counts) / blockSize)).fill(0);
     const tables: TableWrite[] = [];
     for (let layer = 0; layer < numLayers; layer++) {
       tables.push({ slot: 0, layer, first: 0, blocks });
     }
-    const sampling = [{ slot: 0, params: greedy }];
-    for (const n of [1, Math.min(16, maxRows)]) {
-      const rows = Array.from({ length: n }, (_, pos) => ({ slot: 0, pos, token: pos }));
+    const rowsOf = (n: number) =>
+      Array.from({ length: n }, (_, pos) => ({ slot: 0, pos, token: pos % vocabSize }));
+    const lastRows = (n: number) =>
+      Array.from({ length: Math.min(n, maxSlots) }, (_, i) => ({ row: n - 1 - i })).reverse();
+    let sampling = [{ slot: 0, params: greedy }];
+    for (const n of counts) {
       await this.step({
         tables,
         sampling,
-        rows,
-        samples: [{ row: n - 1 }],
+        rows: rowsOf(n),
+        samples: lastRows(n),
         wantTopLogprobs: false,
       });
+      sampling = [];
     }
+    const sampled = {
+      temperature: 1,
+      topK: 0,
+      topP: 0.9,
+      seed: 1,
+      logitBias: [[0, 1]] as [number, number][],
+      repetitionPenalty: 1.1,
+    };
+    for (const wantTopLogprobs of [true, false]) {
+      await this.step({
+        tables: [],
+        sampling: [{ slot: 0, params: sampled }],
+        penaltySeeds: [{ slot: 0, prompt: [0], generated: [] }],
+        rows: rowsOf(1),
+        samples: [{ row: 0 }],
+        wantTopLogprobs,
+      });
+    }
+    if (this.info.maxDecodeSteps > 1) {
+      await this.step({
+        tables: [],
+        sampling: [],
+        rows: [{ slot: 0, pos: 0, token: null }],
+        samples: [{ row: 0 }],
+        wantTopLogprobs: false,
+        group: { steps: 2, budgets: [2], stopIds: [[]] },
+      });
+    }
+    this.forward.setSampling(0, greedy);
     this.clearTables(1);
   }
 

@@ -210,6 +210,23 @@ export class LlamaForward {
     }
   }
 
+  /**
+   * Step sizes whose steps, sampling min(rows, maxSlots) rows each, run every pipeline of the
+   * step's kernels (BoundKernel.variantRows): the head's and layers' kernels see the step's rows,
+   * the tail's its sample rows. Counts past the limits are never run, so never needed.
+   */
+  variantRowCounts(): number[] {
+    const { maxRows, maxSlots } = this.limits;
+    const counts = new Set<number>([1]);
+    for (const k of [...this.head, ...this.layers.flat()]) {
+      for (const n of k.variantRows ?? []) if (n <= maxRows) counts.add(n);
+    }
+    for (const k of this.tail) {
+      for (const n of k.variantRows ?? []) if (n <= Math.min(maxRows, maxSlots)) counts.add(n);
+    }
+    return [...counts].sort((a, b) => a - b);
+  }
+
   /** Each kind's kernels in one step's head, layers and tail, for bench step-split. */
   kernelsByKind(): Map<KernelKind | "other", number> {
     const counts = new Map<KernelKind | "other", number>();

@@ -22,6 +22,12 @@ export interface BoundKernel {
   readonly kind?: KernelKind;
   /** Records this kernel's dispatch for `rows` rows (tokens or sample rows) into `pass`. */
   encode(pass: GPUComputePassEncoder, rows: number): void;
+  /**
+   * Row counts whose dispatches, between them, run each of its pipelines: the engine's warm-up
+   * runs a step of each, so that no request is the first to compile one (llvmpipe compiles a
+   * pipeline at its first dispatch). Absent: one pipeline, whatever the rows.
+   */
+  readonly variantRows?: readonly number[];
 }
 
 /**

@@ -141,6 +141,8 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
   };
 
   return {
+    // The smallest row count of each tile.
+    variantRows: tiles.map((_, i) => i === 0 ? 1 : tiles[i - 1].rows + 1),
     encode(pass, rows) {
       if (rows <= 0) return;
       // The smallest tile that covers the rows; beyond the largest, several of the largest.
