@@ -12,15 +12,9 @@
 // must give the same bits, and (16-row tile) a row alone the bits it has in a 19-row batch.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import {
-  createStorage,
-  readF32,
-  STORAGE_UNIFORM,
-  uploadStorage,
-  writeBytes,
-} from "../../../../engine/gpu/buffers.ts";
+import { readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import type { MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
-import { bindQuantMatmul } from "../../../../engine/gpu/kernels/matmul_quant.ts";
+import { bindQuantMatmul, createMatmulX } from "../../../../engine/gpu/kernels/matmul_quant.ts";
 import { packQuantPart } from "../../../../engine/gpu/kernels/quant_layout.ts";
 import { createWeightTexture, writeTextureBytes } from "../../../../engine/gpu/weight_texture.ts";
 import {
@@ -35,17 +29,26 @@ import { modeOutputs, normedRows, scaleBound } from "../../../helpers/fused_norm
 import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 import { assertEquals } from "../../../helpers/testing.ts";
+import { everyOther, TALL_TYPES } from "../../../helpers/quant_plan.ts";
 
 const QUANT_BOUND = 2 ** -16;
 const SPARE = 2;
-/** The formats whose 16-row tile is checked too: llvmpipe takes seconds to JIT each one. */
-const TALL_TYPES: readonly QuantType[] = ["q8_0", "q4_k"];
-
-/** [K, N, rows, eps] in whole blocks: odd N, the 1- and 4-row tiles; 19 rows: the 16-row tile. */
+/**
+ * [K, N, rows, eps] in whole blocks, sampled as tests/helpers/quant_plan.ts says: odd N; store (and
+ * add, on its pipeline) at the 1-row tile, glu at the 4-row one for every other format, and the
+ * other way round for the rest; 19 rows (the 16-row tile, a full and a partial one) in store for
+ * TALL_TYPES. Each runs with weights in storage and x in a uniform, and from a texture with x in
+ * storage.
+ */
 function shapes(type: QuantType, mode: MatmulMode): [number, number, number, number][] {
   const B = QUANT_FORMATS[type].blockElems;
-  const all: [number, number, number, number][] = [[B, 7, 1, 1e-5], [3 * B, 37, 3, 0.25]];
-  return mode === "store" && TALL_TYPES.includes(type) ? [...all, [2 * B, 24, 19, 0.25]] : all;
+  const one: [number, number, number, number] = [B, 7, 1, 1e-5];
+  const four: [number, number, number, number] = [3 * B, 37, 3, 0.25];
+  const first = (mode === "glu") === everyOther(type) ? four : one;
+  const tall: [number, number, number, number][] = mode === "store" && TALL_TYPES.includes(type)
+    ? [[2 * B, 24, 19, 0.25]]
+    : [];
+  return [first, ...tall];
 }
 
 function run(gpu: Gpu, kernel: ReturnType<typeof bindQuantMatmul>, rows: number): void {
@@ -116,7 +119,7 @@ for (const type of QUANT_TYPES) {
           const norm = { gain: gain.buffer, eps };
           const x = Float32Array.from(randomArray(next, rows * K, 3));
           // x bound as a uniform (its buffer allows it) or as storage (its buffer does not).
-          const xUniform = createStorage(gpu, x.byteLength, "x", STORAGE_UNIFORM);
+          const xUniform = createMatmulX(gpu, x.byteLength, "x");
           const xStorage = uploadStorage(gpu, x);
           writeBytes(gpu, xUniform, 0, x);
           const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));

@@ -8,15 +8,9 @@
 // bound. Beyond the bound, the texture kernel must give the storage kernel's bits exactly.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import {
-  createStorage,
-  readF32,
-  STORAGE_UNIFORM,
-  uploadStorage,
-  writeBytes,
-} from "../../../../engine/gpu/buffers.ts";
+import { readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import type { MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
-import { bindQuantMatmul } from "../../../../engine/gpu/kernels/matmul_quant.ts";
+import { bindQuantMatmul, createMatmulX } from "../../../../engine/gpu/kernels/matmul_quant.ts";
 import { packQuantPart } from "../../../../engine/gpu/kernels/quant_layout.ts";
 import { createWeightTexture, writeTextureBytes } from "../../../../engine/gpu/weight_texture.ts";
 import {
@@ -29,20 +23,28 @@ import {
 import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 import { assertEquals } from "../../../helpers/testing.ts";
+import { everyOther } from "../../../helpers/quant_plan.ts";
 
 const QUANT_BOUND = 2 ** -16;
 const SPARE = 2;
 
 /**
- * [K, N, rows] in whole blocks: odd N, rows at the 1- and 4-row tiles; the 16-row tile (19 rows: a
- * full tile and a partial one) for store only, as llvmpipe takes seconds to JIT each one. 3 blocks
- * per row leave a D word half used; the last store shape spans several texture rows (over 4096
- * words in its Q region alone), so blocks and the S and D regions straddle texture rows.
+ * [K, N, rows] in whole blocks, x in a uniform binding (as the engine's); sampled as
+ * tests/helpers/quant_plan.ts says, so that each texture pipeline's storage twin is one that
+ * quant_kernels_test.ts and the model tests compile too. Store (and add, on the same pipeline) at
+ * the 1- and 16-row tiles (19 rows: a full tile and a partial one); glu at the 16-row tile for
+ * every other format, else the 1-row tile. The 4-row tile reads a texture in
+ * matmul_quant_norm_test.ts. 3 blocks per row leave a D word half used; the last store shape spans
+ * several texture rows (over 4096 words in its Q region alone), so blocks and the S and D regions
+ * straddle texture rows.
  */
 function shapes(type: QuantType, mode: MatmulMode): [number, number, number][] {
   const B = QUANT_FORMATS[type].blockElems;
-  const all: [number, number, number][] = [[B, 7, 1], [3 * B, 37, 3], [2 * B, 24, 19]];
-  return mode === "store" ? [...all, [B, B === 32 ? 4403 : 601, 1]] : all.slice(0, 2);
+  const one: [number, number, number] = [3 * B, 7, 1];
+  const tall: [number, number, number] = [2 * B, 24, 19];
+  if (mode === "glu") return [everyOther(type) ? tall : one];
+  if (mode === "add") return [one, tall];
+  return [one, tall, [B, B === 32 ? 4403 : 601, 1]];
 }
 
 function run(gpu: Gpu, kernel: ReturnType<typeof bindQuantMatmul>, rows: number): void {
@@ -112,7 +114,7 @@ for (const type of QUANT_TYPES) {
           writeTextureBytes(gpu, texture, 0, packed);
           const storage = uploadStorage(gpu, packed);
           const x = Float32Array.from(randomArray(next, rows * K));
-          const xb = createStorage(gpu, x.byteLength, "x", STORAGE_UNIFORM);
+          const xb = createMatmulX(gpu, x.byteLength, "x");
           writeBytes(gpu, xb, 0, x);
           const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
           const outputs: Float32Array[] = [];

@@ -16,12 +16,15 @@ import {
   createStorage,
   readBack,
   readF32,
-  STORAGE_UNIFORM,
   uploadStorage,
   writeBytes,
 } from "../../../../engine/gpu/buffers.ts";
 import type { MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
-import { bindQuantMatmul } from "../../../../engine/gpu/kernels/matmul_quant.ts";
+import {
+  bindQuantMatmul,
+  createMatmulX,
+  uniformXBytes,
+} from "../../../../engine/gpu/kernels/matmul_quant.ts";
 import { bindQuantEmbedding } from "../../../../engine/gpu/kernels/embedding_quant.ts";
 import { TOKEN_FROM_SAMPLER } from "../../../../engine/gpu/kernels/embedding.ts";
 import {
@@ -40,6 +43,7 @@ import {
 import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts";
+import { everyOther, TALL_TYPES } from "../../../helpers/quant_plan.ts";
 
 const QUANT_BOUND = 2 ** -16;
 const SPARE = 2;
@@ -73,7 +77,9 @@ function uploadQuant(gpu: Gpu, type: QuantType, rows: number, K: number, next: (
  * uniform binding where the rows fit one; plain storage, through a storage binding.
  */
 function uploadX(gpu: Gpu, x: Float32Array, uniform: boolean): GPUBuffer {
-  const buffer = createStorage(gpu, x.byteLength, "x", uniform ? STORAGE_UNIFORM : undefined);
+  const buffer = uniform
+    ? createMatmulX(gpu, x.byteLength, "x")
+    : createStorage(gpu, x.byteLength, "x");
   writeBytes(gpu, buffer, 0, x);
   return buffer;
 }
@@ -141,31 +147,43 @@ function assertWithin(got: Float32Array, want: Float64Array, tol: Float64Array, 
 
 // ---- matmul ---------------------------------------------------------------------------------------
 
-/**
- * [K, N, rows]: K whole blocks, odd and even N, rows reaching the 1-, 4- and 16-row tiles (19: one
- * full 16-row tile and a partial one). llvmpipe takes 3-9 s to JIT a 16-row tile, and the modes
- * differ only in how a tile stores, so add and glu run the 1- and 4-row tiles only, keeping this
- * file near a minute on a cold cache.
- */
-function shapes(type: QuantType, mode: MatmulMode): [number, number, number][] {
-  const B = QUANT_FORMATS[type].blockElems;
-  const all: [number, number, number][] = B === 32
-    ? [[32, 7, 1], [96, 37, 3], [576, 24, 16], [64, 9, 19]]
-    : [[256, 7, 1], [768, 37, 3], [512, 24, 16]];
-  return mode === "store" ? all : all.filter(([, , rows]) => rows <= 4);
-}
+type XKind = "uniform" | "storage";
 
-/** Both x bindings for store (all shapes fit the uniform one); add and glu take the engine's. */
-function xKinds(mode: MatmulMode): ("uniform" | "storage")[] {
-  return mode === "store" ? ["uniform", "storage"] : ["uniform"];
+/**
+ * [K, N, rows, x binding]: K whole blocks, odd and even N, rows reaching the 1-, 4- and 16-row
+ * tiles (19: one full 16-row tile and a partial one). Sampled as tests/helpers/quant_plan.ts says:
+ * every format runs its three tiles and both x bindings in store, add on the same pipelines, glu at
+ * the 1- and 16-row tiles (and the 4-row one with x in storage for every other format); the 16-row
+ * tile with x in storage runs for TALL_TYPES only.
+ */
+function shapes(type: QuantType, mode: MatmulMode): [number, number, number, XKind][] {
+  const B = QUANT_FORMATS[type].blockElems;
+  const one = [B, 7, 1] as const;
+  const four = [3 * B, 37, 3] as const;
+  const full = B === 32 ? [576, 24, 16] as const : [512, 24, 16] as const;
+  const tall = [2 * B, 9, 19] as const;
+  const tallX: XKind[] = TALL_TYPES.includes(type) ? ["uniform", "storage"] : ["uniform"];
+  if (mode === "glu") {
+    return [
+      [...one, "uniform"],
+      [...full, "uniform"],
+      ...(everyOther(type) ? [] : [[...four, "storage"] as [number, number, number, XKind]]),
+    ];
+  }
+  const both: [number, number, number, XKind][] = [
+    [...one, "uniform"],
+    [...four, "storage"],
+    [...full, "uniform"],
+  ];
+  return mode === "store" ? [...both, ...tallX.map((x) => [...tall, x] as typeof both[0])] : both;
 }
 
 for (const type of QUANT_TYPES) {
   Deno.test(`matmul_quant ${type}: store, add and glu match float64 of the dequantized weights`, async (t) => {
     const gpu = await testGpu();
     for (const mode of ["store", "add", "glu"] as const) {
-      for (const [K, N, rows] of shapes(type, mode)) {
-        for (const xKind of xKinds(mode)) {
+      for (const [K, N, rows, xKind] of shapes(type, mode)) {
+        {
           await t.step(`${mode} K=${K} N=${N} rows=${rows} x ${xKind}`, async () => {
             const seed = testSeed();
             const next = rng(seed);
@@ -201,7 +219,10 @@ Deno.test("matmul_quant: row parts write their columns of a wider y, a row is th
   for (const type of QUANT_TYPES) {
     const seed = testSeed();
     const next = rng(seed);
-    const K = QUANT_FORMATS[type].blockElems * 2, rows = 5, parts = [13, 6];
+    // 5 rows take the 16-row tile, 3 the 4-row one (x in storage either way): the 16-row tile with
+    // x in storage is TALL_TYPES' only (tests/helpers/quant_plan.ts).
+    const K = QUANT_FORMATS[type].blockElems * 2, parts = [13, 6];
+    const rows = TALL_TYPES.includes(type) ? 5 : 3;
     const ldy = 2 + parts[0] + parts[1];
     const x = Float32Array.from(randomArray(next, rows * K));
     const xb = uploadStorage(gpu, x);
@@ -235,13 +256,15 @@ Deno.test("matmul_quant: row parts write their columns of a wider y, a row is th
         assertWithin(got.subarray(start, start + N), want, tol, `${what} part ${i} row ${m}`);
       });
     }
-    // Row 2 alone (1-row tile, x through a uniform binding) against rows 0..4 together (16-row
-    // tile, x through a storage binding): the same bits.
-    const xu = uploadX(gpu, x, true);
+    // Row 2 alone (1-row tile, x through a uniform binding) against the batch (4- or 16-row tile,
+    // x through a storage binding): the same bits. A uniform binding reads uniformXBytes from its
+    // offset, so the buffer holds that much past row 2.
+    const xu = createMatmulX(gpu, 2 * K * 4 + uniformXBytes(gpu), "x");
+    writeBytes(gpu, xu, 0, x);
     const alone = poisonedF32(gpu, parts[0]);
     run(gpu, [
       bindQuantMatmul(gpu, {
-        x: { buffer: xu, offset: 2 * K * 4, size: K * 4 },
+        x: { buffer: xu, offset: 2 * K * 4 },
         w: ws[0].buffer,
         y: alone,
         K,
