@@ -114,8 +114,10 @@ Deno.test("--help: every command and bench prints its usage, exit 0, and does no
       assertEquals(r.code, 0, what);
       assertMatch(r.stdout, usage, what);
       assertEquals(r.stderr, "", what);
-      // Minutes when a benchmark or a model load runs; Deno starting takes well under this.
-      assert(r.ms < 20_000, `${what} took ${r.ms} ms`);
+      // Nothing else ran: a model load writes to the cache (checked below) or logs to stderr, a
+      // benchmark prints its report after the usage. (No wall-clock bound: on a loaded machine
+      // it fails without anything being wrong.)
+      assertEquals(r.stdout.match(/usage:/g)?.length, 1, what);
     });
     assertEquals([...Deno.readDirSync(cache)], [], "--help wrote to the model cache");
   } finally {

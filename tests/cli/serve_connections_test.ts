@@ -5,16 +5,11 @@
 // starts; checked here so a Deno that stops doing so shows). Malformed framing gets the envelope.
 
 import assert from "node:assert/strict";
-import { DEAD_HUB, startServe } from "./sluice_process.ts";
+import { DEAD_HUB, sharedCache, startServe } from "./sluice_process.ts";
 import { connect, parseResponse, readReply, send } from "../server/connections/raw_http.ts";
 
 async function withCache(fn: (env: Record<string, string>) => Promise<void>) {
-  const cache = await Deno.makeTempDir({ prefix: "sluice-cli-conn-" });
-  try {
-    await fn({ SLUICE_CACHE: cache, HF_ENDPOINT: DEAD_HUB });
-  } finally {
-    await Deno.remove(cache, { recursive: true });
-  }
+  await fn({ SLUICE_CACHE: await sharedCache(), HF_ENDPOINT: DEAD_HUB });
 }
 
 function softLimit(pid: number): number {

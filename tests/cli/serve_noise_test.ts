@@ -4,12 +4,12 @@
 // warning (deno.json denies the scripts nobody needs).
 
 import { assert, assertEquals } from "../helpers/testing.ts";
-import { DEAD_HUB, startServe } from "./sluice_process.ts";
+import { DEAD_HUB, sharedCache, startServe } from "./sluice_process.ts";
 
 const NOISE = /XDG_RUNTIME_DIR|legacy behavior|unstable-no-legacy-abort|Ignored build scripts/;
 
 Deno.test("serve --model demo without XDG_RUNTIME_DIR: a request served, and no start-up noise", async () => {
-  const cache = await Deno.makeTempDir({ prefix: "sluice-cli-noise-" });
+  const cache = await sharedCache();
   const server = startServe(["--model", "demo"], {
     env: { SLUICE_CACHE: cache, HF_ENDPOINT: DEAD_HUB, XDG_RUNTIME_DIR: null },
   });
@@ -32,7 +32,6 @@ Deno.test("serve --model demo without XDG_RUNTIME_DIR: a request served, and no 
     await health.body?.cancel();
   } finally {
     assertEquals(await server.stop(), 0, server.stderr());
-    await Deno.remove(cache, { recursive: true });
   }
   const noise = server.stderr().split("\n").filter((line) => NOISE.test(line));
   assertEquals(noise, [], server.stderr());

@@ -7,6 +7,36 @@ import { fileURLToPath } from "node:url";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
+/**
+ * A model cache shared by the CLI tests of this `deno test` process (every test file runs in it, in
+ * parallel or not): the first `serve --model demo` generates the demo model and times the matmul
+ * layouts into it, and later ones read both, as a user's second start would. Its name carries the
+ * process id, so each run starts empty; those of runs that have ended are removed here.
+ */
+export async function sharedCache(): Promise<string> {
+  const tmp = Deno.env.get("TMPDIR") ?? "/tmp";
+  const prefix = "sluice-cli-cache-";
+  for await (const entry of Deno.readDir(tmp)) {
+    const pid = Number(entry.name.slice(prefix.length));
+    if (!entry.name.startsWith(prefix) || pid === Deno.pid || !Number.isInteger(pid)) continue;
+    if (!(await exists(`/proc/${pid}`))) {
+      await Deno.remove(`${tmp}/${entry.name}`, { recursive: true }).catch(() => {});
+    }
+  }
+  const dir = `${tmp}/${prefix}${Deno.pid}`;
+  await Deno.mkdir(dir, { recursive: true });
+  return dir;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A hub address nothing listens on: downloads fail at once, offline or not. */
 export const DEAD_HUB = "http://127.0.0.1:9";
 
