@@ -183,8 +183,9 @@ Deno.test("http: a body that does not arrive within the deadline gets 408", asyn
     const json = JSON.parse(res.body);
     assertEquals(json.error.code, "request_timeout");
     assertEquals(json.error.type, "invalid_request_error");
+    // Not before the deadline; that it came at all, with the body unfinished, is checked per step
+    // (a wall-clock bound above it would fail on a loaded machine, not on a wrong server).
     assert(res.ms >= timeoutMs - 5, `answered after ${res.ms} ms`);
-    assert(res.ms < timeoutMs + 1500, `answered after ${res.ms} ms`);
     // The request ends here (its handler, buffer and slot are freed). The TCP connection is
     // Deno's: measured on Deno 2.9.6, it stays open after the 408 (100 s and counting), silent or
     // still trickling, and an app behind Deno.serve cannot close it.
@@ -213,6 +214,8 @@ Deno.test("http: a body that does not arrive within the deadline gets 408", asyn
           return i < body.length ? `1\r\n${body[i++]}\r\n` : null;
         }),
       );
+      // Answered while the body was still arriving: the deadline is on the whole body.
+      assert(i < body.length, `answered after all ${body.length} bytes had been sent`);
     });
     await t.step("a body sent in time is answered", async () => {
       const res = await s.post("/v1/completions", body);
