@@ -12,6 +12,8 @@ interface Case {
   name: string;
   seconds: number;
   failed: boolean;
+  /** A t.step() inside another case ("parent > step"): its time is inside its parent's. */
+  step: boolean;
 }
 
 interface Suite {
@@ -36,7 +38,7 @@ export function parseJunit(xml: string): Suite[] {
   for (const m of xml.matchAll(suiteRe)) {
     const open = m[0].slice(0, m[0].indexOf(">") + 1);
     const file = (attr(open, "name") ?? "?").replace(/^\.\//, "");
-    const cases: Case[] = [];
+    let cases: Case[] = [];
     const caseRe = /<testcase\s[^>]*?(\/>|>([\s\S]*?)<\/testcase>)/g;
     for (const c of m[1].matchAll(caseRe)) {
       const tag = c[0].slice(0, c[0].indexOf(">") + 1);
@@ -44,32 +46,41 @@ export function parseJunit(xml: string): Suite[] {
         name: attr(tag, "name") ?? "?",
         seconds: Number(attr(tag, "time") ?? 0),
         failed: /<failure|<error/.test(c[2] ?? ""),
+        step: false,
       });
     }
+    const names = cases.map((c) => c.name);
+    cases = cases.map((c) => ({
+      ...c,
+      step: names.some((n) => n !== c.name && c.name.startsWith(n + " > ")),
+    }));
     suites.push({ file, cases });
   }
   return suites;
 }
 
-const total = (s: Suite) => s.cases.reduce((a, c) => a + c.seconds, 0);
+/** A file's seconds: its top-level tests' (each step's time is inside its test's). */
+const total = (s: Suite) => s.cases.reduce((a, c) => a + (c.step ? 0 : c.seconds), 0);
+const tests = (s: Suite) => s.cases.filter((c) => !c.step).length;
 const fmt = (s: number | undefined) => s === undefined ? "—" : s.toFixed(1);
 
 export function timesMarkdown(after: Suite[], before?: Suite[], slowest = 25): string {
   const lines: string[] = [];
   const sum = (suites: Suite[]) => suites.reduce((a, s) => a + total(s), 0);
-  const count = (suites: Suite[]) => suites.reduce((a, s) => a + s.cases.length, 0);
+  const count = (suites: Suite[]) => suites.reduce((a, s) => a + tests(s), 0);
+  const steps = (suites: Suite[]) => suites.reduce((a, s) => a + s.cases.length - tests(s), 0);
   const failed = (suites: Suite[]) =>
     suites.reduce((a, s) => a + s.cases.filter((c) => c.failed).length, 0);
   const head = (label: string, s: Suite[]) =>
-    `${label}: ${s.length} files, ${count(s)} tests (${failed(s)} failed), ` +
+    `${label}: ${s.length} files, ${count(s)} tests and ${steps(s)} steps (${failed(s)} failed), ` +
     `${fmt(sum(s))} s in test bodies`;
   if (before) lines.push(`- ${head("before", before)}`);
   lines.push(`- ${head(before ? "after" : "report", after)}`, "");
 
   const files = new Map<string, { after?: number; before?: number; tests: number }>();
-  for (const s of after) files.set(s.file, { after: total(s), tests: s.cases.length });
+  for (const s of after) files.set(s.file, { after: total(s), tests: tests(s) });
   for (const s of before ?? []) {
-    const row = files.get(s.file) ?? { tests: s.cases.length };
+    const row = files.get(s.file) ?? { tests: tests(s) };
     row.before = total(s);
     files.set(s.file, row);
   }
@@ -97,7 +108,8 @@ export function timesMarkdown(after: Suite[], before?: Suite[], slowest = 25): s
     "| ---: | --- | --- |",
   );
   for (const c of cases) {
-    lines.push(`| ${fmt(c.seconds)} | ${c.file} | ${c.name.replaceAll("|", "\\|")} |`);
+    const name = (c.step ? "(step) " : "") + c.name.replaceAll("|", "\\|");
+    lines.push(`| ${fmt(c.seconds)} | ${c.file} | ${name} |`);
   }
   return lines.join("\n") + "\n";
 }
