@@ -9,17 +9,28 @@
 // add share a pipeline, and a fused norm is a uniform flag, not code. The files sample the product
 // pairwise, as follows:
 // - every format meets every tile, mode, x binding and layout (quant_kernels_test covers each
-//   format's three tiles, both x bindings and both modes; the texture and norm files its texture);
+//   format's three tiles, both x bindings and both modes; the texture and norm files its texture,
+//   at the 1- and 4-row tiles);
 // - every tile meets every mode, x binding and layout in some format;
-// - the 16-row tile with x in storage (the slowest to compile: 16 outputs per lane) runs for
-//   TALL_TYPES only;
+// - the 16-row tile with x in storage (the slowest to compile: 16 outputs per lane, 50-80 s) runs
+//   for TALL_TYPES only, and from a texture (16 s) for TALL_TEXTURE_TYPES only;
 // - the storage-weight pipelines with x in a uniform at 1 and 16 rows are the ones every GGUF model
 //   test compiles (tests/engine/gguf_model_test.ts, architectures_test.ts), so those hit the cache.
 
 import { QUANT_TYPES, type QuantType } from "../../engine/quant/formats.ts";
 
-/** The formats whose 16-row tile is also checked with x in storage, and from a texture with a norm. */
-export const TALL_TYPES: readonly QuantType[] = ["q8_0", "q4_k"];
+/**
+ * The formats whose 16-row tile is also checked with x in storage (compiling it takes 50-80 s on a
+ * cold cache, against 1-3 s with x in a uniform): one block format stands for all, since the tile's
+ * unrolled rows and x loads are the same code for every format.
+ */
+export const TALL_TYPES: readonly QuantType[] = ["q8_0"];
+
+/**
+ * The formats whose 16-row tile is also checked from a texture (16 s to compile each on a cold
+ * cache): a 32-value and a 256-value block format, for the texture's row-straddling offsets.
+ */
+export const TALL_TEXTURE_TYPES: readonly QuantType[] = ["q8_0", "q4_k"];
 
 /** Alternates a choice between formats: true for every other format in QUANT_TYPES' order. */
 export function everyOther(type: QuantType): boolean {

@@ -8,11 +8,21 @@
 // bound. Beyond the bound, the texture kernel must give the storage kernel's bits exactly.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import { readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
+import {
+  readF32,
+  uploadStorage,
+  writeBytes,
+} from "../../../../engine/gpu/buffers.ts";
 import type { MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
-import { bindQuantMatmul, createMatmulX } from "../../../../engine/gpu/kernels/matmul_quant.ts";
+import {
+  bindQuantMatmul,
+  createMatmulX,
+} from "../../../../engine/gpu/kernels/matmul_quant.ts";
 import { packQuantPart } from "../../../../engine/gpu/kernels/quant_layout.ts";
-import { createWeightTexture, writeTextureBytes } from "../../../../engine/gpu/weight_texture.ts";
+import {
+  createWeightTexture,
+  writeTextureBytes,
+} from "../../../../engine/gpu/weight_texture.ts";
 import {
   dequantize,
   QUANT_FORMATS,
@@ -23,7 +33,7 @@ import {
 import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 import { assertEquals } from "../../../helpers/testing.ts";
-import { everyOther } from "../../../helpers/quant_plan.ts";
+import { TALL_TEXTURE_TYPES } from "../../../helpers/quant_plan.ts";
 
 const QUANT_BOUND = 2 ** -16;
 const SPARE = 2;
@@ -31,9 +41,9 @@ const SPARE = 2;
 /**
  * [K, N, rows] in whole blocks, x in a uniform binding (as the engine's); sampled as
  * tests/helpers/quant_plan.ts says, so that each texture pipeline's storage twin is one that
- * quant_kernels_test.ts and the model tests compile too. Store (and add, on the same pipeline) at
- * the 1- and 16-row tiles (19 rows: a full tile and a partial one); glu at the 16-row tile for
- * every other format, else the 1-row tile. The 4-row tile reads a texture in
+ * quant_kernels_test.ts and the model tests compile too. Store (and add, on the same pipeline) and
+ * glu at the 1-row tile; the 16-row tile (19 rows: a full tile and a partial one; 16 s to compile
+ * from a texture on a cold cache) for TALL_TEXTURE_TYPES. The 4-row tile reads a texture in
  * matmul_quant_norm_test.ts. 3 blocks per row leave a D word half used; the last store shape spans
  * several texture rows (over 4096 words in its Q region alone), so blocks and the S and D regions
  * straddle texture rows.
@@ -41,13 +51,19 @@ const SPARE = 2;
 function shapes(type: QuantType, mode: MatmulMode): [number, number, number][] {
   const B = QUANT_FORMATS[type].blockElems;
   const one: [number, number, number] = [3 * B, 7, 1];
-  const tall: [number, number, number] = [2 * B, 24, 19];
-  if (mode === "glu") return [everyOther(type) ? tall : one];
-  if (mode === "add") return [one, tall];
-  return [one, tall, [B, B === 32 ? 4403 : 601, 1]];
+  const tall: [number, number, number][] = TALL_TEXTURE_TYPES.includes(type)
+    ? [[2 * B, 24, 19]]
+    : [];
+  if (mode === "glu") return [one, ...tall];
+  if (mode === "add") return [one, ...tall];
+  return [one, ...tall, [B, B === 32 ? 4403 : 601, 1]];
 }
 
-function run(gpu: Gpu, kernel: ReturnType<typeof bindQuantMatmul>, rows: number): void {
+function run(
+  gpu: Gpu,
+  kernel: ReturnType<typeof bindQuantMatmul>,
+  rows: number,
+): void {
   const encoder = gpu.device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   kernel.encode(pass, rows);
@@ -87,7 +103,8 @@ function reference(
       if (mode === "glu") {
         const u = dot(m, N + n), s = g.sum / (1 + Math.exp(-g.sum));
         want[i] = s * u.sum;
-        tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) + (Math.abs(s) + 1.1 * g.tol) * u.tol +
+        tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) +
+          (Math.abs(s) + 1.1 * g.tol) * u.tol +
           1e-6 * Math.abs(want[i]);
       } else {
         want[i] = g.sum + (mode === "add" ? y0[i] : 0);
@@ -107,7 +124,10 @@ for (const type of QUANT_TYPES) {
           const seed = testSeed();
           const next = rng(seed);
           const weightRows = (mode === "glu" ? 2 : 1) * N;
-          const ggml = quantize(type, Float32Array.from(randomArray(next, weightRows * K, 0.5)));
+          const ggml = quantize(
+            type,
+            Float32Array.from(randomArray(next, weightRows * K, 0.5)),
+          );
           const w = dequantize(type, ggml, weightRows * K);
           const packed = packQuantPart(type, ggml, weightRows, K);
           const texture = createWeightTexture(gpu, packed.byteLength);
@@ -116,24 +136,35 @@ for (const type of QUANT_TYPES) {
           const x = Float32Array.from(randomArray(next, rows * K));
           const xb = createMatmulX(gpu, x.byteLength, "x");
           writeBytes(gpu, xb, 0, x);
-          const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
+          const y0 = Float32Array.from(
+            randomArray(next, (rows + SPARE) * N, 4),
+          );
           const outputs: Float32Array[] = [];
           for (const weights of [texture, storage]) {
             const y = mode === "add"
               ? uploadStorage(gpu, y0)
               : poisonedF32(gpu, (rows + SPARE) * N);
-            run(gpu, bindQuantMatmul(gpu, { x: xb, w: weights, y, K, N, mode, type }), rows);
+            run(
+              gpu,
+              bindQuantMatmul(gpu, { x: xb, w: weights, y, K, N, mode, type }),
+              rows,
+            );
             outputs.push(await readF32(gpu, y, (rows + SPARE) * N));
             y.destroy();
           }
           const [got, fromStorage] = outputs;
-          const what = `${type} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
+          const what =
+            `${type} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
           const { want, tol } = reference(x, w, rows, K, N, mode, y0);
           for (let i = 0; i < want.length; i++) {
             const err = Math.abs(got[i] - want[i]);
             // NaN fails: !(NaN <= tol).
             if (!(err <= tol[i])) {
-              throw new Error(`${what}: [${i}] got ${got[i]}, want ${want[i]} (tol ${tol[i]})`);
+              throw new Error(
+                `${what}: [${i}] got ${got[i]}, want ${want[i]} (tol ${
+                  tol[i]
+                })`,
+              );
             }
           }
           assertEquals(
