@@ -415,8 +415,9 @@ const ENGINE_FLAGS = `engine and scheduling:
 const SERVE_USAGE = `usage: deno task serve [flags]          (main.ts serve)
 
 An OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/models, /health,
-/metrics. The port opens once the model is found (or downloaded); /health says "loading" until the
-weights are on the GPU, then "ready". A model that cannot be loaded ends the process (exit 1).
+/metrics. The port opens once the model is found (or downloaded); /health says "loading" (503) until
+the weights are on the GPU and every kernel a request can need is compiled, then "ready". A model
+that cannot be loaded ends the process (exit 1).
 
 ${MODEL_FLAGS}
 

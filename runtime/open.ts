@@ -40,6 +40,15 @@ export async function openRuntime(
   const prompts = new PromptEncoder(tokenizer, files, options.prompts);
   const { policy, prefixCache, preempt, recompute, offload } = options.runtime;
   const progress = progressBar("loading weights");
+  if (!options.engine.skipWarmUp) {
+    // The warm-up compiles every GPU kernel a request can need before the server says ready: on a
+    // cold shader cache the wait is here, not in the first client's request.
+    log(
+      "sluice: after the weights, compiling every GPU kernel a request can need (each matmul row " +
+        "tile, the samplers, logit controls, decode groups); on a cold shader cache tens of " +
+        "seconds with Vulkan, minutes with GL",
+    );
+  }
   const engine: StepEngine = options.inProcess
     ? await Engine.load({ ...options.engine, modelDir, onLoadProgress: progress })
     : await WorkerEngine.load({ ...options.engine, modelDir }, progress);
