@@ -19,12 +19,7 @@
 // against float64 attention of the float64-rotated q over the K/V the cache holds.
 
 import { type Gpu, kvIsF16 } from "../../../../engine/gpu/device.ts";
-import {
-  readBack,
-  readF32,
-  uploadStorage,
-  writeBytes,
-} from "../../../../engine/gpu/buffers.ts";
+import { readBack, readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../../../../engine/quant/half.ts";
 import { bindAttention } from "../../../../engine/gpu/kernels/attention.ts";
 import { bindKvWrite } from "../../../../engine/gpu/kernels/kv_write.ts";
@@ -74,27 +69,9 @@ const CASES: Case[] = [
     headDim: 64,
     lengths: [1, 17, 300, 40],
   },
-  {
-    name: "GQA 8:2, hd 128",
-    numHeads: 8,
-    numKvHeads: 2,
-    headDim: 128,
-    lengths: [33, 1, 129],
-  },
-  {
-    name: "MQA, hd 256",
-    numHeads: 4,
-    numKvHeads: 1,
-    headDim: 256,
-    lengths: [5, 64, 2],
-  },
-  {
-    name: "GQA 6:3, hd 96",
-    numHeads: 6,
-    numKvHeads: 3,
-    headDim: 96,
-    lengths: [16, 2, 31],
-  },
+  { name: "GQA 8:2, hd 128", numHeads: 8, numKvHeads: 2, headDim: 128, lengths: [33, 1, 129] },
+  { name: "MQA, hd 256", numHeads: 4, numKvHeads: 1, headDim: 256, lengths: [5, 64, 2] },
+  { name: "GQA 6:3, hd 96", numHeads: 6, numKvHeads: 3, headDim: 96, lengths: [16, 2, 31] },
   {
     name: "GQA 9:3 (SmolLM2's heads), hd 64, theta 1e5",
     numHeads: 9,
@@ -187,9 +164,7 @@ function buildRows(c: Case, next: () => number): Rows {
   c.lengths.forEach((len, slot) => {
     const q = c.queried?.[slot] ?? len;
     const start = startOf(c, slot);
-    for (let i = 0; i < len; i++) {
-      (i >= len - q ? head : tail).push([slot, start + i]);
-    }
+    for (let i = 0; i < len; i++) (i >= len - q ? head : tail).push([slot, start + i]);
   });
   shuffle(head, next);
   shuffle(tail, next);
@@ -226,12 +201,7 @@ function startOf(c: Case, slot: number): number {
  * Float64 causal attention for rows 0..queried-1: q from `rotated` (qkv after a float64 RoPE), K
  * and V from `held` (qkv-shaped, what the cache holds for each row).
  */
-function reference(
-  c: Case,
-  rows: Rows,
-  rotated: Float64Array,
-  held: Float64Array,
-): Float64Array {
+function reference(c: Case, rows: Rows, rotated: Float64Array, held: Float64Array): Float64Array {
   const { numHeads: H, numKvHeads: Hkv, headDim: hd } = c;
   const width = (H + 2 * Hkv) * hd;
   // rowOf[slot][pos - start] = row index holding that position.
@@ -254,22 +224,18 @@ function reference(
         const r = rowOf[slot][j];
         let s = 0;
         for (let d = 0; d < hd; d++) {
-          s += rotated[m * width + h * hd + d] *
-            held[r * width + (H + kvh) * hd + d];
+          s += rotated[m * width + h * hd + d] * held[r * width + (H + kvh) * hd + d];
         }
         scores[j] = s * scale;
         max = Math.max(max, scores[j]);
       }
       let total = 0;
-      for (let j = lo; j < n; j++) {
-        total += scores[j] = Math.exp(scores[j] - max);
-      }
+      for (let j = lo; j < n; j++) total += scores[j] = Math.exp(scores[j] - max);
       for (let j = lo; j < n; j++) {
         const r = rowOf[slot][j];
         const p = scores[j] / total;
         for (let d = 0; d < hd; d++) {
-          out[(m * H + h) * hd + d] += p *
-            held[r * width + (H + Hkv + kvh) * hd + d];
+          out[(m * H + h) * hd + d] += p * held[r * width + (H + Hkv + kvh) * hd + d];
         }
       }
     }
@@ -296,12 +262,8 @@ interface Setup {
 }
 
 function setup(gpu: Gpu, c: Case, next: () => number): Setup {
-  const firstBlock = c.lengths.map((_, slot) =>
-    Math.floor(startOf(c, slot) / BLOCK)
-  );
-  const endBlock = c.lengths.map((len, slot) =>
-    Math.ceil((startOf(c, slot) + len) / BLOCK)
-  );
+  const firstBlock = c.lengths.map((_, slot) => Math.floor(startOf(c, slot) / BLOCK));
+  const endBlock = c.lengths.map((len, slot) => Math.ceil((startOf(c, slot) + len) / BLOCK));
   const blocksPerSlot = endBlock.map((end, slot) => end - firstBlock[slot]);
   const needed = blocksPerSlot.reduce((a, b) => a + b, 0);
   const split = c.arenas === "split";
@@ -397,12 +359,7 @@ function poisonOutsideWindows(gpu: Gpu, c: Case, s: Setup): number {
     const dead = Math.min(blocks.length, Math.floor(firstRead[slot] / BLOCK));
     for (const block of new Set(blocks.slice(0, dead))) {
       for (const cache of [s.kv.kOf(LAYER), s.kv.vOf(LAYER)]) {
-        writeBytes(
-          gpu,
-          cache,
-          block * blockBytes,
-          new Uint8Array(blockBytes).fill(0xff),
-        );
+        writeBytes(gpu, cache, block * blockBytes, new Uint8Array(blockBytes).fill(0xff));
       }
       poisoned++;
     }
@@ -447,9 +404,7 @@ async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<Float64Array> {
   const width = (H + 2 * Hkv) * hd;
   const read = async (buf: GPUBuffer) => {
     const bytes = await readBack(gpu, buf);
-    return gpu.f16
-      ? Array.from(new Uint16Array(bytes), f16BitsToF32)
-      : new Float32Array(bytes);
+    return gpu.f16 ? Array.from(new Uint16Array(bytes), f16BitsToF32) : new Float32Array(bytes);
   };
   const [k, v] = [await read(s.kv.kOf(LAYER)), await read(s.kv.vOf(LAYER))];
   const held = new Float64Array(s.qkv.length);
@@ -458,21 +413,11 @@ async function checkCache(gpu: Gpu, c: Case, s: Setup): Promise<Float64Array> {
     const block = s.tables[s.rows.slot[r]][Math.floor(pos / BLOCK)];
     const base = (block * BLOCK + (pos % BLOCK)) * Hkv * hd;
     for (let e = 0; e < Hkv * hd; e++) {
-      for (
-        const [cache, src, rope] of [[k, H * hd, true], [
-          v,
-          (H + Hkv) * hd,
-          false,
-        ]] as const
-      ) {
-        const want = roundW(
-          gpu,
-          (rope ? s.rotated : s.qkv)[r * width + src + e],
-        );
+      for (const [cache, src, rope] of [[k, H * hd, true], [v, (H + Hkv) * hd, false]] as const) {
+        const want = roundW(gpu, (rope ? s.rotated : s.qkv)[r * width + src + e]);
         const got = cache[base + e];
         held[r * width + src + e] = got;
-        const tol = (gpu.f16 ? Math.abs(want) * 2 ** -10 : 0) +
-          (rope ? ROPE_BOUND : 0);
+        const tol = (gpu.f16 ? Math.abs(want) * 2 ** -10 : 0) + (rope ? ROPE_BOUND : 0);
         if (!(Math.abs(got - want) <= tol)) {
           throw new Error(
             `cache of row ${r} (slot ${
@@ -519,13 +464,9 @@ Deno.test("kv_write + attention match the float64 reference", async (t) => {
             gpu.device.queue.submit([encoder.finish()]);
             held = await checkCache(gpu, c, s);
             const poisoned = poisonOutsideWindows(gpu, c, s);
-            if (c.name.includes("long")) {
-              assert(poisoned > 500, `only ${poisoned} blocks poisoned`);
-            }
+            if (c.name.includes("long")) assert(poisoned > 500, `only ${poisoned} blocks poisoned`);
           }
-          const encoder2 = c.window
-            ? gpu.device.createCommandEncoder()
-            : encoder;
+          const encoder2 = c.window ? gpu.device.createCommandEncoder() : encoder;
           if (c.window) pass = encoder2.beginComputePass();
           attention.encode(pass, s.rows.queried);
           pass.end();
@@ -533,18 +474,11 @@ Deno.test("kv_write + attention match the float64 reference", async (t) => {
           const got = await readF32(gpu, out, count);
 
           held ??= await checkCache(gpu, c, s);
-          assertClose(
-            got,
-            reference(c, s.rows, s.rotated, held),
-            BOUND[label],
-            "attention out",
-          );
+          assertClose(got, reference(c, s.rows, s.rotated, held), BOUND[label], "attention out");
           out.destroy();
           s.kv.destroy();
         } catch (e) {
-          throw new Error(`seed ${seed}: ${(e as Error).message}`, {
-            cause: e,
-          });
+          throw new Error(`seed ${seed}: ${(e as Error).message}`, { cause: e });
         }
       });
     }
@@ -579,20 +513,12 @@ Deno.test("attention of a row does not depend on the rest of the batch", async (
       );
       // A few rows alone, in another order.
       const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
-      const picked = shuffle(
-        Array.from({ length: s.rows.queried }, (_, i) => i),
-        next,
-      ).slice(0, 5);
+      const picked = shuffle(Array.from({ length: s.rows.queried }, (_, i) => i), next).slice(0, 5);
       const qkv = new Float32Array(picked.length * width);
-      picked.forEach((r, i) =>
-        qkv.set(s.qkv.subarray(r * width, (r + 1) * width), i * width)
-      );
+      picked.forEach((r, i) => qkv.set(s.qkv.subarray(r * width, (r + 1) * width), i * width));
       const alone = await runAttention(gpu, c, s, {
         qkv: uploadStorage(gpu, qkv),
-        slot: uploadStorage(
-          gpu,
-          Uint32Array.from(picked, (r) => s.rows.slot[r]),
-        ),
+        slot: uploadStorage(gpu, Uint32Array.from(picked, (r) => s.rows.slot[r])),
         pos: uploadStorage(gpu, Uint32Array.from(picked, (r) => s.rows.pos[r])),
       }, picked.length);
       const outWidth = c.numHeads * c.headDim;

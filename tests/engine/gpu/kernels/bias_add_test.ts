@@ -16,25 +16,16 @@ import { assertEquals } from "../../../helpers/testing.ts";
 
 const BIAS_BOUND = 1e-7;
 /** [width, rows]: widths below, at and past one workgroup of 64, odd ones; one and many rows. */
-const SHAPES: [number, number][] = [[1, 1], [7, 3], [64, 2], [200, 5], [
-  333,
-  17,
-]];
+const SHAPES: [number, number][] = [[1, 1], [7, 3], [64, 2], [200, 5], [333, 17]];
 const SPARE = 2;
 
 /** The bias stored as W: its buffer and the exact values it holds (f16 rows padded to 4 bytes). */
-function uploadBias(
-  gpu: Gpu,
-  values: Float64Array,
-): { buffer: GPUBuffer; values: Float64Array } {
+function uploadBias(gpu: Gpu, values: Float64Array): { buffer: GPUBuffer; values: Float64Array } {
   if (gpu.f16) {
     const bits = toF16Array(values);
     const padded = new Uint16Array(bits.length + (bits.length % 2));
     padded.set(bits);
-    return {
-      buffer: uploadStorage(gpu, padded),
-      values: Float64Array.from(bits, f16BitsToF32),
-    };
+    return { buffer: uploadStorage(gpu, padded), values: Float64Array.from(bits, f16BitsToF32) };
   }
   const f32 = Float32Array.from(values);
   return { buffer: uploadStorage(gpu, f32), values: Float64Array.from(f32) };
@@ -46,9 +37,7 @@ Deno.test("bias add: matches float64 on both dtype paths, rows past the batch un
       await t.step(`${label} width=${width} rows=${rows}`, async () => {
         const seed = testSeed();
         const next = rng(seed);
-        const x = Float32Array.from(
-          randomArray(next, (rows + SPARE) * width, 3),
-        );
+        const x = Float32Array.from(randomArray(next, (rows + SPARE) * width, 3));
         const b = uploadBias(gpu, randomArray(next, width, 0.5));
         const xBuffer = uploadStorage(gpu, x);
         const kernel = bindBiasAdd(gpu, { x: xBuffer, b: b.buffer, width });
@@ -62,15 +51,8 @@ Deno.test("bias add: matches float64 on both dtype paths, rows past the batch un
           x.subarray(0, rows * width),
           (v, i) => v + b.values[i % width],
         );
-        assertClose(
-          got.subarray(0, rows * width),
-          want,
-          BIAS_BOUND,
-          `${label} seed ${seed}`,
-        );
-        assertEquals([...got.subarray(rows * width)], [
-          ...x.subarray(rows * width),
-        ]);
+        assertClose(got.subarray(0, rows * width), want, BIAS_BOUND, `${label} seed ${seed}`);
+        assertEquals([...got.subarray(rows * width)], [...x.subarray(rows * width)]);
         xBuffer.destroy();
         b.buffer.destroy();
       });

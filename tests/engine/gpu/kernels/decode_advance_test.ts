@@ -44,9 +44,7 @@ function advanceReference(c: Case): Case {
     }
     const id = c.nextIds[slot];
     st[b + 1]++;
-    const stops = Array.from(
-      st.subarray(b + 5, b + 5 + Math.min(st[b + 4], MAX_GROUP_STOP_IDS)),
-    );
+    const stops = Array.from(st.subarray(b + 5, b + 5 + Math.min(st[b + 4], MAX_GROUP_STOP_IDS)));
     if (st[b + 1] >= st[b] || stops.includes(id)) {
       st[b + 2] = 1;
       out.nextIds[slot] = st[b + 3];
@@ -75,14 +73,9 @@ function randomCase(next: () => number, S: number): Case {
   const budgets = Array.from({ length: S }, () => 1 + int(6));
   const nextIds = Uint32Array.from({ length: slots }, () => int(50));
   const stopIds = Array.from({ length: S }, (_, s) => {
-    const ids = Array.from(
-      { length: int(MAX_GROUP_STOP_IDS + 3) },
-      () => int(50),
-    );
+    const ids = Array.from({ length: int(MAX_GROUP_STOP_IDS + 3) }, () => int(50));
     // Often the id the row is about to read, at any place in its list.
-    if (ids.length > 0 && next() < 0.5) {
-      ids[int(ids.length)] = nextIds[slotOrder[s]];
-    }
+    if (ids.length > 0 && next() < 0.5) ids[int(ids.length)] = nextIds[slotOrder[s]];
     return ids;
   });
   const state = groupStateWords(budgets, stopIds);

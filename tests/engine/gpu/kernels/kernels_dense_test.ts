@@ -7,31 +7,16 @@
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
 import type { BoundKernel } from "../../../../engine/gpu/kernel.ts";
-import {
-  createStorage,
-  readBack,
-  readF32,
-  uploadStorage,
-} from "../../../../engine/gpu/buffers.ts";
+import { createStorage, readBack, readF32, uploadStorage } from "../../../../engine/gpu/buffers.ts";
 import { f16BitsToF32, toF16Array } from "../../../../engine/quant/half.ts";
-import {
-  bindMatmul,
-  type MatmulMode,
-} from "../../../../engine/gpu/kernels/matmul.ts";
-import {
-  bindEmbedding,
-  TOKEN_FROM_SAMPLER,
-} from "../../../../engine/gpu/kernels/embedding.ts";
+import { bindMatmul, type MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
+import { bindEmbedding, TOKEN_FROM_SAMPLER } from "../../../../engine/gpu/kernels/embedding.ts";
 import { bindGatherRows } from "../../../../engine/gpu/kernels/gather.ts";
 import { bindCopy } from "../../../../engine/gpu/kernels/copy.ts";
 import { assertClose, POISON_F32 } from "../../../helpers/compare.ts";
 import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
-import {
-  assert,
-  assertEquals,
-  assertThrows,
-} from "../../../helpers/testing.ts";
+import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts";
 
 /** f32 accumulation: observed up to 1e-6 at K=576 and 2e-6 at K=1536, on both paths. */
 const MATMUL_BOUND = 1e-5;
@@ -48,16 +33,10 @@ function uploadF32(
 }
 
 /** Weights stored as W (f16 or f32): the buffer and the exact (rounded) values it holds. */
-function uploadW(
-  gpu: Gpu,
-  values: ArrayLike<number>,
-): { buffer: GPUBuffer; values: Float64Array } {
+function uploadW(gpu: Gpu, values: ArrayLike<number>): { buffer: GPUBuffer; values: Float64Array } {
   if (gpu.f16) {
     const bits = toF16Array(values);
-    return {
-      buffer: uploadStorage(gpu, bits),
-      values: Float64Array.from(bits, f16BitsToF32),
-    };
+    return { buffer: uploadStorage(gpu, bits), values: Float64Array.from(bits, f16BitsToF32) };
   }
   const f32 = Float32Array.from(values);
   return { buffer: uploadStorage(gpu, f32), values: Float64Array.from(f32) };
@@ -72,11 +51,7 @@ function run(gpu: Gpu, ...steps: [BoundKernel, number][]): void {
   gpu.device.queue.submit([encoder.finish()]);
 }
 
-async function readU32Bits(
-  gpu: Gpu,
-  buffer: GPUBuffer,
-  count: number,
-): Promise<Uint32Array> {
+async function readU32Bits(gpu: Gpu, buffer: GPUBuffer, count: number): Promise<Uint32Array> {
   return new Uint32Array(await readBack(gpu, buffer, count * 4));
 }
 
@@ -110,9 +85,7 @@ function matmulRef(
   for (let m = 0; m < rows; m++) {
     for (let n = 0; n < N; n++) {
       const a = dot(x, m * K, w, n * K, K);
-      y[m * N + n] = mode === "glu"
-        ? silu(a) * dot(x, m * K, w, (N + n) * K, K)
-        : a;
+      y[m * N + n] = mode === "glu" ? silu(a) * dot(x, m * K, w, (N + n) * K, K) : a;
     }
   }
   return y;
@@ -129,11 +102,7 @@ const VECTOR_SHAPES: [number, number, number][] = [
   [48, 196, 6],
   [96, 24, 130],
 ];
-const SCALAR_SHAPES: [number, number, number][] = [[13, 7, 5], [100, 33, 17], [
-  3,
-  1,
-  1,
-]];
+const SCALAR_SHAPES: [number, number, number][] = [[13, 7, 5], [100, 33, 17], [3, 1, 1]];
 const SPARE = 2;
 
 /**
@@ -141,10 +110,7 @@ const SPARE = 2;
  * tiles' code is the same on both paths except for how weights are decoded, so the 16-row tile
  * runs on f32 for "store" only (add and glu run it on f16), keeping a cold run of this file short.
  */
-function matmulShapes(
-  label: string,
-  mode: MatmulMode,
-): [number, number, number][] {
+function matmulShapes(label: string, mode: MatmulMode): [number, number, number][] {
   const vector = label === "f32" && mode !== "store"
     ? VECTOR_SHAPES.filter(([, , rows]) => rows <= 8)
     : VECTOR_SHAPES;
@@ -159,38 +125,24 @@ for (const mode of ["store", "add", "glu"] as const) {
           const seed = testSeed();
           const next = rng(seed);
           const x = uploadF32(gpu, randomArray(next, rows * K));
-          const w = uploadW(
-            gpu,
-            randomArray(next, (mode === "glu" ? 2 : 1) * N * K, 0.5),
-          );
+          const w = uploadW(gpu, randomArray(next, (mode === "glu" ? 2 : 1) * N * K, 0.5));
           const want = matmulRef(x.values, w.values, rows, K, N, mode);
           // y has SPARE rows past the batch: the tile's padding rows must not be written.
           let y: GPUBuffer;
           if (mode === "add") {
-            const residual = uploadF32(
-              gpu,
-              randomArray(next, (rows + SPARE) * N, 4),
-            );
+            const residual = uploadF32(gpu, randomArray(next, (rows + SPARE) * N, 4));
             for (let i = 0; i < want.length; i++) want[i] += residual.values[i];
             y = residual.buffer;
           } else {
             y = poisonedF32(gpu, (rows + SPARE) * N);
           }
           const before = await readU32Bits(gpu, y, (rows + SPARE) * N);
-          run(gpu, [
-            bindMatmul(gpu, { x: x.buffer, w: w.buffer, y, K, N, mode }),
-            rows,
-          ]);
+          run(gpu, [bindMatmul(gpu, { x: x.buffer, w: w.buffer, y, K, N, mode }), rows]);
           const got = await readF32(gpu, y, (rows + SPARE) * N);
-          const what =
-            `${label} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
+          const what = `${label} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
           assertClose(got.subarray(0, rows * N), want, MATMUL_BOUND, what);
           const spare = new Uint32Array(got.buffer, rows * N * 4);
-          assertEquals(
-            spare,
-            before.subarray(rows * N),
-            `${what}: rows past the batch changed`,
-          );
+          assertEquals(spare, before.subarray(rows * N), `${what}: rows past the batch changed`);
         });
       }
     }
@@ -212,9 +164,7 @@ Deno.test("matmul: yCol/ldy write row-parts into a wider y and touch no other co
       const x = uploadF32(gpu, randomArray(next, rows * K));
       const before = new Float32Array(randomArray(next, rows * ldy, 9));
       const y = uploadStorage(gpu, before);
-      const ws = parts.map((part) =>
-        uploadW(gpu, randomArray(next, part.N * K))
-      );
+      const ws = parts.map((part) => uploadW(gpu, randomArray(next, part.N * K)));
       run(
         gpu,
         ...parts.map((part, i): [BoundKernel, number] => [
@@ -232,8 +182,7 @@ Deno.test("matmul: yCol/ldy write row-parts into a wider y and touch no other co
         ]),
       );
       const got = await readF32(gpu, y, rows * ldy);
-      const owner = (col: number) =>
-        parts.findIndex((p) => col >= p.yCol && col < p.yCol + p.N);
+      const owner = (col: number) => parts.findIndex((p) => col >= p.yCol && col < p.yCol + p.N);
       for (let m = 0; m < rows; m++) {
         for (let col = 0; col < ldy; col++) {
           const i = owner(col);
@@ -246,27 +195,12 @@ Deno.test("matmul: yCol/ldy write row-parts into a wider y and touch no other co
         }
       }
       parts.forEach((part, i) => {
-        const want = matmulRef(
-          x.values,
-          ws[i].values,
-          rows,
-          K,
-          part.N,
-          "store",
-        );
+        const want = matmulRef(x.values, ws[i].values, rows, K, part.N, "store");
         const slice = new Float32Array(rows * part.N);
         for (let m = 0; m < rows; m++) {
-          slice.set(
-            got.subarray(m * ldy + part.yCol, m * ldy + part.yCol + part.N),
-            m * part.N,
-          );
+          slice.set(got.subarray(m * ldy + part.yCol, m * ldy + part.yCol + part.N), m * part.N);
         }
-        assertClose(
-          slice,
-          want,
-          MATMUL_BOUND,
-          `${label} K=${K} part ${i} seed=${seed}`,
-        );
+        assertClose(slice, want, MATMUL_BOUND, `${label} K=${K} part ${i} seed=${seed}`);
       });
     }
   }
@@ -275,34 +209,21 @@ Deno.test("matmul: yCol/ldy write row-parts into a wider y and touch no other co
 Deno.test("matmul: a row's result is bitwise the same alone or in any batch", async (t) => {
   for (const { label, gpu } of await testGpus()) {
     // Vector path in every mode, scalar path (odd K); f32 runs "store" only (see matmulShapes).
-    const cases: [number, MatmulMode][] = [[576, "store"], [576, "glu"], [
-      64,
-      "add",
-    ], [
+    const cases: [number, MatmulMode][] = [[576, "store"], [576, "glu"], [64, "add"], [
       13,
       "store",
     ]];
-    for (
-      const [K, mode] of label === "f32"
-        ? cases.filter(([, m]) => m === "store")
-        : cases
-    ) {
+    for (const [K, mode] of label === "f32" ? cases.filter(([, m]) => m === "store") : cases) {
       await t.step(`${label} K=${K} ${mode}`, async () => {
         const seed = testSeed();
         const next = rng(seed);
         const N = 200;
         const probe = randomArray(next, K);
-        const w = uploadW(
-          gpu,
-          randomArray(next, (mode === "glu" ? 2 : 1) * N * K, 0.5),
-        );
+        const w = uploadW(gpu, randomArray(next, (mode === "glu" ? 2 : 1) * N * K, 0.5));
         const residual = randomArray(next, N);
         // The probe row alone, then at some position inside batches of other random rows: every
         // tile (1, 4, 8, 16 rows), partial tiles and many tiles.
-        const layouts: [number, number][] = [[1, 0], [3, 2], [7, 5], [16, 13], [
-          17,
-          16,
-        ], [
+        const layouts: [number, number][] = [[1, 0], [3, 2], [7, 5], [16, 13], [17, 16], [
           300,
           257,
         ]];
@@ -313,16 +234,9 @@ Deno.test("matmul: a row's result is bitwise the same alone or in any batch", as
           const ys = randomArray(next, rows * N);
           ys.set(residual, at * N);
           const x = uploadF32(gpu, xs);
-          const y = mode === "add"
-            ? uploadF32(gpu, ys).buffer
-            : poisonedF32(gpu, rows * N);
-          run(gpu, [
-            bindMatmul(gpu, { x: x.buffer, w: w.buffer, y, K, N, mode }),
-            rows,
-          ]);
-          const bits = new Uint32Array(
-            await readBack(gpu, y, N * 4, at * N * 4),
-          );
+          const y = mode === "add" ? uploadF32(gpu, ys).buffer : poisonedF32(gpu, rows * N);
+          run(gpu, [bindMatmul(gpu, { x: x.buffer, w: w.buffer, y, K, N, mode }), rows]);
+          const bits = new Uint32Array(await readBack(gpu, y, N * 4, at * N * 4));
           if (!reference) {
             reference = bits;
             assert(!bits.includes(POISON_F32), "probe row was not written");
@@ -342,34 +256,13 @@ Deno.test("matmul: a row's result is bitwise the same alone or in any batch", as
 Deno.test("matmul: rejects shapes it cannot run", async () => {
   const [{ gpu }] = await testGpus();
   const b = createStorage(gpu, 64);
+  assertThrows(() => bindMatmul(gpu, { x: b, w: b, y: b, K: 0, N: 4, mode: "store" }), RangeError);
   assertThrows(
-    () => bindMatmul(gpu, { x: b, w: b, y: b, K: 0, N: 4, mode: "store" }),
+    () => bindMatmul(gpu, { x: b, w: b, y: b, K: 8, N: 4, ldy: 6, yCol: 3, mode: "store" }),
     RangeError,
   );
   assertThrows(
-    () =>
-      bindMatmul(gpu, {
-        x: b,
-        w: b,
-        y: b,
-        K: 8,
-        N: 4,
-        ldy: 6,
-        yCol: 3,
-        mode: "store",
-      }),
-    RangeError,
-  );
-  assertThrows(
-    () =>
-      bindMatmul(gpu, {
-        x: b,
-        w: b,
-        y: b,
-        K: 8,
-        N: 4,
-        mode: "max" as MatmulMode,
-      }),
+    () => bindMatmul(gpu, { x: b, w: b, y: b, K: 8, N: 4, mode: "max" as MatmulMode }),
     RangeError,
   );
 });
@@ -395,10 +288,7 @@ Deno.test("embedding: split table parts, prefill ids and decode rows reading nex
           );
           return { ...part, table: uploadW(gpu, values).buffer };
         });
-        const nextIds = Uint32Array.from(
-          { length: 6 },
-          () => Math.floor(next() * vocab),
-        );
+        const nextIds = Uint32Array.from({ length: 6 }, () => Math.floor(next() * vocab));
         const rows = 9;
         const rowSlot = Uint32Array.from(
           { length: rows },
@@ -437,21 +327,13 @@ Deno.test("embedding: split table parts, prefill ids and decode rows reading nex
         run(gpu, [bound[0], rows]);
         const half = await readU32Bits(gpu, y, rows * D);
         for (let m = 0; m < rows; m++) {
-          const written = !half.subarray(m * D, (m + 1) * D).includes(
-            POISON_F32,
-          );
-          assertEquals(
-            written,
-            ids[m] < split,
-            `${label} part 0, row ${m} (id ${ids[m]})`,
-          );
+          const written = !half.subarray(m * D, (m + 1) * D).includes(POISON_F32);
+          assertEquals(written, ids[m] < split, `${label} part 0, row ${m} (id ${ids[m]})`);
         }
         run(gpu, [bound[1], rows]);
         const got = await readF32(gpu, y, rows * D);
         for (let m = 0; m < rows; m++) {
-          const want = Float32Array.from(
-            table.values.subarray(ids[m] * D, (ids[m] + 1) * D),
-          );
+          const want = Float32Array.from(table.values.subarray(ids[m] * D, (ids[m] + 1) * D));
           assertEquals(
             got.subarray(m * D, (m + 1) * D),
             want,
@@ -471,18 +353,10 @@ Deno.test("gatherRows: picks the indexed rows exactly", async () => {
       const seed = testSeed();
       const next = rng(seed);
       const x = uploadF32(gpu, randomArray(next, srcRows * D));
-      const rowIndex = Uint32Array.from(
-        { length: rows },
-        () => Math.floor(next() * srcRows),
-      );
+      const rowIndex = Uint32Array.from({ length: rows }, () => Math.floor(next() * srcRows));
       const y = poisonedF32(gpu, rows * D);
       run(gpu, [
-        bindGatherRows(gpu, {
-          x: x.buffer,
-          rowIndex: uploadStorage(gpu, rowIndex),
-          y,
-          D,
-        }),
+        bindGatherRows(gpu, { x: x.buffer, rowIndex: uploadStorage(gpu, rowIndex), y, D }),
         rows,
       ]);
       const got = await readF32(gpu, y, rows * D);
@@ -504,17 +378,11 @@ Deno.test("copy: copies exactly `bytes` and nothing past them", async () => {
   const [{ gpu }] = await testGpus();
   for (const words of [1, 255, 256, 4097]) {
     const bytes = words * 16;
-    const src = new Uint32Array(words * 4 + 8).map((_, i) =>
-      (i * 2654435761) >>> 0
-    );
+    const src = new Uint32Array(words * 4 + 8).map((_, i) => (i * 2654435761) >>> 0);
     const dst = poisonedF32(gpu, words * 4 + 8);
     run(gpu, [bindCopy(gpu, { src: uploadStorage(gpu, src), dst, bytes }), 1]);
     const got = await readU32Bits(gpu, dst, words * 4 + 8);
-    assertEquals(
-      got.subarray(0, words * 4),
-      src.subarray(0, words * 4),
-      `copy of ${bytes} bytes`,
-    );
+    assertEquals(got.subarray(0, words * 4), src.subarray(0, words * 4), `copy of ${bytes} bytes`);
     assert(
       got.subarray(words * 4).every((v) => v === POISON_F32),
       `copy of ${bytes} bytes wrote past the end`,

@@ -19,12 +19,7 @@
 // NaN written into K must come out of attention as a non-finite value, not as a finite int8.
 
 import { type Gpu, withKvDtype } from "../../../../engine/gpu/device.ts";
-import {
-  readBack,
-  readF32,
-  uploadStorage,
-  writeBytes,
-} from "../../../../engine/gpu/buffers.ts";
+import { readBack, readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../../../../engine/quant/half.ts";
 import { bindAttention } from "../../../../engine/gpu/kernels/attention.ts";
 import { bindKvWrite } from "../../../../engine/gpu/kernels/kv_write.ts";
@@ -35,11 +30,7 @@ import {
   q8QuantBytes,
   q8ScaleWordsPerRow,
 } from "../../../../engine/kv/kv_format.ts";
-import {
-  assert,
-  assertEquals,
-  assertThrows,
-} from "../../../helpers/testing.ts";
+import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts";
 import { assertClose } from "../../../helpers/compare.ts";
 import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
@@ -160,10 +151,7 @@ function setup(gpu: Gpu, c: Case, next: () => number): Setup {
     writeBytes(gpu, buffer, 0, new Uint8Array(buffer.size).fill(0xff));
   }
   // Layer 0's blocks (never written) lie between LAYER's.
-  const ids = shuffle(
-    Array.from({ length: layout.blocksPerArena[0] }, (_, i) => i),
-    next,
-  );
+  const ids = shuffle(Array.from({ length: layout.blocksPerArena[0] }, (_, i) => i), next);
   const tables: number[][] = [];
   let at = 0;
   for (const layer of [LAYER, 0]) {
@@ -254,15 +242,11 @@ function reference(
         max = Math.max(max, scores[j]);
       }
       let total = 0;
-      for (let j = 0; j < n; j++) {
-        total += scores[j] = Math.exp(scores[j] - max);
-      }
+      for (let j = 0; j < n; j++) total += scores[j] = Math.exp(scores[j] - max);
       for (let j = 0; j < n; j++) {
         const r = rowOf[s.slot[m]][j];
         const p = scores[j] / total;
-        for (let d = 0; d < hd; d++) {
-          out[(m * H + h) * hd + d] += p * kvOf(r, "v", kvh * hd + d);
-        }
+        for (let d = 0; d < hd; d++) out[(m * H + h) * hd + d] += p * kvOf(r, "v", kvh * hd + d);
       }
     }
   }
@@ -285,11 +269,7 @@ function kernelArgs(c: Case, s: Setup) {
 }
 
 /** kv_write of every row, then attention of every row, in one pass; returns out. */
-async function writeAndAttend(
-  gpu: Gpu,
-  c: Case,
-  s: Setup,
-): Promise<Float32Array> {
+async function writeAndAttend(gpu: Gpu, c: Case, s: Setup): Promise<Float32Array> {
   const bufs = {
     qkv: uploadStorage(gpu, s.qkv),
     rowSlot: uploadStorage(gpu, s.slot),
@@ -331,9 +311,7 @@ Deno.test("q8_0 KV: kv_write + attention match float64", async (t) => {
           };
           // K as RoPE leaves it (float64), V as it is.
           const src = (r: number, part: "k" | "v", e: number) =>
-            (part === "k" ? s.rotated : s.qkv)[
-              r * width + (part === "k" ? H : H + Hkv) * hd + e
-            ];
+            (part === "k" ? s.rotated : s.qkv)[r * width + (part === "k" ? H : H + Hkv) * hd + e];
 
           // The cache: scales and values, group by group.
           for (let r = 0; r < s.slot.length; r++) {
@@ -341,23 +319,15 @@ Deno.test("q8_0 KV: kv_write + attention match float64", async (t) => {
               for (let g = 0; g < (Hkv * hd) / Q8_GROUP; g++) {
                 let amax = 0;
                 for (let i = 0; i < Q8_GROUP; i++) {
-                  amax = Math.max(
-                    amax,
-                    Math.abs(src(r, part, g * Q8_GROUP + i)),
-                  );
+                  amax = Math.max(amax, Math.abs(src(r, part, g * Q8_GROUP + i)));
                 }
                 const want = f16BitsToF32(f32ToF16Bits(amax / 127));
                 const d = cache.scales[at(r) / Q8_GROUP + g];
                 const where = `seed ${seed}: ${part} of row ${r} group ${g}`;
-                assert(
-                  Math.abs(d - want) <= want * 2 ** -10,
-                  `${where}: scale ${d}, want ${want}`,
-                );
+                assert(Math.abs(d - want) <= want * 2 ** -10, `${where}: scale ${d}, want ${want}`);
                 for (let i = 0; i < Q8_GROUP; i++) {
                   const e = g * Q8_GROUP + i;
-                  const err = Math.abs(
-                    cache.values[at(r) + e] - src(r, part, e),
-                  );
+                  const err = Math.abs(cache.values[at(r) + e] - src(r, part, e));
                   const rope = part === "k" ? ROPE_BOUND : 0;
                   assert(
                     err <= d / 2 + CACHE_BOUND * amax + rope,
@@ -368,11 +338,7 @@ Deno.test("q8_0 KV: kv_write + attention match float64", async (t) => {
             }
           }
 
-          const held = reference(
-            c,
-            s,
-            (r, part, e) => (part === "k" ? k : v).values[at(r) + e],
-          );
+          const held = reference(c, s, (r, part, e) => (part === "k" ? k : v).values[at(r) + e]);
           assertClose(
             got,
             held,
@@ -420,26 +386,13 @@ Deno.test("q8_0 KV: block bytes, and head dims that are not a multiple of 32 are
   assertEquals(kvBlockBytes("q8_0", dims), (16 * 8 * 128 / 32) * 34);
   assertEquals(kvBlockBytes("f16", dims), 16 * 8 * 128 * 2);
   // hd 32: a scale word per row, half of it padding (36 bytes per 32 values).
-  assertEquals(
-    kvBlockBytes("q8_0", { blockSize: 4, numKvHeads: 1, headDim: 32 }),
-    4 * 36,
-  );
-  assertThrows(
-    () => kvBlockBytes("q8_0", { ...dims, headDim: 48 }),
-    RangeError,
-    "multiple of 32",
-  );
+  assertEquals(kvBlockBytes("q8_0", { blockSize: 4, numKvHeads: 1, headDim: 32 }), 4 * 36);
+  assertThrows(() => kvBlockBytes("q8_0", { ...dims, headDim: 48 }), RangeError, "multiple of 32");
   const [{ gpu: base }] = await testGpus();
   const gpu = withKvDtype(base, "q8_0");
   assertThrows(
     () =>
-      DeviceKv.layoutForBudget(
-        gpu,
-        { numLayers: 1, numKvHeads: 1, headDim: 16 },
-        2 ** 20,
-        1,
-        64,
-      ),
+      DeviceKv.layoutForBudget(gpu, { numLayers: 1, numKvHeads: 1, headDim: 16 }, 2 ** 20, 1, 64),
     RangeError,
     "multiple of 32",
   );

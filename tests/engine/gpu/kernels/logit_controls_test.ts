@@ -6,12 +6,7 @@
 // the counts kept on the GPU, reseeded into another slot midway as a resumed request would be.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import {
-  createStorage,
-  readF32,
-  readU32,
-  writeBytes,
-} from "../../../../engine/gpu/buffers.ts";
+import { createStorage, readF32, readU32, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import {
   bindSampler,
   decodeSampleRecords,
@@ -62,11 +57,7 @@ class Rig {
     this.params = createStorage(gpu, maxSlots * SAMPLER_PARAMS_BYTES);
     this.nextIds = createStorage(gpu, maxSlots * 4);
     this.out = createStorage(gpu, maxRows * (2 + 2 * K) * 4);
-    const io = {
-      logits: this.logits,
-      sampleSlot: this.sampleSlot,
-      nextIds: this.nextIds,
-    };
+    const io = { logits: this.logits, sampleSlot: this.sampleSlot, nextIds: this.nextIds };
     this.sampler = bindSampler(gpu, {
       ...io,
       V,
@@ -81,21 +72,11 @@ class Rig {
   set(slot: number, p: SamplingParams, seed?: PenaltySeed): void {
     this.controls.set(slot, p);
     if (seed) this.controls.seed(seed);
-    writeBytes(
-      this.gpu,
-      this.params,
-      slot * SAMPLER_PARAMS_BYTES,
-      samplerParamsBytes(p),
-    );
+    writeBytes(this.gpu, this.params, slot * SAMPLER_PARAMS_BYTES, samplerParamsBytes(p));
   }
 
   /** Submits one step: row s samples logits[s] for slots[s] at positions[s]. */
-  submit(
-    logits: Float32Array[],
-    slots: number[],
-    positions: number[],
-    masks?: StepMask[],
-  ): void {
+  submit(logits: Float32Array[], slots: number[], positions: number[], masks?: StepMask[]): void {
     const data = new Float32Array(logits.length * this.V);
     logits.forEach((x, s) => data.set(x, s * this.V));
     writeBytes(this.gpu, this.logits, 0, data);
@@ -128,23 +109,12 @@ class Rig {
   /** The logits as the last step left them (adjusted in place). */
   async adjusted(rows: number): Promise<Float32Array[]> {
     const all = await readF32(this.gpu, this.logits, rows * this.V);
-    return Array.from(
-      { length: rows },
-      (_, s) => all.slice(s * this.V, (s + 1) * this.V),
-    );
+    return Array.from({ length: rows }, (_, s) => all.slice(s * this.V, (s + 1) * this.V));
   }
 
   destroy(): void {
     this.controls.destroy();
-    for (
-      const b of [
-        this.logits,
-        this.sampleSlot,
-        this.samplePos,
-        this.params,
-        this.nextIds,
-      ]
-    ) {
+    for (const b of [this.logits, this.sampleSlot, this.samplePos, this.params, this.nextIds]) {
       b.destroy();
     }
     this.out.destroy();
@@ -166,9 +136,7 @@ function adjustRef(
   const n = new Map<number, number>();
   for (const id of generated) n.set(id, (n.get(id) ?? 0) + 1);
   const seen = new Set([...prompt, ...generated]);
-  const r = p.repetitionPenalty ?? 1,
-    f = p.frequencyPenalty ?? 0,
-    pr = p.presencePenalty ?? 0;
+  const r = p.repetitionPenalty ?? 1, f = p.frequencyPenalty ?? 0, pr = p.presencePenalty ?? 0;
   for (const id of seen) {
     y[id] = y[id] > 0 ? y[id] / r : y[id] * r;
     const c = n.get(id) ?? 0;
@@ -187,24 +155,16 @@ function allowed(mask: Uint32Array, id: number): boolean {
   return ((mask[id >>> 5] >>> (id & 31)) & 1) === 1;
 }
 
-function randomMask(
-  next: () => number,
-  V: number,
-  density: number,
-): Uint32Array {
+function randomMask(next: () => number, V: number, density: number): Uint32Array {
   const bits = new Uint32Array(Math.ceil(V / 32));
-  for (let id = 0; id < V; id++) {
-    if (next() < density) bits[id >>> 5] |= 1 << (id & 31);
-  }
+  for (let id = 0; id < V; id++) if (next() < density) bits[id >>> 5] |= 1 << (id & 31);
   bits[0] |= 1; // never empty
   return bits;
 }
 
 /** Ids in sampler order: logit descending, ties to the lower id. */
 function order(x: ArrayLike<number>): number[] {
-  return Array.from({ length: x.length }, (_, i) => i).sort((a, b) =>
-    x[b] - x[a] || a - b
-  );
+  return Array.from({ length: x.length }, (_, i) => i).sort((a, b) => x[b] - x[a] || a - b);
 }
 
 function logSoftmax(x: ArrayLike<number>): Float64Array {
@@ -212,27 +172,19 @@ function logSoftmax(x: ArrayLike<number>): Float64Array {
   for (let i = 0; i < x.length; i++) max = Math.max(max, x[i]);
   let z = 0;
   for (let i = 0; i < x.length; i++) z += Math.exp(x[i] - max);
-  return Float64Array.from(
-    { length: x.length },
-    (_, i) => x[i] - max - Math.log(z),
-  );
+  return Float64Array.from({ length: x.length }, (_, i) => x[i] - max - Math.log(z));
 }
 
 /**
  * The candidate set and its probabilities: ids at or above the top-k and min-p cutoffs, then the
  * shortest prefix reaching topP of their mass (ties with a cutoff kept), as sample.wgsl says.
  */
-function candidates(
-  x: ArrayLike<number>,
-  p: SamplingParams,
-): Map<number, number> {
+function candidates(x: ArrayLike<number>, p: SamplingParams): Map<number, number> {
   const sorted = order(x);
   const max = x[sorted[0]];
   let cut = -Infinity;
   if (p.topK > 0 && p.topK < x.length) cut = x[sorted[p.topK - 1]];
-  if ((p.minP ?? 0) > 0) {
-    cut = Math.max(cut, max + p.temperature * Math.log(p.minP!));
-  }
+  if ((p.minP ?? 0) > 0) cut = Math.max(cut, max + p.temperature * Math.log(p.minP!));
   const weight = (i: number) => Math.exp((x[i] - max) / p.temperature);
   let ids = sorted.filter((i) => x[i] >= cut);
   if (p.topP < 1) {
@@ -252,19 +204,12 @@ function candidates(
   return new Map(ids.map((i) => [i, weight(i) / total]));
 }
 
-function randomLogits(
-  next: () => number,
-  V: number,
-  scale: number,
-): Float32Array {
+function randomLogits(next: () => number, V: number, scale: number): Float32Array {
   return Float32Array.from({ length: V }, () => (next() * 2 - 1) * scale);
 }
 
 /** A pass encoder that only counts what would be dispatched. */
-function countingPass(): {
-  pass: GPUComputePassEncoder;
-  dispatches: () => number;
-} {
+function countingPass(): { pass: GPUComputePassEncoder; dispatches: () => number } {
   let n = 0;
   const pass = {
     setPipeline() {},
@@ -288,8 +233,7 @@ interface ControlCase {
 }
 
 function controlCases(next: () => number, V: number): ControlCase[] {
-  const ids = (n: number) =>
-    Array.from({ length: n }, () => Math.floor(next() * V));
+  const ids = (n: number) => Array.from({ length: n }, () => Math.floor(next() * V));
   const bias = (n: number): [number, number][] =>
     [...new Set(ids(n))].map((id) => [id, (next() * 2 - 1) * 100]);
   const greedy = { temperature: 0, topK: 0, topP: 1, seed: 3 };
@@ -298,13 +242,7 @@ function controlCases(next: () => number, V: number): ControlCase[] {
   const generated = [...ids(12), ...ids(3), ...ids(3)].slice(0, 18);
   generated.push(generated[0], generated[0], generated[1]); // counts above 1
   return [
-    {
-      name: "bias",
-      p: { ...greedy, logitBias: bias(20) },
-      prompt,
-      generated,
-      masked: false,
-    },
+    { name: "bias", p: { ...greedy, logitBias: bias(20) }, prompt, generated, masked: false },
     {
       name: "repetition",
       p: { ...greedy, repetitionPenalty: 1.7 },
@@ -357,31 +295,17 @@ Deno.test("bias, penalties and masks: adjusted logits, ids and logprobs match th
       // Slots out of row order, some slots unused.
       const slots = cases.map((_, i) => (i * 2 + 3) % (cases.length + 2)); // 9 slots: distinct
       cases.forEach((c, i) => {
-        rig.set(slots[i], c.p, {
-          slot: slots[i],
-          prompt: c.prompt,
-          generated: c.generated,
-        });
+        rig.set(slots[i], c.p, { slot: slots[i], prompt: c.prompt, generated: c.generated });
       });
       const logits = cases.map(() => randomLogits(next, V, 8));
-      const maskBits = cases.map((c) =>
-        c.masked ? randomMask(next, V, 0.3) : undefined
-      );
-      const masks = maskBits.flatMap((bits, sample) =>
-        bits ? [{ sample, bits }] : []
-      );
+      const maskBits = cases.map((c) => c.masked ? randomMask(next, V, 0.3) : undefined);
+      const masks = maskBits.flatMap((bits, sample) => bits ? [{ sample, bits }] : []);
       rig.submit(logits, slots, cases.map((_, i) => 100 + i), masks);
       const [records] = await rig.records();
       const adjusted = await rig.adjusted(cases.length);
       cases.forEach((c, s) => {
         const where = `seed ${seed}, ${c.name}`;
-        const ref = adjustRef(
-          logits[s],
-          c.p,
-          c.prompt,
-          c.generated,
-          maskBits[s],
-        );
+        const ref = adjustRef(logits[s], c.p, c.prompt, c.generated, maskBits[s]);
         const gpuX = adjusted[s];
         for (let id = 0; id < V; id++) {
           const bound = 2e-6 * (8 + 100 + 2 * 21 + 2);
@@ -392,30 +316,18 @@ Deno.test("bias, penalties and masks: adjusted logits, ids and logprobs match th
         }
         const rec = records[s];
         if (maskBits[s]) {
-          assert(
-            allowed(maskBits[s]!, rec.id),
-            `${where}: drew masked id ${rec.id}`,
-          );
+          assert(allowed(maskBits[s]!, rec.id), `${where}: drew masked id ${rec.id}`);
         }
         if (c.p.temperature === 0) {
           assertEquals(rec.id, order(gpuX)[0], `${where}: greedy id`);
         } else {
-          assert(
-            candidates(gpuX, c.p).has(rec.id),
-            `${where}: ${rec.id} is not a candidate`,
-          );
+          assert(candidates(gpuX, c.p).has(rec.id), `${where}: ${rec.id} is not a candidate`);
         }
         const lp = logSoftmax(ref);
-        assert(
-          Math.abs(rec.logprob - lp[rec.id]) <= LOGPROB_ABS_BOUND,
-          `${where}: logprob`,
-        );
+        assert(Math.abs(rec.logprob - lp[rec.id]) <= LOGPROB_ABS_BOUND, `${where}: logprob`);
         rec.top.forEach(([id, logprob], k) => {
           assertEquals(id, order(gpuX)[k], `${where}: top[${k}]`);
-          assert(
-            Math.abs(logprob - lp[id]) <= LOGPROB_ABS_BOUND,
-            `${where}: top[${k}] logprob`,
-          );
+          assert(Math.abs(logprob - lp[id]) <= LOGPROB_ABS_BOUND, `${where}: top[${k}] logprob`);
         });
         if (c.name.startsWith("bias -100")) {
           assertEquals(rec.id, V - 1, `${where}: +100 forces`);
@@ -442,16 +354,12 @@ Deno.test("defaults change nothing and encode no pass; a mask alone encodes one"
   };
   const greedy = { ...bare, temperature: 0 };
   const rig = new Rig(gpu, V, 4, 5);
-  [bare, defaults, greedy, { ...defaults, temperature: 0 }].forEach((p, slot) =>
-    rig.set(slot, p)
-  );
+  [bare, defaults, greedy, { ...defaults, temperature: 0 }].forEach((p, slot) => rig.set(slot, p));
   const counted = countingPass();
   rig.controls.encodeAdjust(counted.pass, [0, 1, 2, 3]);
   rig.controls.encodeCount(counted.pass);
   assertEquals(counted.dispatches(), 0, "no pass for rows at their defaults");
-  for (let pos = 0; pos < 20; pos++) {
-    rig.submit([x, x, x, x], [0, 1, 2, 3], [pos, pos, pos, pos]);
-  }
+  for (let pos = 0; pos < 20; pos++) rig.submit([x, x, x, x], [0, 1, 2, 3], [pos, pos, pos, pos]);
   for (const [a, b, c, d] of await rig.records()) {
     assertEquals(b, a, "sampled: explicit defaults give the same record");
     assertEquals(d, c, "greedy: explicit defaults give the same record");
@@ -462,11 +370,7 @@ Deno.test("defaults change nothing and encode no pass; a mask alone encodes one"
   const bits = new Uint32Array(Math.ceil(V / 32)).fill(0xffffffff);
   rig.controls.encodeAdjust(masked.pass, [0, 1, 2, 3], [{ sample: 2, bits }]);
   rig.controls.encodeCount(masked.pass);
-  assertEquals(
-    masked.dispatches(),
-    1,
-    "one adjust pass, no count pass (no penalties)",
-  );
+  assertEquals(masked.dispatches(), 1, "one adjust pass, no count pass (no penalties)");
   rig.destroy();
 });
 
@@ -482,10 +386,7 @@ Deno.test("a mask that allows nothing gives id 0; one that allows a single id gi
   const none = new Uint32Array(2);
   const one = new Uint32Array(2);
   one[0] = 1 << 20;
-  const masks = [none, none, one, one].map((bits, sample) => ({
-    sample,
-    bits,
-  }));
+  const masks = [none, none, one, one].map((bits, sample) => ({ sample, bits }));
   rig.submit([x, x, x, x], [0, 1, 2, 3], [0, 0, 0, 0], masks);
   const [records] = await rig.records();
   assertEquals(records.map((r) => r.id), [0, 0, 20, 20]);
@@ -503,31 +404,16 @@ Deno.test("min-p keeps ids with p >= minP · p_max, alone and with top-k / top-p
     Math.exp(((x[s[size - 1]] + x[s[size]]) / 2 - x[s[0]]) / T);
   const cases: SamplingParams[] = [
     { temperature: 1, topK: 0, topP: 1, seed: 21, minP: minPForSize(8, 1) }, // inside the list
-    {
-      temperature: 1.5,
-      topK: 0,
-      topP: 1,
-      seed: 22,
-      minP: minPForSize(60, 1.5),
-    }, // beyond it
+    { temperature: 1.5, topK: 0, topP: 1, seed: 22, minP: minPForSize(60, 1.5) }, // beyond it
     { temperature: 1, topK: 30, topP: 1, seed: 23, minP: minPForSize(50, 1) }, // top-k cuts more
-    {
-      temperature: 0.7,
-      topK: 0,
-      topP: 0.6,
-      seed: 24,
-      minP: minPForSize(40, 0.7),
-    }, // top-p after
+    { temperature: 0.7, topK: 0, topP: 0.6, seed: 24, minP: minPForSize(40, 0.7) }, // top-p after
     { temperature: 0, topK: 0, topP: 1, seed: 25, minP: 0.99 }, // greedy ignores it
   ];
   const draws = 2000;
   // All draws in one dispatch: row d * cases + c draws for case c at position d.
   const rig = new Rig(gpu, V, cases.length, 0, draws * cases.length);
   cases.forEach((p, slot) => rig.set(slot, p));
-  const slots = Array.from(
-    { length: draws * cases.length },
-    (_, r) => r % cases.length,
-  );
+  const slots = Array.from({ length: draws * cases.length }, (_, r) => r % cases.length);
   const positions = slots.map((_, r) => 500 + Math.floor(r / cases.length));
   rig.submit(slots.map(() => x), slots, positions);
   const [records] = await rig.records();
@@ -536,10 +422,7 @@ Deno.test("min-p keeps ids with p >= minP · p_max, alone and with top-k / top-p
     const counts = new Map<number, number>();
     for (let d = 0; d < draws; d++) {
       const id = records[d * cases.length + c].id;
-      assert(
-        probs.has(id),
-        `case ${c}: drew ${id} outside the ${probs.size} candidates`,
-      );
+      assert(probs.has(id), `case ${c}: drew ${id} outside the ${probs.size} candidates`);
       counts.set(id, (counts.get(id) ?? 0) + 1);
     }
     // Chi-square over bins expected >= 5 (the rest pooled), at ~5 sigma (fixed seeds).
@@ -554,15 +437,10 @@ Deno.test("min-p keeps ids with p >= minP · p_max, alone and with top-k / top-p
         bins++;
       }
     }
-    if (pooledE > 0) {
-      stat += (pooledO - pooledE) ** 2 / Math.max(pooledE, 1e-9), bins++;
-    }
+    if (pooledE > 0) stat += (pooledO - pooledE) ** 2 / Math.max(pooledE, 1e-9), bins++;
     const df = Math.max(1, bins - 1), a = 2 / (9 * df);
     const critical = df * (1 - a + 5 * Math.sqrt(a)) ** 3;
-    assert(
-      stat <= critical,
-      `case ${c}: chi-square ${stat.toFixed(1)} > ${critical.toFixed(1)}`,
-    );
+    assert(stat <= critical, `case ${c}: chi-square ${stat.toFixed(1)} > ${critical.toFixed(1)}`);
   });
   rig.destroy();
 });
@@ -575,18 +453,10 @@ Deno.test("penalized decoding over pipelined steps follows the CPU reference ste
   const next = rng(seed);
   // Dyadic values throughout, so f32 and float64 agree exactly and greedy ids can be compared
   // even where logits tie.
-  const dyadic = (scale: number) =>
-    Math.round((next() * 2 - 1) * scale * 8) / 8;
+  const dyadic = (scale: number) => Math.round((next() * 2 - 1) * scale * 8) / 8;
   const prompt = Array.from({ length: 25 }, () => Math.floor(next() * V));
   const requests: SamplingParams[] = [
-    {
-      temperature: 0,
-      topK: 0,
-      topP: 1,
-      seed: 1,
-      frequencyPenalty: 0.5,
-      presencePenalty: 0.25,
-    },
+    { temperature: 0, topK: 0, topP: 1, seed: 1, frequencyPenalty: 0.5, presencePenalty: 0.25 },
     { temperature: 0, topK: 0, topP: 1, seed: 2, repetitionPenalty: 2 },
     {
       temperature: 0,
@@ -597,14 +467,7 @@ Deno.test("penalized decoding over pipelined steps follows the CPU reference ste
       frequencyPenalty: -0.25,
       logitBias: [[7, 1.5], [8, -2]],
     },
-    {
-      temperature: 0.8,
-      topK: 0,
-      topP: 1,
-      seed: 4,
-      frequencyPenalty: 1.5,
-      presencePenalty: 1,
-    },
+    { temperature: 0.8, topK: 0, topP: 1, seed: 4, frequencyPenalty: 1.5, presencePenalty: 1 },
   ];
   // Each step's logits favour few ids (so without penalties the same ones would repeat).
   const logitsAt = Array.from({ length: steps }, () =>
@@ -615,32 +478,22 @@ Deno.test("penalized decoding over pipelined steps follows the CPU reference ste
     }));
   const rig = new Rig(gpu, V, 8, 0);
   let slots = [0, 1, 2, 3];
-  requests.forEach((p, r) =>
-    rig.set(slots[r], p, { slot: slots[r], prompt, generated: [] })
-  );
+  requests.forEach((p, r) => rig.set(slots[r], p, { slot: slots[r], prompt, generated: [] }));
   const generated: number[][] = requests.map(() => []);
   const half = steps / 2;
   for (let step = 0; step < steps; step++) {
     if (step === half) {
       // Every request resumes in another slot; the slots it left are reused by nobody.
       const done = await rig.records();
-      done.forEach((records) =>
-        records.forEach((r, i) => generated[i].push(r.id))
-      );
+      done.forEach((records) => records.forEach((r, i) => generated[i].push(r.id)));
       slots = [5, 7, 4, 6];
       requests.forEach((p, r) => {
-        rig.set(slots[r], p, {
-          slot: slots[r],
-          prompt,
-          generated: generated[r],
-        });
+        rig.set(slots[r], p, { slot: slots[r], prompt, generated: generated[r] });
       });
     }
     rig.submit(logitsAt[step], slots, slots.map(() => prompt.length + step));
   }
-  (await rig.records()).forEach((records) =>
-    records.forEach((r, i) => generated[i].push(r.id))
-  );
+  (await rig.records()).forEach((records) => records.forEach((r, i) => generated[i].push(r.id)));
   requests.forEach((p, r) => {
     for (let step = 0; step < steps; step++) {
       const before = generated[r].slice(0, step);
@@ -648,18 +501,12 @@ Deno.test("penalized decoding over pipelined steps follows the CPU reference ste
       const id = generated[r][step];
       const where = `seed ${seed}, request ${r}, step ${step}`;
       if (p.temperature === 0) assertEquals(id, order(ref)[0], where);
-      else {assert(
-          candidates(ref, p).has(id),
-          `${where}: ${id} is not a candidate`,
-        );}
+      else assert(candidates(ref, p).has(id), `${where}: ${id} is not a candidate`);
     }
   });
   // The penalties bite: the greedy requests do not just repeat the same favourite.
   for (let r = 0; r < 2; r++) {
-    assert(
-      new Set(generated[r]).size > 2,
-      `request ${r} generated ${generated[r]}`,
-    );
+    assert(new Set(generated[r]).size > 2, `request ${r} generated ${generated[r]}`);
   }
   rig.destroy();
 });

@@ -12,21 +12,11 @@
 // must give the same bits, and (16-row tile) a row alone the bits it has in a 19-row batch.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import {
-  readF32,
-  uploadStorage,
-  writeBytes,
-} from "../../../../engine/gpu/buffers.ts";
+import { readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import type { MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
-import {
-  bindQuantMatmul,
-  createMatmulX,
-} from "../../../../engine/gpu/kernels/matmul_quant.ts";
+import { bindQuantMatmul, createMatmulX } from "../../../../engine/gpu/kernels/matmul_quant.ts";
 import { packQuantPart } from "../../../../engine/gpu/kernels/quant_layout.ts";
-import {
-  createWeightTexture,
-  writeTextureBytes,
-} from "../../../../engine/gpu/weight_texture.ts";
+import { createWeightTexture, writeTextureBytes } from "../../../../engine/gpu/weight_texture.ts";
 import {
   dequantize,
   QUANT_FORMATS,
@@ -35,11 +25,7 @@ import {
   type QuantType,
 } from "../../../../engine/quant/formats.ts";
 import { f16BitsToF32, toF16Array } from "../../../../engine/quant/half.ts";
-import {
-  modeOutputs,
-  normedRows,
-  scaleBound,
-} from "../../../helpers/fused_norm_reference.ts";
+import { modeOutputs, normedRows, scaleBound } from "../../../helpers/fused_norm_reference.ts";
 import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 import { assertEquals } from "../../../helpers/testing.ts";
@@ -62,18 +48,13 @@ function shapes(
   const one: [number, number, number, number] = [B, 7, 1, 1e-5];
   const four: [number, number, number, number] = [3 * B, 37, 3, 0.25];
   const first = (mode === "glu") === everyOther(type) ? four : one;
-  const tall: [number, number, number, number][] =
-    mode === "store" && TALL_TYPES.includes(type)
-      ? [[2 * B, 24, 19, 0.25]]
-      : [];
+  const tall: [number, number, number, number][] = mode === "store" && TALL_TYPES.includes(type)
+    ? [[2 * B, 24, 19, 0.25]]
+    : [];
   return [first, ...tall];
 }
 
-function run(
-  gpu: Gpu,
-  kernel: ReturnType<typeof bindQuantMatmul>,
-  rows: number,
-): void {
+function run(gpu: Gpu, kernel: ReturnType<typeof bindQuantMatmul>, rows: number): void {
   const encoder = gpu.device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   kernel.encode(pass, rows);
@@ -106,25 +87,16 @@ function reference(
       abs += Math.abs(v * w[i]);
     }
     const s = scale[m];
-    return {
-      sum: s * sum,
-      tol: s * (QUANT_BOUND * quant + scaleBound(K) * abs),
-    };
+    return { sum: s * sum, tol: s * (QUANT_BOUND * quant + scaleBound(K) * abs) };
   };
   return modeOutputs(rows, N, mode, y0, dot);
 }
 
 /** The gain as W (f16 or f32 as the path stores it) and the exact values it holds. */
-function gainOf(
-  gpu: Gpu,
-  values: ArrayLike<number>,
-): { buffer: GPUBuffer; exact: Float64Array } {
+function gainOf(gpu: Gpu, values: ArrayLike<number>): { buffer: GPUBuffer; exact: Float64Array } {
   if (gpu.f16) {
     const bits = toF16Array(values);
-    return {
-      buffer: uploadStorage(gpu, bits),
-      exact: Float64Array.from(bits, f16BitsToF32),
-    };
+    return { buffer: uploadStorage(gpu, bits), exact: Float64Array.from(bits, f16BitsToF32) };
   }
   const f32 = Float32Array.from(values);
   return { buffer: uploadStorage(gpu, f32), exact: Float64Array.from(f32) };
@@ -135,123 +107,81 @@ for (const type of QUANT_TYPES) {
     const gpu = await testGpu();
     for (const mode of ["store", "add", "glu"] as const) {
       for (const [K, N, rows, eps] of shapes(type, mode)) {
-        await t.step(
-          `${mode} K=${K} N=${N} rows=${rows} eps=${eps}`,
-          async () => {
-            const seed = testSeed();
-            const next = rng(seed);
-            const what =
-              `${type} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
-            const weightRows = (mode === "glu" ? 2 : 1) * N;
-            const ggml = quantize(
-              type,
-              Float32Array.from(randomArray(next, weightRows * K, 0.5)),
-            );
-            const w = dequantize(type, ggml, weightRows * K);
-            const packed = packQuantPart(type, ggml, weightRows, K);
-            const texture = createWeightTexture(gpu, packed.byteLength);
-            writeTextureBytes(gpu, texture, 0, packed);
-            const storage = uploadStorage(gpu, packed);
-            const gain = gainOf(gpu, randomArray(next, K, 1.5));
-            const norm = { gain: gain.buffer, eps };
-            const x = Float32Array.from(randomArray(next, rows * K, 3));
-            // x bound as a uniform (its buffer allows it) or as storage (its buffer does not).
-            const xUniform = createMatmulX(gpu, x.byteLength, "x");
-            const xStorage = uploadStorage(gpu, x);
-            writeBytes(gpu, xUniform, 0, x);
-            const y0 = Float32Array.from(
-              randomArray(next, (rows + SPARE) * N, 4),
-            );
-            const fresh = () =>
-              mode === "add"
-                ? uploadStorage(gpu, y0)
-                : poisonedF32(gpu, (rows + SPARE) * N);
-            const { want, tol } = reference(x, gain.exact, w, {
-              rows,
-              K,
-              N,
-              eps,
-              mode,
-            }, y0);
-            // The 16-row tile with x in storage is the slowest pipeline to compile (a minute on a
-            // cold cache): TALL_TYPES check it from storage weights only, the pipeline
-            // quant_kernels_test.ts compiles; every tile reads a texture elsewhere in the plan.
-            const configs = [
-              { name: "storage W, uniform x", w: storage, x: xUniform },
-              rows > 16
-                ? { name: "storage W, storage x", w: storage, x: xStorage }
-                : { name: "texture W, storage x", w: texture, x: xStorage },
-            ];
-            const outputs: Float32Array[] = [];
-            for (const c of configs) {
-              const y = fresh();
-              const kernel = bindQuantMatmul(gpu, {
-                x: c.x,
-                w: c.w,
-                y,
-                K,
-                N,
-                mode,
-                type,
-                norm,
-              });
-              run(gpu, kernel, rows);
-              const got = await readF32(gpu, y, (rows + SPARE) * N);
-              for (let i = 0; i < got.length; i++) {
-                const err = Math.abs(got[i] - (want[i] ?? NaN));
-                // NaN fails: !(NaN <= tol); a spare row must keep its poison (or y0).
-                if (i >= want.length) {
-                  const kept = mode === "add"
-                    ? got[i] === y0[i]
-                    : Number.isNaN(got[i]);
-                  if (!kept) {
-                    throw new Error(`${what} ${c.name}: spare [${i}] written`);
-                  }
-                } else if (!(err <= tol[i])) {
-                  throw new Error(
-                    `${what} ${c.name}: [${i}] got ${got[i]}, want ${
-                      want[i]
-                    } (tol ${tol[i]})`,
-                  );
-                }
-              }
-              outputs.push(got);
-              if (rows > 16) {
-                // Row 0 alone (the 1-row tile) gives the bits it has in the batch.
-                const alone = fresh();
-                run(
-                  gpu,
-                  bindQuantMatmul(gpu, {
-                    x: c.x,
-                    w: c.w,
-                    y: alone,
-                    K,
-                    N,
-                    mode,
-                    type,
-                    norm,
-                  }),
-                  1,
+        await t.step(`${mode} K=${K} N=${N} rows=${rows} eps=${eps}`, async () => {
+          const seed = testSeed();
+          const next = rng(seed);
+          const what = `${type} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
+          const weightRows = (mode === "glu" ? 2 : 1) * N;
+          const ggml = quantize(type, Float32Array.from(randomArray(next, weightRows * K, 0.5)));
+          const w = dequantize(type, ggml, weightRows * K);
+          const packed = packQuantPart(type, ggml, weightRows, K);
+          const texture = createWeightTexture(gpu, packed.byteLength);
+          writeTextureBytes(gpu, texture, 0, packed);
+          const storage = uploadStorage(gpu, packed);
+          const gain = gainOf(gpu, randomArray(next, K, 1.5));
+          const norm = { gain: gain.buffer, eps };
+          const x = Float32Array.from(randomArray(next, rows * K, 3));
+          // x bound as a uniform (its buffer allows it) or as storage (its buffer does not).
+          const xUniform = createMatmulX(gpu, x.byteLength, "x");
+          const xStorage = uploadStorage(gpu, x);
+          writeBytes(gpu, xUniform, 0, x);
+          const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
+          const fresh = () =>
+            mode === "add" ? uploadStorage(gpu, y0) : poisonedF32(gpu, (rows + SPARE) * N);
+          const { want, tol } = reference(x, gain.exact, w, { rows, K, N, eps, mode }, y0);
+          // The 16-row tile with x in storage is the slowest pipeline to compile (a minute on a
+          // cold cache): TALL_TYPES check it from storage weights only, the pipeline
+          // quant_kernels_test.ts compiles; every tile reads a texture elsewhere in the plan.
+          const configs = [
+            { name: "storage W, uniform x", w: storage, x: xUniform },
+            rows > 16
+              ? { name: "storage W, storage x", w: storage, x: xStorage }
+              : { name: "texture W, storage x", w: texture, x: xStorage },
+          ];
+
+          const outputs: Float32Array[] = [];
+          for (const c of configs) {
+            const y = fresh();
+            const kernel = bindQuantMatmul(gpu, { x: c.x, w: c.w, y, K, N, mode, type, norm });
+            run(gpu, kernel, rows);
+            const got = await readF32(gpu, y, (rows + SPARE) * N);
+            for (let i = 0; i < got.length; i++) {
+              const err = Math.abs(got[i] - (want[i] ?? NaN));
+              // NaN fails: !(NaN <= tol); a spare row must keep its poison (or y0).
+              if (i >= want.length) {
+                const kept = mode === "add" ? got[i] === y0[i] : Number.isNaN(got[i]);
+                if (!kept) throw new Error(`${what} ${c.name}: spare [${i}] written`);
+              } else if (!(err <= tol[i])) {
+                throw new Error(
+                  `${what} ${c.name}: [${i}] got ${got[i]}, want ${want[i]} (tol ${tol[i]})`,
                 );
-                assertEquals(
-                  new Uint32Array((await readF32(gpu, alone, N)).buffer),
-                  new Uint32Array(got.buffer, 0, N),
-                  `${what} ${c.name}: row 0 alone differs from row 0 in the batch`,
-                );
-                alone.destroy();
               }
-              y.destroy();
             }
-            assertEquals(
-              new Uint32Array(outputs[1].buffer),
-              new Uint32Array(outputs[0].buffer),
-              `${what}: the two bindings differ`,
-            );
-            for (
-              const b of [texture, storage, gain.buffer, xUniform, xStorage]
-            ) b.destroy();
-          },
-        );
+            outputs.push(got);
+            if (rows > 16) {
+              // Row 0 alone (the 1-row tile) gives the bits it has in the batch.
+              const alone = fresh();
+              run(
+                gpu,
+                bindQuantMatmul(gpu, { x: c.x, w: c.w, y: alone, K, N, mode, type, norm }),
+                1,
+              );
+              assertEquals(
+                new Uint32Array((await readF32(gpu, alone, N)).buffer),
+                new Uint32Array(got.buffer, 0, N),
+                `${what} ${c.name}: row 0 alone differs from row 0 in the batch`,
+              );
+              alone.destroy();
+            }
+            y.destroy();
+          }
+          assertEquals(
+            new Uint32Array(outputs[1].buffer),
+            new Uint32Array(outputs[0].buffer),
+            `${what}: the two bindings differ`,
+          );
+          for (const b of [texture, storage, gain.buffer, xUniform, xStorage]) b.destroy();
+        });
       }
     }
   });

@@ -8,21 +8,11 @@
 // bound. Beyond the bound, the texture kernel must give the storage kernel's bits exactly.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import {
-  readF32,
-  uploadStorage,
-  writeBytes,
-} from "../../../../engine/gpu/buffers.ts";
+import { readF32, uploadStorage, writeBytes } from "../../../../engine/gpu/buffers.ts";
 import type { MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
-import {
-  bindQuantMatmul,
-  createMatmulX,
-} from "../../../../engine/gpu/kernels/matmul_quant.ts";
+import { bindQuantMatmul, createMatmulX } from "../../../../engine/gpu/kernels/matmul_quant.ts";
 import { packQuantPart } from "../../../../engine/gpu/kernels/quant_layout.ts";
-import {
-  createWeightTexture,
-  writeTextureBytes,
-} from "../../../../engine/gpu/weight_texture.ts";
+import { createWeightTexture, writeTextureBytes } from "../../../../engine/gpu/weight_texture.ts";
 import {
   dequantize,
   QUANT_FORMATS,
@@ -59,11 +49,7 @@ function shapes(type: QuantType, mode: MatmulMode): [number, number, number][] {
   return [one, ...tall, [B, B === 32 ? 4403 : 601, 1]];
 }
 
-function run(
-  gpu: Gpu,
-  kernel: ReturnType<typeof bindQuantMatmul>,
-  rows: number,
-): void {
+function run(gpu: Gpu, kernel: ReturnType<typeof bindQuantMatmul>, rows: number): void {
   const encoder = gpu.device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   kernel.encode(pass, rows);
@@ -103,8 +89,7 @@ function reference(
       if (mode === "glu") {
         const u = dot(m, N + n), s = g.sum / (1 + Math.exp(-g.sum));
         want[i] = s * u.sum;
-        tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) +
-          (Math.abs(s) + 1.1 * g.tol) * u.tol +
+        tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) + (Math.abs(s) + 1.1 * g.tol) * u.tol +
           1e-6 * Math.abs(want[i]);
       } else {
         want[i] = g.sum + (mode === "add" ? y0[i] : 0);
@@ -124,10 +109,7 @@ for (const type of QUANT_TYPES) {
           const seed = testSeed();
           const next = rng(seed);
           const weightRows = (mode === "glu" ? 2 : 1) * N;
-          const ggml = quantize(
-            type,
-            Float32Array.from(randomArray(next, weightRows * K, 0.5)),
-          );
+          const ggml = quantize(type, Float32Array.from(randomArray(next, weightRows * K, 0.5)));
           const w = dequantize(type, ggml, weightRows * K);
           const packed = packQuantPart(type, ggml, weightRows, K);
           const texture = createWeightTexture(gpu, packed.byteLength);
@@ -136,35 +118,24 @@ for (const type of QUANT_TYPES) {
           const x = Float32Array.from(randomArray(next, rows * K));
           const xb = createMatmulX(gpu, x.byteLength, "x");
           writeBytes(gpu, xb, 0, x);
-          const y0 = Float32Array.from(
-            randomArray(next, (rows + SPARE) * N, 4),
-          );
+          const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
           const outputs: Float32Array[] = [];
           for (const weights of [texture, storage]) {
             const y = mode === "add"
               ? uploadStorage(gpu, y0)
               : poisonedF32(gpu, (rows + SPARE) * N);
-            run(
-              gpu,
-              bindQuantMatmul(gpu, { x: xb, w: weights, y, K, N, mode, type }),
-              rows,
-            );
+            run(gpu, bindQuantMatmul(gpu, { x: xb, w: weights, y, K, N, mode, type }), rows);
             outputs.push(await readF32(gpu, y, (rows + SPARE) * N));
             y.destroy();
           }
           const [got, fromStorage] = outputs;
-          const what =
-            `${type} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
+          const what = `${type} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
           const { want, tol } = reference(x, w, rows, K, N, mode, y0);
           for (let i = 0; i < want.length; i++) {
             const err = Math.abs(got[i] - want[i]);
             // NaN fails: !(NaN <= tol).
             if (!(err <= tol[i])) {
-              throw new Error(
-                `${what}: [${i}] got ${got[i]}, want ${want[i]} (tol ${
-                  tol[i]
-                })`,
-              );
+              throw new Error(`${what}: [${i}] got ${got[i]}, want ${want[i]} (tol ${tol[i]})`);
             }
           }
           assertEquals(

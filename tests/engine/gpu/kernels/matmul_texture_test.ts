@@ -8,15 +8,8 @@
 // texture kernel must give the storage kernel's bits exactly: the same arithmetic on the same words.
 
 import type { Gpu } from "../../../../engine/gpu/device.ts";
-import {
-  createStorage,
-  readF32,
-  uploadStorage,
-} from "../../../../engine/gpu/buffers.ts";
-import {
-  bindMatmul,
-  type MatmulMode,
-} from "../../../../engine/gpu/kernels/matmul.ts";
+import { createStorage, readF32, uploadStorage } from "../../../../engine/gpu/buffers.ts";
+import { bindMatmul, type MatmulMode } from "../../../../engine/gpu/kernels/matmul.ts";
 import {
   createWeightTexture,
   TEXTURE_WIDTH,
@@ -27,11 +20,7 @@ import { f16BitsToF32, toF16Array } from "../../../../engine/quant/half.ts";
 import { assertClose } from "../../../helpers/compare.ts";
 import { poisonedF32, testGpus } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
-import {
-  assert,
-  assertEquals,
-  assertThrows,
-} from "../../../helpers/testing.ts";
+import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts";
 
 const MATMUL_BOUND = 1e-5;
 const SPARE = 2;
@@ -55,10 +44,7 @@ function weightBytes(
 ): { bytes: Uint8Array; exact: Float64Array } {
   if (gpu.f16) {
     const bits = toF16Array(values);
-    return {
-      bytes: new Uint8Array(bits.buffer),
-      exact: Float64Array.from(bits, f16BitsToF32),
-    };
+    return { bytes: new Uint8Array(bits.buffer), exact: Float64Array.from(bits, f16BitsToF32) };
   }
   const f32 = Float32Array.from(values);
   return { bytes: new Uint8Array(f32.buffer), exact: Float64Array.from(f32) };
@@ -68,12 +54,7 @@ function weightBytes(
 function textureOf(gpu: Gpu, bytes: Uint8Array, chunk: number): GPUTexture {
   const texture = createWeightTexture(gpu, bytes.byteLength);
   for (let at = 0; at < bytes.byteLength; at += chunk) {
-    writeTextureBytes(
-      gpu,
-      texture,
-      at,
-      bytes.subarray(at, Math.min(at + chunk, bytes.byteLength)),
-    );
+    writeTextureBytes(gpu, texture, at, bytes.subarray(at, Math.min(at + chunk, bytes.byteLength)));
   }
   return texture;
 }
@@ -95,19 +76,13 @@ function reference(
   for (let m = 0; m < rows; m++) {
     for (let n = 0; n < N; n++) {
       const g = dot(m, n);
-      y[m * N + n] = mode === "glu"
-        ? (g / (1 + Math.exp(-g))) * dot(m, N + n)
-        : g;
+      y[m * N + n] = mode === "glu" ? (g / (1 + Math.exp(-g))) * dot(m, N + n) : g;
     }
   }
   return y;
 }
 
-function run(
-  gpu: Gpu,
-  kernel: ReturnType<typeof bindMatmul>,
-  rows: number,
-): void {
+function run(gpu: Gpu, kernel: ReturnType<typeof bindMatmul>, rows: number): void {
   const encoder = gpu.device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   kernel.encode(pass, rows);
@@ -124,36 +99,24 @@ for (const mode of ["store", "add", "glu"] as const) {
           const next = rng(seed);
           const x = Float32Array.from(randomArray(next, rows * K));
           const xBuffer = uploadStorage(gpu, x);
-          const w = weightBytes(
-            gpu,
-            randomArray(next, (mode === "glu" ? 2 : 1) * N * K, 0.5),
-          );
+          const w = weightBytes(gpu, randomArray(next, (mode === "glu" ? 2 : 1) * N * K, 0.5));
           // Chunks of 7 weight rows: not a multiple of a texture row's words.
           const texture = textureOf(gpu, w.bytes, 7 * K * (gpu.f16 ? 2 : 4));
           const storage = uploadStorage(gpu, w.bytes);
           const want = reference(x, w.exact, rows, K, N, mode);
           const outputs: Float32Array[] = [];
-          const residual = Float32Array.from(
-            randomArray(next, (rows + SPARE) * N, 4),
-          );
+          const residual = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
           for (const weights of [texture, storage]) {
             const y = mode === "add"
               ? uploadStorage(gpu, residual)
               : poisonedF32(gpu, (rows + SPARE) * N);
-            run(
-              gpu,
-              bindMatmul(gpu, { x: xBuffer, w: weights, y, K, N, mode }),
-              rows,
-            );
+            run(gpu, bindMatmul(gpu, { x: xBuffer, w: weights, y, K, N, mode }), rows);
             outputs.push(await readF32(gpu, y, (rows + SPARE) * N));
             y.destroy();
           }
-          if (mode === "add") {
-            for (let i = 0; i < want.length; i++) want[i] += residual[i];
-          }
+          if (mode === "add") { for (let i = 0; i < want.length; i++) want[i] += residual[i]; }
           const [got, fromStorage] = outputs;
-          const what =
-            `${label} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
+          const what = `${label} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
           assertClose(got.subarray(0, rows * N), want, MATMUL_BOUND, what);
           assertEquals(
             new Uint32Array(got.buffer),
@@ -164,10 +127,7 @@ for (const mode of ["store", "add", "glu"] as const) {
           const spare = got.subarray(rows * N);
           const before = mode === "add" ? residual.subarray(rows * N) : null;
           spare.forEach((v, i) =>
-            assert(
-              before ? Object.is(v, before[i]) : Number.isNaN(v),
-              `${what}: spare row written`,
-            )
+            assert(before ? Object.is(v, before[i]) : Number.isNaN(v), `${what}: spare row written`)
           );
           texture.destroy();
           storage.destroy();
@@ -190,28 +150,18 @@ Deno.test("matmul from a texture: a poisoned weight gives NaN, never a pass", as
     const y = createStorage(gpu, rows * N * 4);
     run(gpu, bindMatmul(gpu, { x, w: texture, y, K, N, mode: "store" }), rows);
     const got = await readF32(gpu, y, rows * N);
-    assert(
-      Number.isNaN(got[5]),
-      `${label}: the NaN weight did not reach its output`,
-    );
-    assert(
-      got.every((v, i) => i === 5 || Number.isFinite(v)),
-      `${label}: NaN leaked`,
-    );
+    assert(Number.isNaN(got[5]), `${label}: the NaN weight did not reach its output`);
+    assert(got.every((v, i) => i === 5 || Number.isFinite(v)), `${label}: NaN leaked`);
   }
 });
 
 Deno.test("weight textures: the words land in order across texture rows", () => {
   // The shader reads word i at (i % WIDTH, i / WIDTH); the writer must put byte offsets there.
   assertEquals(TEXTURE_WIDTH & (TEXTURE_WIDTH - 1), 0);
-  const src =
-    "@group(0) @binding(2) var<storage, read> wv: array<vec4<u32>>;\n" +
+  const src = "@group(0) @binding(2) var<storage, read> wv: array<vec4<u32>>;\n" +
     "fn wv_word(i: u32) -> vec4<u32> { return wv[i]; }\n";
   const swapped = textureWordsSource(src, "wv");
-  assert(
-    swapped.includes("@group(0) @binding(2) var wv_texture: texture_2d<u32>;"),
-    swapped,
-  );
+  assert(swapped.includes("@group(0) @binding(2) var wv_texture: texture_2d<u32>;"), swapped);
   assert(!swapped.includes("var<storage"), swapped);
   assertThrows(() => textureWordsSource(src, "wq"));
 });
@@ -220,9 +170,7 @@ Deno.test("matmul from a texture: shapes off the vector path are refused", async
   for (const { gpu } of await testGpus()) {
     const texture = createWeightTexture(gpu, 13 * 7 * 4);
     const x = createStorage(gpu, 13 * 4), y = createStorage(gpu, 7 * 4);
-    assertThrows(() =>
-      bindMatmul(gpu, { x, w: texture, y, K: 13, N: 7, mode: "store" })
-    );
+    assertThrows(() => bindMatmul(gpu, { x, w: texture, y, K: 13, N: 7, mode: "store" }));
     texture.destroy();
   }
 });

@@ -42,11 +42,7 @@ import {
 } from "../../../../engine/quant/formats.ts";
 import { poisonedF32, testGpu } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
-import {
-  assert,
-  assertEquals,
-  assertThrows,
-} from "../../../helpers/testing.ts";
+import { assert, assertEquals, assertThrows } from "../../../helpers/testing.ts";
 import { everyOther, TALL_TYPES } from "../../../helpers/quant_plan.ts";
 
 const QUANT_BOUND = 2 ** -16;
@@ -63,17 +59,8 @@ interface QuantWeights {
 }
 
 /** Random weights quantized to `type`, uploaded in the kernels' layout. */
-function uploadQuant(
-  gpu: Gpu,
-  type: QuantType,
-  rows: number,
-  K: number,
-  next: () => number,
-) {
-  const ggml = quantize(
-    type,
-    Float32Array.from(randomArray(next, rows * K, 0.5)),
-  );
+function uploadQuant(gpu: Gpu, type: QuantType, rows: number, K: number, next: () => number) {
+  const ggml = quantize(type, Float32Array.from(randomArray(next, rows * K, 0.5)));
   const values = dequantize(type, ggml, rows * K);
   const halfMax = new Float32Array(values.length);
   for (let i = 0; i < values.length; i += 16) {
@@ -82,9 +69,7 @@ function uploadQuant(
     halfMax.fill(m, i, i + 16);
   }
   const buffer = uploadStorage(gpu, packQuantPart(type, ggml, rows, K));
-  return { buffer, values, halfMax, ggml } as QuantWeights & {
-    ggml: Uint8Array;
-  };
+  return { buffer, values, halfMax, ggml } as QuantWeights & { ggml: Uint8Array };
 }
 
 /**
@@ -110,13 +95,7 @@ function run(gpu: Gpu, ...steps: [BoundKernel, number][]): void {
 const silu = (v: number) => v / (1 + Math.exp(-v));
 
 /** float64 dot of x row m with weight row n, and its error scale Σ |x| (|w| + 2M). */
-function dotRef(
-  x: Float32Array,
-  w: QuantWeights,
-  m: number,
-  n: number,
-  K: number,
-) {
+function dotRef(x: Float32Array, w: QuantWeights, m: number, n: number, K: number) {
   let sum = 0, scale = 0;
   for (let k = 0; k < K; k++) {
     const xv = x[m * K + k], i = n * K + k;
@@ -146,8 +125,7 @@ function matmulRef(
         want[i] = silu(g.sum) * u.sum;
         // silu' <= 1.1 everywhere; plus f32 rounding of silu and the product.
         tol[i] = 1.1 * g.tol * (Math.abs(u.sum) + u.tol) +
-          (Math.abs(silu(g.sum)) + 1.1 * g.tol) * u.tol +
-          1e-6 * Math.abs(want[i]);
+          (Math.abs(silu(g.sum)) + 1.1 * g.tol) * u.tol + 1e-6 * Math.abs(want[i]);
       } else {
         want[i] = g.sum + (mode === "add" ? y0![i] : 0);
         tol[i] = g.tol + 2 ** -23 * Math.abs(want[i]);
@@ -157,21 +135,12 @@ function matmulRef(
   return { want, tol };
 }
 
-function assertWithin(
-  got: Float32Array,
-  want: Float64Array,
-  tol: Float64Array,
-  what: string,
-) {
+function assertWithin(got: Float32Array, want: Float64Array, tol: Float64Array, what: string) {
   for (let i = 0; i < want.length; i++) {
     const err = Math.abs(got[i] - want[i]);
     // NaN fails: !(NaN <= tol).
     if (!(err <= tol[i])) {
-      throw new Error(
-        `${what}: [${i}] got ${got[i]}, want ${want[i]} (err ${err}, tol ${
-          tol[i]
-        })`,
-      );
+      throw new Error(`${what}: [${i}] got ${got[i]}, want ${want[i]} (err ${err}, tol ${tol[i]})`);
     }
   }
 }
@@ -196,16 +165,12 @@ function shapes(
   const four = [3 * B, 37, 3] as const;
   const full = B === 32 ? [576, 24, 16] as const : [512, 24, 16] as const;
   const tall = [2 * B, 9, 19] as const;
-  const tallX: XKind[] = TALL_TYPES.includes(type)
-    ? ["uniform", "storage"]
-    : ["uniform"];
+  const tallX: XKind[] = TALL_TYPES.includes(type) ? ["uniform", "storage"] : ["uniform"];
   if (mode === "glu") {
     return [
       [...one, "uniform"],
       [...full, "uniform"],
-      ...(everyOther(type)
-        ? []
-        : [[...four, "storage"] as [number, number, number, XKind]]),
+      ...(everyOther(type) ? [] : [[...four, "storage"] as [number, number, number, XKind]]),
     ];
   }
   const both: [number, number, number, XKind][] = [
@@ -213,9 +178,7 @@ function shapes(
     [...four, "storage"],
     [...full, "uniform"],
   ];
-  return mode === "store"
-    ? [...both, ...tallX.map((x) => [...tall, x] as typeof both[0])]
-    : both;
+  return mode === "store" ? [...both, ...tallX.map((x) => [...tall, x] as typeof both[0])] : both;
 }
 
 for (const type of QUANT_TYPES) {
@@ -224,53 +187,30 @@ for (const type of QUANT_TYPES) {
     for (const mode of ["store", "add", "glu"] as const) {
       for (const [K, N, rows, xKind] of shapes(type, mode)) {
         {
-          await t.step(
-            `${mode} K=${K} N=${N} rows=${rows} x ${xKind}`,
-            async () => {
-              const seed = testSeed();
-              const next = rng(seed);
-              const x = Float32Array.from(randomArray(next, rows * K));
-              const w = uploadQuant(
-                gpu,
-                type,
-                (mode === "glu" ? 2 : 1) * N,
-                K,
-                next,
-              );
-              const y0 = Float32Array.from(
-                randomArray(next, (rows + SPARE) * N, 4),
-              );
-              const y = mode === "add"
-                ? uploadStorage(gpu, y0)
-                : poisonedF32(gpu, (rows + SPARE) * N);
-              const before = new Uint32Array(await readBack(gpu, y));
-              const xb = uploadX(gpu, x, xKind === "uniform");
-              run(gpu, [
-                bindQuantMatmul(gpu, {
-                  x: xb,
-                  w: w.buffer,
-                  y,
-                  K,
-                  N,
-                  mode,
-                  type,
-                }),
-                rows,
-              ]);
-              const got = await readF32(gpu, y, (rows + SPARE) * N);
-              const { want, tol } = matmulRef(x, w, rows, K, N, mode, y0);
-              const what =
-                `${type} ${mode} K=${K} N=${N} rows=${rows} x ${xKind} seed=${seed}`;
-              assertWithin(got.subarray(0, rows * N), want, tol, what);
-              const spare = new Uint32Array(got.buffer, rows * N * 4);
-              assertEquals(
-                spare,
-                before.subarray(rows * N, (rows + SPARE) * N),
-                `${what}: spare rows`,
-              );
-              for (const b of [xb, y, w.buffer]) b.destroy();
-            },
-          );
+          await t.step(`${mode} K=${K} N=${N} rows=${rows} x ${xKind}`, async () => {
+            const seed = testSeed();
+            const next = rng(seed);
+            const x = Float32Array.from(randomArray(next, rows * K));
+            const w = uploadQuant(gpu, type, (mode === "glu" ? 2 : 1) * N, K, next);
+            const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
+            const y = mode === "add"
+              ? uploadStorage(gpu, y0)
+              : poisonedF32(gpu, (rows + SPARE) * N);
+            const before = new Uint32Array(await readBack(gpu, y));
+            const xb = uploadX(gpu, x, xKind === "uniform");
+            run(gpu, [bindQuantMatmul(gpu, { x: xb, w: w.buffer, y, K, N, mode, type }), rows]);
+            const got = await readF32(gpu, y, (rows + SPARE) * N);
+            const { want, tol } = matmulRef(x, w, rows, K, N, mode, y0);
+            const what = `${type} ${mode} K=${K} N=${N} rows=${rows} x ${xKind} seed=${seed}`;
+            assertWithin(got.subarray(0, rows * N), want, tol, what);
+            const spare = new Uint32Array(got.buffer, rows * N * 4);
+            assertEquals(
+              spare,
+              before.subarray(rows * N, (rows + SPARE) * N),
+              `${what}: spare rows`,
+            );
+            for (const b of [xb, y, w.buffer]) b.destroy();
+          });
         }
       }
     }
@@ -311,27 +251,12 @@ Deno.test("matmul_quant: row parts write their columns of a wider y, a row is th
     const got = await readF32(gpu, y, rows * ldy);
     const what = `${type} seed=${seed}`;
     for (let m = 0; m < rows; m++) {
-      assert(
-        Number.isNaN(got[m * ldy]) && Number.isNaN(got[m * ldy + ldy - 1]),
-        `${what}: edges`,
-      );
+      assert(Number.isNaN(got[m * ldy]) && Number.isNaN(got[m * ldy + ldy - 1]), `${what}: edges`);
       ws.forEach((w, i) => {
         const N = parts[i];
-        const { want, tol } = matmulRef(
-          x.subarray(m * K, (m + 1) * K),
-          w,
-          1,
-          K,
-          N,
-          "store",
-        );
+        const { want, tol } = matmulRef(x.subarray(m * K, (m + 1) * K), w, 1, K, N, "store");
         const start = m * ldy + 1 + i * parts[0];
-        assertWithin(
-          got.subarray(start, start + N),
-          want,
-          tol,
-          `${what} part ${i} row ${m}`,
-        );
+        assertWithin(got.subarray(start, start + N), want, tol, `${what} part ${i} row ${m}`);
       });
     }
     // Row 2 alone (1-row tile, x through a uniform binding) against the batch (4- or 16-row tile,
@@ -390,29 +315,11 @@ Deno.test("matmul_quant: rejects shapes it cannot run; parts fit the binding lim
   const gpu = await testGpu();
   const b = createStorage(gpu, 64);
   assertThrows(
-    () =>
-      bindQuantMatmul(gpu, {
-        x: b,
-        w: b,
-        y: b,
-        K: 48,
-        N: 4,
-        mode: "store",
-        type: "q8_0",
-      }),
+    () => bindQuantMatmul(gpu, { x: b, w: b, y: b, K: 48, N: 4, mode: "store", type: "q8_0" }),
     RangeError,
   );
   assertThrows(
-    () =>
-      bindQuantMatmul(gpu, {
-        x: b,
-        w: b,
-        y: b,
-        K: 576,
-        N: 4,
-        mode: "store",
-        type: "q4_k",
-      }),
+    () => bindQuantMatmul(gpu, { x: b, w: b, y: b, K: 576, N: 4, mode: "store", type: "q4_k" }),
     RangeError,
   );
   const small = { ...gpu, maxBinding: 1 << 20 };
@@ -430,13 +337,9 @@ Deno.test("embedding_quant: rows from two table parts equal the CPU dequantizati
     const seed = testSeed();
     const next = rng(seed);
     // Odd block counts: the D region's rows end in a padded word.
-    const D = QUANT_FORMATS[type].blockElems *
-      (QUANT_FORMATS[type].blockElems === 32 ? 5 : 3);
+    const D = QUANT_FORMATS[type].blockElems * (QUANT_FORMATS[type].blockElems === 32 ? 5 : 3);
     const vocab = 11, split = 7;
-    const ggml = quantize(
-      type,
-      Float32Array.from(randomArray(next, vocab * D)),
-    );
+    const ggml = quantize(type, Float32Array.from(randomArray(next, vocab * D)));
     const table = dequantize(type, ggml, vocab * D);
     const rowBytes = ggml.byteLength / vocab;
     // Token ids per row; row 3 takes the sampler's id for slot 1 (= 9).
@@ -446,9 +349,7 @@ Deno.test("embedding_quant: rows from two table parts equal the CPU dequantizati
     const rowSlot = uploadStorage(gpu, Uint32Array.from([0, 0, 0, 1, 0, 0]));
     const nextIds = uploadStorage(gpu, Uint32Array.from([2, 9]));
     const y = poisonedF32(gpu, (rows + 1) * D);
-    const parts = [[0, split], [split, vocab - split]].map((
-      [rowStart, rowCount],
-    ) => ({
+    const parts = [[0, split], [split, vocab - split]].map(([rowStart, rowCount]) => ({
       rowStart,
       rowCount,
       buffer: uploadStorage(
@@ -487,18 +388,7 @@ Deno.test("embedding_quant: rows from two table parts equal the CPU dequantizati
         `${type} row ${m} (token ${token}) seed=${seed}`,
       );
     });
-    assert(
-      got.subarray(rows * D).every(Number.isNaN),
-      `${type}: the spare row was written`,
-    );
-    for (
-      const b of [
-        tokens,
-        rowSlot,
-        nextIds,
-        y,
-        ...parts.map((p) => p.buffer),
-      ]
-    ) b.destroy();
+    assert(got.subarray(rows * D).every(Number.isNaN), `${type}: the spare row was written`);
+    for (const b of [tokens, rowSlot, nextIds, y, ...parts.map((p) => p.buffer)]) b.destroy();
   }
 });

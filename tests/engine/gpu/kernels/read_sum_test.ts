@@ -2,11 +2,7 @@
 // per-lane totals add up to the wrapping u32 sum of the buffer (for a full and a partial last
 // workgroup) or of the texture.
 
-import {
-  createStorage,
-  readU32,
-  uploadStorage,
-} from "../../../../engine/gpu/buffers.ts";
+import { createStorage, readU32, uploadStorage } from "../../../../engine/gpu/buffers.ts";
 import {
   bindReadSum,
   bindReadSumTexture,
@@ -21,10 +17,7 @@ import { assertEquals, assertThrows } from "../../../helpers/testing.ts";
 Deno.test("read_sum: the totals add up to the sum of every word read", async () => {
   const gpu = await testGpu();
   for (const bytes of [16 * 1024, 16 * 1024 + 48, 16]) {
-    const words = Uint32Array.from(
-      { length: bytes / 4 },
-      (_, i) => (i * 2654435761) >>> 0,
-    );
+    const words = Uint32Array.from({ length: bytes / 4 }, (_, i) => (i * 2654435761) >>> 0);
     const src = uploadStorage(gpu, words);
     const count = readSumTotals(bytes);
     const totals = createStorage(gpu, count * 4);
@@ -33,25 +26,14 @@ Deno.test("read_sum: the totals add up to the sum of every word read", async () 
     bindReadSum(gpu, { src, bytes, totals }).encode(pass, 1);
     pass.end();
     gpu.device.queue.submit([encoder.finish()]);
-    const got = (await readU32(gpu, totals, count)).reduce(
-      (s, v) => (s + v) >>> 0,
-      0,
-    );
-    assertEquals(
-      got,
-      words.reduce((s, v) => (s + v) >>> 0, 0),
-      `${bytes} bytes`,
-    );
+    const got = (await readU32(gpu, totals, count)).reduce((s, v) => (s + v) >>> 0, 0);
+    assertEquals(got, words.reduce((s, v) => (s + v) >>> 0, 0), `${bytes} bytes`);
     src.destroy();
     totals.destroy();
   }
   assertThrows(
     () =>
-      bindReadSum(gpu, {
-        src: createStorage(gpu, 16),
-        bytes: 20,
-        totals: createStorage(gpu, 16),
-      }),
+      bindReadSum(gpu, { src: createStorage(gpu, 16), bytes: 20, totals: createStorage(gpu, 16) }),
     RangeError,
   );
 });
@@ -59,14 +41,9 @@ Deno.test("read_sum: the totals add up to the sum of every word read", async () 
 Deno.test("read_sum_texture: the totals add up to the sum of every texel word read", async () => {
   const gpu = await testGpu();
   const bytes = 2 * READ_SUM_TEXTURE_WIDTH * 16;
-  const words = Uint32Array.from(
-    { length: bytes / 4 },
-    (_, i) => (i * 2654435761) >>> 0,
-  );
+  const words = Uint32Array.from({ length: bytes / 4 }, (_, i) => (i * 2654435761) >>> 0);
   const texture = createReadSumTexture(gpu, bytes);
-  gpu.device.queue.writeTexture({ texture }, words, {
-    bytesPerRow: READ_SUM_TEXTURE_WIDTH * 16,
-  }, [
+  gpu.device.queue.writeTexture({ texture }, words, { bytesPerRow: READ_SUM_TEXTURE_WIDTH * 16 }, [
     READ_SUM_TEXTURE_WIDTH,
     2,
   ]);
@@ -77,10 +54,7 @@ Deno.test("read_sum_texture: the totals add up to the sum of every texel word re
   bindReadSumTexture(gpu, { texture, totals }).encode(pass, 1);
   pass.end();
   gpu.device.queue.submit([encoder.finish()]);
-  const got = (await readU32(gpu, totals, count)).reduce(
-    (s, v) => (s + v) >>> 0,
-    0,
-  );
+  const got = (await readU32(gpu, totals, count)).reduce((s, v) => (s + v) >>> 0, 0);
   assertEquals(got, words.reduce((s, v) => (s + v) >>> 0, 0));
   texture.destroy();
   totals.destroy();

@@ -54,16 +54,11 @@ async function runSampler(
   const data = new Float32Array(rows.length * V);
   rows.forEach((r, s) => data.set(logits[r.logits], s * V));
   const params = new Uint8Array(slots.length * SAMPLER_PARAMS_BYTES);
-  slots.forEach((p, i) =>
-    params.set(samplerParamsBytes(p), i * SAMPLER_PARAMS_BYTES)
-  );
+  slots.forEach((p, i) => params.set(samplerParamsBytes(p), i * SAMPLER_PARAMS_BYTES));
   const recordWords = rows.length * (2 + 2 * K);
   const out = createStorage(gpu, recordWords * 4);
   writeBytes(gpu, out, 0, new Uint32Array(recordWords).fill(POISON_F32));
-  const nextIds = uploadStorage(
-    gpu,
-    new Uint32Array(slots.length).fill(NO_ID - 1),
-  );
+  const nextIds = uploadStorage(gpu, new Uint32Array(slots.length).fill(NO_ID - 1));
   const buffers = [
     uploadStorage(gpu, data),
     uploadStorage(gpu, Uint32Array.from(rows, (r) => r.slot)),
@@ -111,10 +106,7 @@ function logSoftmax(x: Float32Array): Float64Array {
  * The sampler's candidate set and its renormalized probabilities: top-k by logit (ties with the
  * k-th kept), then the shortest prefix reaching topP of the top-k mass (ties with its last kept).
  */
-function allowedDistribution(
-  x: Float32Array,
-  p: SamplingParams,
-): Map<number, number> {
+function allowedDistribution(x: Float32Array, p: SamplingParams): Map<number, number> {
   const sorted = order(x);
   const V = x.length;
   let cut = -Infinity;
@@ -144,12 +136,7 @@ function allowedDistribution(
  * A topP that puts the nucleus cutoff at exactly `size` ids of the top-k set, halfway between the
  * cumulative masses of size-1 and size ids so that f32 rounding cannot move it.
  */
-function topPForSize(
-  x: Float32Array,
-  temperature: number,
-  topK: number,
-  size: number,
-): number {
+function topPForSize(x: Float32Array, temperature: number, topK: number, size: number): number {
   const sorted = order(x);
   const candidates = topK > 0 ? sorted.slice(0, topK) : sorted;
   const max = x[sorted[0]];
@@ -157,10 +144,7 @@ function topPForSize(
   const total = w.reduce((a, b) => a + b, 0);
   const before = w.slice(0, size - 1).reduce((a, b) => a + b, 0) / total;
   const at = before + w[size - 1] / total;
-  assert(
-    at - before > 1e-4,
-    "test logits leave too little mass gap at the nucleus cutoff",
-  );
+  assert(at - before > 1e-4, "test logits leave too little mass gap at the nucleus cutoff");
   return (before + at) / 2;
 }
 
@@ -192,18 +176,13 @@ function chiSquare(
     bins++;
   }
   if (pooledExpected > 0) {
-    stat += (pooledObserved - pooledExpected) ** 2 /
-      Math.max(pooledExpected, 1e-9);
+    stat += (pooledObserved - pooledExpected) ** 2 / Math.max(pooledExpected, 1e-9);
     bins++;
   }
   return { stat, df: Math.max(1, bins - 1) };
 }
 
-function randomLogits(
-  next: () => number,
-  V: number,
-  scale: number,
-): Float32Array {
+function randomLogits(next: () => number, V: number, scale: number): Float32Array {
   return Float32Array.from({ length: V }, () => (next() * 2 - 1) * scale);
 }
 
@@ -225,9 +204,7 @@ Deno.test("greedy and top-K logprobs match the float64 reference", async (t) => 
           const x = randomLogits(next, V, 8);
           if (V > 4) {
             // Ties: the max twice (a lower and a higher id), and a tie inside the top list.
-            const [a, b, c, d] = [3, V - 2, 1, V - 1].map((i) =>
-              Math.min(i + r, V - 1)
-            );
+            const [a, b, c, d] = [3, V - 2, 1, V - 1].map((i) => Math.min(i + r, V - 1));
             x[a] = x[b] = 9;
             x[c] = x[d] = 8.5;
           }
@@ -258,11 +235,7 @@ Deno.test("greedy and top-K logprobs match the float64 reference", async (t) => 
           rec.top.forEach(([id, logprob], k) => {
             if (k >= V) {
               assertEquals(id, NO_ID, `${where}: top[${k}] beyond V`);
-              assertEquals(
-                logprob,
-                -Infinity,
-                `${where}: top[${k}] logprob beyond V`,
-              );
+              assertEquals(logprob, -Infinity, `${where}: top[${k}] logprob beyond V`);
               return;
             }
             assertEquals(id, want[k], `${where}: top[${k}] id`);
@@ -285,11 +258,7 @@ function samplingCases(next: () => number) {
   const s = order(tied);
   tied[s[5]] = tied[s[4]]; // top-5 cutoff tied with the 6th: both kept
   const cases: { name: string; x: Float32Array; p: SamplingParams }[] = [
-    {
-      name: "T=0.7, whole vocab",
-      x: base,
-      p: { temperature: 0.7, topK: 0, topP: 1, seed: 11 },
-    },
+    { name: "T=0.7, whole vocab", x: base, p: { temperature: 0.7, topK: 0, topP: 1, seed: 11 } },
     {
       name: "top-k 5 with a tie at the cutoff",
       x: tied,
@@ -303,32 +272,17 @@ function samplingCases(next: () => number) {
     {
       name: "top-p, nucleus of 40",
       x: base,
-      p: {
-        temperature: 1,
-        topK: 0,
-        topP: topPForSize(base, 1, 0, 40),
-        seed: 14,
-      },
+      p: { temperature: 1, topK: 0, topP: topPForSize(base, 1, 0, 40), seed: 14 },
     },
     {
       name: "top-k 100 + top-p nucleus of 30",
       x: base,
-      p: {
-        temperature: 0.8,
-        topK: 100,
-        topP: topPForSize(base, 0.8, 100, 30),
-        seed: 15,
-      },
+      p: { temperature: 0.8, topK: 100, topP: topPForSize(base, 0.8, 100, 30), seed: 15 },
     },
     {
       name: "top-p nucleus of 3 (inside the list)",
       x: base,
-      p: {
-        temperature: 2,
-        topK: 0,
-        topP: topPForSize(base, 2, 0, 3),
-        seed: 16,
-      },
+      p: { temperature: 2, topK: 0, topP: topPForSize(base, 2, 0, 3), seed: 16 },
     },
     {
       name: "top-k 1 at T=1 is greedy",
@@ -348,9 +302,7 @@ Deno.test("sampling draws from the allowed set with the renormalized distributio
       // All cases in one dispatch, rows interleaved: each slot must use its own parameters.
       const rows: SampleRow[] = [];
       for (let d = 0; d < draws; d++) {
-        cases.forEach((_, c) =>
-          rows.push({ logits: c, slot: c, pos: 1000 + d })
-        );
+        cases.forEach((_, c) => rows.push({ logits: c, slot: c, pos: 1000 + d }));
       }
       const { records } = await runSampler(
         gpu,
@@ -376,9 +328,7 @@ Deno.test("sampling draws from the allowed set with the renormalized distributio
         const critical = chiSquareCritical(df, 5);
         assert(
           stat <= critical,
-          `${c.name}: chi-square ${stat.toFixed(1)} > ${
-            critical.toFixed(1)
-          } (df ${df})`,
+          `${c.name}: chi-square ${stat.toFixed(1)} > ${critical.toFixed(1)} (df ${df})`,
         );
       });
     });
@@ -410,14 +360,10 @@ Deno.test("a draw depends only on (logits, params, seed, pos), not on the batch"
         );
       });
       // Different positions give different draws for a spread-out distribution.
-      const wide = rows.filter((r) => r.slot === 0).map((r) =>
-        full.records[rows.indexOf(r)].id
-      );
+      const wide = rows.filter((r) => r.slot === 0).map((r) => full.records[rows.indexOf(r)].id);
       assert(
         new Set(wide).size > 10,
-        `seed ${seed}: 40 positions drew only ${
-          new Set(wide).size
-        } distinct ids`,
+        `seed ${seed}: 40 positions drew only ${new Set(wide).size} distinct ids`,
       );
     });
   }
@@ -433,11 +379,7 @@ Deno.test("large vocabulary (128256): greedy, logprobs and top-k / top-p draws",
   }
 });
 
-async function largeVocabCase(
-  gpu: Gpu,
-  V: number,
-  shape: "random" | "ascending",
-) {
+async function largeVocabCase(gpu: Gpu, V: number, shape: "random" | "ascending") {
   const seed = testSeed();
   const next = rng(seed);
   // A spread-out tail and 80 clearly separated leaders, so the nucleus of 60 has a clear edge.
@@ -468,9 +410,7 @@ async function largeVocabCase(
     const allowed = allowedDistribution(x, slots[s]);
     assert(
       allowed.has(records[s].id),
-      `seed ${seed}: slot ${s} drew ${
-        records[s].id
-      } outside its ${allowed.size} ids`,
+      `seed ${seed}: slot ${s} drew ${records[s].id} outside its ${allowed.size} ids`,
     );
     assert(
       Math.abs(records[s].logprob - lp[records[s].id]) <= LOGPROB_ABS_BOUND,
@@ -537,10 +477,7 @@ function greedyReference(x: Float32Array): number {
 }
 
 /** Rows that stress the greedy path's order: ties across chunks, NaN, -inf, signed zeros. */
-function greedyCases(
-  next: () => number,
-  V: number,
-): { name: string; x: Float32Array }[] {
+function greedyCases(next: () => number, V: number): { name: string; x: Float32Array }[] {
   const random = () => randomLogits(next, V, 8);
   const cases = [{ name: "random", x: random() }, {
     name: "random, small scale",
@@ -578,47 +515,27 @@ Deno.test("the greedy sampler writes the full sampler's records bit for bit", as
         const logits = cases.map((c) => c.x);
         const slots = cases.length + 2;
         // Slots out of order, so each row's id must land in its own slot.
-        const rows = logits.map((_, i) => ({
-          logits: i,
-          slot: slots - 1 - i,
-          pos: i,
-        }));
+        const rows = logits.map((_, i) => ({ logits: i, slot: slots - 1 - i, pos: i }));
         const greedy = { temperature: 0, topK: 0, topP: 1, seed: 1 };
-        const full = await runSampler(
-          gpu,
-          V,
-          logits,
-          rows,
-          new Array(slots).fill(greedy),
-          0,
-        );
+        const full = await runSampler(gpu, V, logits, rows, new Array(slots).fill(greedy), 0);
         const fast = await runGreedySampler(gpu, V, logits, rows, slots);
         const fastRecords = decodeSampleRecords(fast.words, rows.length, 0);
-        assertEquals(
-          Array.from(fast.nextIds),
-          Array.from(full.nextIds),
-          `seed ${seed}: nextIds`,
-        );
+        assertEquals(Array.from(fast.nextIds), Array.from(full.nextIds), `seed ${seed}: nextIds`);
         rows.forEach((row, s) => {
           const where = `seed ${seed}, V ${V}, ${cases[s].name}`;
           const x = logits[row.logits];
           const want = greedyReference(x);
           assertEquals(fastRecords[s].id, want, `${where}: id`);
-          assertEquals(
-            full.records[s].id,
-            want,
-            `${where}: the full sampler's id`,
-          );
+          assertEquals(full.records[s].id, want, `${where}: the full sampler's id`);
           assertEquals(fast.nextIds[row.slot], want, `${where}: nextIds[slot]`);
           // Bit for bit, NaN included: both samplers compute the logprob in the same order.
-          const bits = (v: number) =>
-            new Uint32Array(Float32Array.of(v).buffer)[0];
+          const bits = (v: number) => new Uint32Array(Float32Array.of(v).buffer)[0];
           assertEquals(
             bits(fastRecords[s].logprob),
             bits(full.records[s].logprob),
-            `${where}: logprob ${
-              fastRecords[s].logprob
-            } vs the full sampler's ${full.records[s].logprob}`,
+            `${where}: logprob ${fastRecords[s].logprob} vs the full sampler's ${
+              full.records[s].logprob
+            }`,
           );
           if (x.every((v) => Number.isFinite(v))) {
             const lp = logSoftmax(x)[want];
