@@ -375,9 +375,11 @@ export class Engine implements StepEngine {
    * (scratch) meanwhile; the controls' slot state is reset to greedy after.
    */
   private async warmUp(): Promise<void> {
-    const { numLayers, blockSize, maxSlots, vocabSize } = this.info;
+    const { numLayers, blockSize, maxSlots, vocabSize, maxBlocksPerSeq } = this.info;
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    const counts = this.forward.variantRowCounts();
+    // Every row is slot 0's, so no more rows than one slot's table holds positions for (a count
+    // past that, if any, is compiled by the first step that needs it).
+    const counts = this.forward.variantRowCounts().filter((n) => n <= maxBlocksPerSeq * blockSize);
     const blocks = new Array(Math.ceil(Math.max(...counts) / blockSize)).fill(0);
     const tables: TableWrite[] = [];
     for (let layer = 0; layer < numLayers; layer++) {
