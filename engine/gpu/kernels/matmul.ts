@@ -141,8 +141,7 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
   };
 
   return {
-    // The smallest row count of each tile.
-    variantRows: tiles.map((_, i) => i === 0 ? 1 : tiles[i - 1].rows + 1),
+    variantRows: tiles.map((_, i) => tileFirstRow(tiles, i)),
     encode(pass, rows) {
       if (rows <= 0) return;
       // The smallest tile that covers the rows; beyond the largest, several of the largest.
@@ -157,6 +156,11 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
       pass.dispatchWorkgroups(v.groups, count);
     },
   };
+}
+
+/** The smallest row count tile i of `tiles` (ascending heights) is chosen for. */
+export function tileFirstRow(tiles: readonly MatmulTile[], i: number): number {
+  return i === 0 ? 1 : tiles[i - 1].rows + 1;
 }
 
 /** Whether a matmul of this shape takes the vector path (the only one a weight texture has). */

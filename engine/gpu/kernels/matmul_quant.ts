@@ -7,8 +7,8 @@
 //
 // x is read through a uniform binding when the x buffer allows it (STORAGE_UNIFORM and at least
 // uniformXBytes long, as the engine's activations are) and the step's rows fit the uniform binding
-// limit (64 KiB: 28 rows of 576, 10 of 1536); otherwise through a storage binding. The two read the same values into the same
-// arithmetic, so the results are the same bits. On llvmpipe the uniform path is 1.5-3x faster at
+// limit (64 KiB: 28 rows of 576, 10 of 1536); otherwise through a storage binding. The two read
+// the same values into the same arithmetic, so the results are the same bits. On llvmpipe the uniform path is 1.5-3x faster at
 // one row: a storage load is a per-lane loop through the stack, a uniform one an AVX2 gather.
 //
 // W may also be a weight texture holding the part's bytes (engine/gpu/weight_texture.ts): the same
@@ -23,7 +23,13 @@ import type { Gpu } from "../device.ts";
 import { type BoundKernel, type BufferArg, ParamsUniform } from "../kernel.ts";
 import { createStorage, STORAGE_UNIFORM } from "../buffers.ts";
 import { bindBuffers, getPipeline } from "../shader.ts";
-import { type MatmulArgs, type MatmulMode, type MatmulTile, unrollTile } from "./matmul.ts";
+import {
+  type MatmulArgs,
+  type MatmulMode,
+  type MatmulTile,
+  tileFirstRow,
+  unrollTile,
+} from "./matmul.ts";
 import { FORMAT_CODES, quantLayout, qVec4PerBlock } from "./quant_layout.ts";
 import { textureWordsSource } from "../weight_texture.ts";
 import { checkNorm } from "./fused_norm.ts";
@@ -166,7 +172,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
 export function quantVariantRows(uniformRows: number): number[] {
   const rows = new Set<number>();
   QUANT_MATMUL_TILES.forEach((tile, i) => {
-    const first = i === 0 ? 1 : QUANT_MATMUL_TILES[i - 1].rows + 1;
+    const first = tileFirstRow(QUANT_MATMUL_TILES, i);
     const last = i === QUANT_MATMUL_TILES.length - 1 ? Infinity : tile.rows;
     rows.add(first);
     const storage = Math.max(first, uniformRows + 1);

@@ -186,32 +186,28 @@ for (const type of QUANT_TYPES) {
     const gpu = await testGpu();
     for (const mode of ["store", "add", "glu"] as const) {
       for (const [K, N, rows, xKind] of shapes(type, mode)) {
-        {
-          await t.step(`${mode} K=${K} N=${N} rows=${rows} x ${xKind}`, async () => {
-            const seed = testSeed();
-            const next = rng(seed);
-            const x = Float32Array.from(randomArray(next, rows * K));
-            const w = uploadQuant(gpu, type, (mode === "glu" ? 2 : 1) * N, K, next);
-            const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
-            const y = mode === "add"
-              ? uploadStorage(gpu, y0)
-              : poisonedF32(gpu, (rows + SPARE) * N);
-            const before = new Uint32Array(await readBack(gpu, y));
-            const xb = uploadX(gpu, x, xKind === "uniform");
-            run(gpu, [bindQuantMatmul(gpu, { x: xb, w: w.buffer, y, K, N, mode, type }), rows]);
-            const got = await readF32(gpu, y, (rows + SPARE) * N);
-            const { want, tol } = matmulRef(x, w, rows, K, N, mode, y0);
-            const what = `${type} ${mode} K=${K} N=${N} rows=${rows} x ${xKind} seed=${seed}`;
-            assertWithin(got.subarray(0, rows * N), want, tol, what);
-            const spare = new Uint32Array(got.buffer, rows * N * 4);
-            assertEquals(
-              spare,
-              before.subarray(rows * N, (rows + SPARE) * N),
-              `${what}: spare rows`,
-            );
-            for (const b of [xb, y, w.buffer]) b.destroy();
-          });
-        }
+        await t.step(`${mode} K=${K} N=${N} rows=${rows} x ${xKind}`, async () => {
+          const seed = testSeed();
+          const next = rng(seed);
+          const x = Float32Array.from(randomArray(next, rows * K));
+          const w = uploadQuant(gpu, type, (mode === "glu" ? 2 : 1) * N, K, next);
+          const y0 = Float32Array.from(randomArray(next, (rows + SPARE) * N, 4));
+          const y = mode === "add" ? uploadStorage(gpu, y0) : poisonedF32(gpu, (rows + SPARE) * N);
+          const before = new Uint32Array(await readBack(gpu, y));
+          const xb = uploadX(gpu, x, xKind === "uniform");
+          run(gpu, [bindQuantMatmul(gpu, { x: xb, w: w.buffer, y, K, N, mode, type }), rows]);
+          const got = await readF32(gpu, y, (rows + SPARE) * N);
+          const { want, tol } = matmulRef(x, w, rows, K, N, mode, y0);
+          const what = `${type} ${mode} K=${K} N=${N} rows=${rows} x ${xKind} seed=${seed}`;
+          assertWithin(got.subarray(0, rows * N), want, tol, what);
+          const spare = new Uint32Array(got.buffer, rows * N * 4);
+          assertEquals(
+            spare,
+            before.subarray(rows * N, (rows + SPARE) * N),
+            `${what}: spare rows`,
+          );
+          for (const b of [xb, y, w.buffer]) b.destroy();
+        });
       }
     }
   });
