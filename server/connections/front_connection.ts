@@ -67,6 +67,7 @@ export class FrontConnection {
   #closed = false;
   /** The server is shutting down: close as soon as nothing is in flight. */
   #draining = false;
+  #delivered: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly client: Deno.TcpConn,
@@ -109,6 +110,14 @@ export class FrontConnection {
   drain(): void {
     this.#draining = true;
     this.checkDeadline(performance.now());
+  }
+
+  /**
+   * Settles once every byte the HTTP server wrote for this connection has been passed to the client
+   * (or can no longer be): the server has closed its side, or either side failed.
+   */
+  get delivered(): Promise<void> {
+    return this.#delivered;
   }
 
   /** The HTTP server finished writing one of this connection's responses. */
@@ -252,7 +261,7 @@ export class FrontConnection {
         await this.refuse(503, "The server cannot take this connection now", "server_busy");
         return null;
       }
-      void this.#pumpBack(this.#upstream);
+      this.#delivered = this.#pumpBack(this.#upstream);
     }
     this.inFlight++;
     this.requests++;

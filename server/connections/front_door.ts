@@ -29,6 +29,8 @@ export type ConnectionEvent =
 
 /** How often connection deadlines are checked: often enough that none is late by much. */
 const SWEEP_MS = 100;
+/** How long shutdown waits for the server's last bytes to reach clients that are slow to read. */
+const DELIVER_MS = 1000;
 
 export class FrontDoor {
   readonly addr: Deno.NetAddr;
@@ -71,6 +73,15 @@ export class FrontDoor {
     this.#listener.close();
     for (const conn of this.#connections) conn.drain();
     await this.#inner.shutdown();
+    // The server has written its last bytes (a cut stream's error event among them) to the
+    // loopback sockets: they reach the clients before the connections close, unless a client
+    // does not read them within DELIVER_MS.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all([...this.#connections].map((conn) => conn.delivered)),
+      new Promise((r) => timer = setTimeout(r, DELIVER_MS)),
+    ]);
+    clearTimeout(timer);
     for (const conn of this.#connections) conn.close("shutdown");
     clearInterval(this.#sweep);
     this.#reserve?.close();
