@@ -32,6 +32,13 @@ export interface FakeEngineShape {
   hostBlocks?: number;
   /** A sliding window: samples read only its positions, and the runtime frees blocks behind it. */
   slidingWindow?: number;
+  /**
+   * Greedy sampling (temperature 0) ignores the seed, as a real model's does (default false: the
+   * runtime's tests vary greedy requests' tokens by their seeds).
+   */
+  greedyIgnoresSeed?: boolean;
+  /** Top logprobs a sample may ask for (default 4): each is the sampled id's, then lower ones. */
+  maxTopLogprobs?: number;
   /** A cost model "profiled at load" (none by default), and the bytes of a block it prices. */
   costModel?: CostModel;
   kvBlockBytes?: number;
@@ -95,8 +102,22 @@ export function toyGeneration(
   return out;
 }
 
-/** A host-tier entry a copy out writes once its step lands: "hostBlock:offset" and the value. */
-type Landing = [string, { layer: number; token: number } | undefined];
+/**
+ * What is stored at each position (block * blockSize + offset) of a tier: the token, and which
+ * layer wrote it (-1: nothing). Typed arrays, not maps of strings: property tests run millions of
+ * steps through this.
+ */
+class Positions {
+  readonly layer: Int32Array;
+  readonly token: Int32Array;
+  constructor(length: number) {
+    this.layer = new Int32Array(length).fill(-1);
+    this.token = new Int32Array(length);
+  }
+}
+
+/** A host-tier position a copy out writes once its step lands, and the value (layer -1: none). */
+type Landing = { at: number; layer: number; token: number };
 
 export class FakeEngine implements StepEngine {
   readonly info: EngineInfo;
@@ -111,10 +132,10 @@ export class FakeEngine implements StepEngine {
   /** Per slot, the highest position any row has written (-1: none), for tests of groups. */
   readonly highestPos: number[];
   private readonly table: Uint32Array;
-  /** Per arena, what was stored at "block:offset": the token, and which layer wrote it. */
-  private readonly kv: Map<string, { layer: number; token: number }>[];
-  /** The host tier: what landed at "hostBlock:offset". */
-  private readonly host = new Map<string, { layer: number; token: number }>();
+  /** Per arena, what was stored at each of its positions. */
+  private readonly kv: Positions[];
+  /** The host tier: what landed at each of its positions. */
+  private readonly host: Positions;
   /** Host block → copies out into it that have not landed. */
   private readonly filling = new Map<number, number>();
   /** Blocks copied each way, for tests. */
@@ -122,6 +143,7 @@ export class FakeEngine implements StepEngine {
   private readonly nextIds: number[];
   private readonly seeds: number[];
   private unread = 0;
+  private readonly greedyIgnoresSeed: boolean;
   /** Per step whose records have not resolved, the slots it samples. */
   private readonly unresolved: Set<number>[] = [];
 
@@ -136,6 +158,7 @@ export class FakeEngine implements StepEngine {
     const maxBlocksPerSeq = shape.maxBlocksPerSeq ?? 64;
     const layerArena = shape.layerArena ?? new Array(numLayers).fill(0);
     const perLayer = blocksPerLayer({ blocksPerArena, layerArena });
+    this.greedyIgnoresSeed = shape.greedyIgnoresSeed ?? false;
     this.info = {
       architecture: "llama",
       slidingWindow: shape.slidingWindow ?? null,
@@ -151,7 +174,7 @@ export class FakeEngine implements StepEngine {
       maxBlocksPerSeq,
       maxSlots,
       maxRows: shape.maxRows ?? 16,
-      maxTopLogprobs: 4,
+      maxTopLogprobs: shape.maxTopLogprobs ?? 4,
       maxContext: Math.min(maxBlocksPerSeq, perLayer) * blockSize,
       ringSize: shape.ringSize ?? 3,
       maxDecodeSteps: shape.maxDecodeSteps ?? 1,
@@ -161,7 +184,8 @@ export class FakeEngine implements StepEngine {
       costModel: shape.costModel,
     };
     this.table = new Uint32Array(numLayers * maxSlots * maxBlocksPerSeq).fill(NOT_RESIDENT);
-    this.kv = blocksPerArena.map(() => new Map());
+    this.kv = blocksPerArena.map((n) => new Positions(n * blockSize));
+    this.host = new Positions(this.info.hostBlocks * blockSize);
     this.nextIds = new Array(maxSlots).fill(-1);
     this.seeds = new Array(maxSlots).fill(0);
     this.highestPos = new Array(maxSlots).fill(-1);
@@ -197,7 +221,10 @@ export class FakeEngine implements StepEngine {
         this.table[(t.layer * maxSlots + t.slot) * maxBlocksPerSeq + t.first + i] = b;
       });
     }
-    for (const s of plan.sampling) this.seeds[s.slot] = s.params.seed;
+    for (const s of plan.sampling) {
+      const greedy = s.params.temperature === 0 && this.greedyIgnoresSeed;
+      this.seeds[s.slot] = greedy ? 0 : s.params.seed;
+    }
     this.steps++;
     this.rowsPerStep.push(plan.rows.length);
     this.groupSteps.push(plan.group?.steps ?? 1);
@@ -227,9 +254,9 @@ export class FakeEngine implements StepEngine {
     return this.delay().then(() => {
       this.unread--;
       this.unresolved.splice(this.unresolved.indexOf(sampled), 1);
-      for (const [key, value] of landing) {
-        if (value) this.host.set(key, value);
-        else this.host.delete(key);
+      for (const { at, layer, token } of landing) {
+        this.host.layer[at] = layer;
+        this.host.token[at] = token;
       }
       for (const h of filled) {
         const n = this.filling.get(h)! - 1;
@@ -325,22 +352,25 @@ export class FakeEngine implements StepEngine {
       for (const p of (plan.prefetch ?? []).filter((p) => p.layer === l)) {
         this.copyIn({ direction: "in", ...p }, false);
       }
-      rows.forEach((r, i) =>
-        arena.set(this.key(l, r.slot, r.pos), { layer: l, token: rowTokens[i] })
-      );
+      rows.forEach((r, i) => {
+        const at = this.key(l, r.slot, r.pos);
+        arena.layer[at] = l;
+        arena.token[at] = rowTokens[i];
+      });
       plan.samples.forEach((s, i) => {
         const row = rows[s.row];
         // With a sliding window, like the attention kernel: the positions before it are not read
         // (their blocks may be freed and taken by others); they stay -1 in the context.
         const window = this.info.slidingWindow;
         for (let pos = window ? Math.max(0, row.pos - window + 1) : 0; pos <= row.pos; pos++) {
-          const t = arena.get(this.key(l, row.slot, pos));
-          if (t === undefined) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
-          if (t.layer !== l) throw new Error(`layer ${l} reads a block layer ${t.layer} wrote`);
-          if (seen[i][pos] !== -1 && seen[i][pos] !== t.token) {
+          const at = this.key(l, row.slot, pos);
+          const layer = arena.layer[at], token = arena.token[at];
+          if (layer === -1) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
+          if (layer !== l) throw new Error(`layer ${l} reads a block layer ${layer} wrote`);
+          if (seen[i][pos] !== -1 && seen[i][pos] !== token) {
             throw new Error(`slot ${row.slot} pos ${pos}: layers disagree`);
           }
-          seen[i][pos] = t.token;
+          seen[i][pos] = token;
         }
       });
       for (const c of after.filter((c) => c.layer === l)) landing.push(...this.copyOut(c));
@@ -353,7 +383,14 @@ export class FakeEngine implements StepEngine {
         ? toyMaskedToken(seen[i], this.seeds[row.slot], vocabSize, mask)
         : toyNextToken(seen[i], this.seeds[row.slot], vocabSize);
       this.nextIds[row.slot] = id;
-      return { id, logprob: -1, top: [] as [number, number][] };
+      // A toy distribution: the sampled id is the likeliest, the ids after it each less likely.
+      const top: [number, number][] = plan.wantTopLogprobs
+        ? Array.from(
+          { length: this.info.maxTopLogprobs },
+          (_, k) => [(id + k) % vocabSize, -1 - k] as [number, number],
+        )
+        : [];
+      return { id, logprob: -1, top };
     });
   }
 
@@ -387,16 +424,20 @@ export class FakeEngine implements StepEngine {
   private copyOut(c: KvCopy): Landing[] {
     const arena = this.checkCopy(c);
     this.copied.out += c.deviceBlocks.length;
-    return c.deviceBlocks.flatMap((d, i) =>
-      Array.from(
-        { length: this.info.blockSize },
-        (_, off) =>
-          [`${c.hostBlocks[i]}:${off}`, this.kv[arena].get(`${d}:${off}`)] as [
-            string,
-            { layer: number; token: number } | undefined,
-          ],
-      )
-    );
+    const { blockSize } = this.info;
+    const from = this.kv[arena];
+    const landing: Landing[] = [];
+    c.deviceBlocks.forEach((d, i) => {
+      for (let off = 0; off < blockSize; off++) {
+        const src = d * blockSize + off;
+        landing.push({
+          at: c.hostBlocks[i] * blockSize + off,
+          layer: from.layer[src],
+          token: from.token[src],
+        });
+      }
+    });
+    return landing;
   }
 
   private copyIn(c: KvCopy, count = true): void {
@@ -407,11 +448,13 @@ export class FakeEngine implements StepEngine {
     }
     if (count) this.copied.in += c.deviceBlocks.length;
     else this.copied.prefetched += c.deviceBlocks.length;
+    const { blockSize } = this.info;
+    const to = this.kv[arena];
     c.deviceBlocks.forEach((d, i) => {
-      for (let off = 0; off < this.info.blockSize; off++) {
-        const v = this.host.get(`${c.hostBlocks[i]}:${off}`);
-        if (v) this.kv[arena].set(`${d}:${off}`, v);
-        else this.kv[arena].delete(`${d}:${off}`);
+      for (let off = 0; off < blockSize; off++) {
+        const src = c.hostBlocks[i] * blockSize + off, dst = d * blockSize + off;
+        to.layer[dst] = this.host.layer[src];
+        to.token[dst] = this.host.token[src];
       }
     });
   }
@@ -421,8 +464,8 @@ export class FakeEngine implements StepEngine {
     return Promise.resolve();
   }
 
-  /** Storage key of (layer, slot, pos): the block the table names, which must be resident. */
-  private key(layer: number, slot: number, pos: number): string {
+  /** Where (layer, slot, pos) is stored: the block the table names, which must be resident. */
+  private key(layer: number, slot: number, pos: number): number {
     const { maxSlots, maxBlocksPerSeq, blockSize } = this.info;
     const entry = Math.floor(pos / blockSize);
     if (entry >= maxBlocksPerSeq) throw new Error(`pos ${pos} beyond the table`);
@@ -434,6 +477,6 @@ export class FakeEngine implements StepEngine {
     if (block >= arenaBlocks) throw new Error(`block ${block} outside arena`);
     // Layers of one arena share its blocks: the key must not include the layer, so two layers
     // given the same block would overwrite each other and be caught.
-    return `${block}:${pos % blockSize}`;
+    return block * blockSize + pos % blockSize;
   }
 }

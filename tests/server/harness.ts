@@ -1,7 +1,10 @@
 // The server tests' fixture: the real HTTP server on a free loopback port over a generated tiny
-// model, behind the same front door (server/connections/) as `serve`. By default the runtime runs
-// over an in-process engine (fast); `worker: true` opens it as `serve` does, with the engine in a
-// Worker. Also: SSE and /metrics readers.
+// model (its tokenizer and chat template), behind the same front door (server/connections/) as
+// `serve`. By default the runtime runs over the fake engine (tests/helpers/fake_engine.ts: no GPU,
+// a toy model that honours token masks), since most server tests are about HTTP, validation,
+// streaming or the agent API; `gpu: true` loads the tiny model on the GPU in-process, for tests
+// whose subject is tokens, logits or the engine, and `worker: true` opens it as `serve` does, with
+// the engine in a Worker. Also: SSE and /metrics readers.
 
 import OpenAI from "openai";
 import { Engine, type StepEngine } from "../../engine/engine.ts";
@@ -20,6 +23,7 @@ import { shutdown } from "../../server/shutdown.ts";
 import type { ServerState } from "../../server/state/server_state.ts";
 import { assert, assertEquals, assertMatch } from "../helpers/testing.ts";
 import { testGpu } from "../helpers/gpu.ts";
+import { FakeEngine } from "../helpers/fake_engine.ts";
 
 export const MODEL_ID = "tiny-test";
 
@@ -46,7 +50,9 @@ export interface TestServerOptions {
   runtime?: Partial<Omit<RuntimeOptions, "eosIds">>;
   /** Wraps the in-process engine (to inject step failures). */
   wrapEngine?: (engine: StepEngine) => StepEngine;
-  /** Open the runtime with the engine in a Worker, as `serve` does. */
+  /** Load the tiny model on the GPU (in-process) instead of running the fake engine. */
+  gpu?: boolean;
+  /** Open the runtime with the engine in a Worker, as `serve` does (the GPU's engine). */
   worker?: boolean;
   /** Connection limits and timeouts (defaults: serve's). */
   connections?: Partial<FrontDoorOptions>;
@@ -103,12 +109,9 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
     const files = await openModelDir(dir);
     tokenizer = new Tokenizer(files);
     prompts = new PromptEncoder(tokenizer, files, opts.prompts);
-    const engine = await Engine.load({
-      modelDir: dir,
-      gpu: await testGpu(),
-      skipWarmUp: true,
-      ...engineSetup,
-    });
+    const engine = opts.gpu
+      ? await Engine.load({ modelDir: dir, gpu: await testGpu(), skipWarmUp: true, ...engineSetup })
+      : fakeEngine(files.config.vocabSize, files.config.maxPositionEmbeddings, engineSetup);
     runtime = new Runtime(opts.wrapEngine?.(engine) ?? engine, {
       ...runtimeOptions,
       eosIds: tokenizer.eosTokenIds,
@@ -157,6 +160,35 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
       await Deno.remove(dir, { recursive: true });
     },
   };
+}
+
+/** How long the fake engine's steps take. */
+const FAKE_STEP_MS = 3;
+
+/**
+ * The fake engine shaped as Engine.load shapes the tiny model: its vocabulary and context, blocks of
+ * 16 positions at the 2 KiB a block of its f16 KV takes, the setup's slots, rows and KV megabytes,
+ * 20 top logprobs, and greedy tokens that do not depend on the seed.
+ */
+function fakeEngine(vocabSize: number, maxContext: number, setup: Required<EngineSetup>) {
+  const blockSize = 16;
+  const maxBlocksPerSeq = Math.ceil(maxContext / blockSize);
+  // Each step's tokens come back a few milliseconds later, about what the tiny model's step costs
+  // on lavapipe: clients can leave mid-stream, queues fill and pool pressure builds, as they do
+  // on the GPU.
+  const stepDelay = () => new Promise<void>((resolve) => setTimeout(resolve, FAKE_STEP_MS));
+  return new FakeEngine({
+    vocabSize,
+    numLayers: TINY_SPEC.numLayers,
+    blockSize,
+    blocksPerArena: [Math.floor(setup.gpuKvMb * 1024 * 1024 / 2048) - 8],
+    maxBlocksPerSeq,
+    maxSlots: setup.maxSlots,
+    maxRows: setup.maxRows,
+    maxTopLogprobs: 20,
+    ringSize: 2,
+    greedyIgnoresSeed: true,
+  }, stepDelay);
 }
 
 /** Reads a whole SSE response into its data payloads, checking the framing of every event. */

@@ -203,7 +203,8 @@ for (
 }
 
 Deno.test("chat structured: sampling controls reach the sampler", async () => {
-  const s = await startServer();
+  // The GPU's sampler is the subject (the fake engine has no logit bias).
+  const s = await startServer({ gpu: true });
   try {
     const body = {
       model: MODEL_ID,
