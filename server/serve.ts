@@ -14,6 +14,8 @@ import {
 } from "./connections/descriptor_limit.ts";
 import { FrontDoor } from "./connections/front_door.ts";
 import { MAX_HEAD_BYTES } from "./middleware/header_limit.ts";
+import { hostPolicy } from "./middleware/host_check.ts";
+import { healthAtTheDoor } from "./routes/health.ts";
 import { ServerMetrics } from "./metrics/server_metrics.ts";
 import { shutdown } from "./shutdown.ts";
 import type { ServerState } from "./state/server_state.ts";
@@ -81,6 +83,7 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
     onListen: ({ hostname, port }) =>
       console.error(`sluice: listening on http://${hostname}:${port}`),
     onConnectionEvent: (event) => metrics.connectionEvent(event),
+    answerHere: healthAtTheDoor(state, hostPolicy(flags.host, flags["allowed-hosts"])),
   });
 
   const grace = flags["shutdown-grace-s"];

@@ -28,6 +28,7 @@ const Flags = z.object({
   root: z.string().min(1).default(REPO),
   prompts: z.coerce.number().int().min(1).max(64).default(8),
   rounds: z.coerce.number().int().min(1).max(100).default(10),
+  kind: z.enum(["mixed", "chat", "completions"]).default("mixed"),
   "max-body-kb": z.coerce.number().int().min(16).max(64 * 1024).default(1024),
   "poll-ms": z.coerce.number().min(1).max(1000).default(20),
   seed: z.coerce.number().int().min(0).default(17),
@@ -47,6 +48,8 @@ export const USAGE = `usage: deno task bench huge-prompts [flags]
   --root DIR             checkout whose main.ts serves (default this one)
   --prompts N            prompts per burst (default 8)
   --rounds N             refused bursts, one after another, their polls pooled (default 10)
+  --kind K               refused prompts: mixed (half completions, half chats; default), chat
+                         or completions
   --max-body-kb K        the server's body limit, passed to it (default 1024, serve's default)
   --poll-ms MS           /health polling interval (default 20)
   --seed S               prompt text seed (default 17)
@@ -100,8 +103,10 @@ export async function benchHugePrompts(args: string[]): Promise<string> {
     await new Promise((r) => setTimeout(r, 2000));
     const idle = await idlePoller.stop();
     const texts = Array.from({ length: f.prompts }, (_, i) => prose(f, i));
+    const asCompletion = (i: number) =>
+      f.kind === "completions" || (f.kind === "mixed" && i % 2 === 0);
     const tooLong: [string, unknown][] = texts.map((text, i) =>
-      i % 2 === 0
+      asCompletion(i)
         ? ["/v1/completions", { model: "default", prompt: text, max_tokens: 1 }]
         : ["/v1/chat/completions", {
           model: "default",
@@ -305,8 +310,8 @@ function report(f: Options, root: string, r: Results): string {
 Server: \`main.ts serve --model ${f.model} --max-body-kb ${f["max-body-kb"]}\` from ${head}.
 Each prompt ${f["max-body-kb"]} KiB less ${ENVELOPE_BYTES} bytes of seeded pseudo-English;
 /health polled every ${f["poll-ms"]} ms from a thread of its own (latency = request sent to
-answer read). The refused bursts are ${f.rounds}, one after another, their polls pooled (wall:
-the slowest burst). Goal: p99 < 50 ms.
+answer read). The refused bursts (${f.kind}) are ${f.rounds}, one after another, their polls
+pooled (wall: the slowest burst). Goal: p99 < 50 ms.
 
 | /health during | polls | p50 ms | p99 ms | max ms | failed | burst wall ms |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: |

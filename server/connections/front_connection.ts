@@ -12,7 +12,7 @@
 
 import { BodyTracker } from "./body_framing.ts";
 import { errorResponseBytes, writeAll } from "./error_response.ts";
-import { checkRequestHead, isHeadProblem } from "./request_head.ts";
+import { checkRequestHead, isHeadProblem, type RequestHead } from "./request_head.ts";
 
 export interface ConnectionLimits {
   headerTimeoutMs: number;
@@ -36,6 +36,8 @@ export interface ConnectionHooks {
   /** Opens this client's connection to the HTTP server; registers its port as this client's. */
   connectUpstream(conn: FrontConnection): Promise<Deno.TcpConn>;
   closed(conn: FrontConnection, reason: CloseReason): void;
+  /** A whole response for `head` to send from here, or null to pass it to the HTTP server. */
+  answerHere?(head: RequestHead): Uint8Array | null;
 }
 
 const READ_BUFFER = 64 * 1024;
@@ -252,6 +254,26 @@ export class FrontConnection {
     if (isHeadProblem(head)) {
       await this.refuse(head.status, head.message, head.code);
       return null;
+    }
+    // A probe the door can answer (GET /health) is answered at once, without the hops to the HTTP
+    // server and back: each waits its turn on this thread behind whatever else is being read.
+    // Only between responses, so that pipelined answers keep their order.
+    const bodyless = head.body.kind === "length" && head.body.bytes === 0;
+    const here = this.inFlight === 0 && bodyless ? this.hooks.answerHere?.(head) ?? null : null;
+    if (here) {
+      this.requests++;
+      try {
+        await writeAll(this.client, here);
+      } catch {
+        this.close("client_closed");
+        return null;
+      }
+      this.idleSince = performance.now();
+      if (head.closeAfter) {
+        this.close("server_closed");
+        return null;
+      }
+      return rest;
     }
     if (!this.#upstream) {
       try {

@@ -11,6 +11,7 @@
 import { errorResponseBytes, writeAll } from "./error_response.ts";
 import { type CloseReason, type ConnectionLimits, FrontConnection } from "./front_connection.ts";
 import { type ClientHandler, InnerServer } from "./inner_server.ts";
+import type { RequestHead } from "./request_head.ts";
 
 export interface FrontDoorOptions extends ConnectionLimits {
   hostname: string;
@@ -18,6 +19,11 @@ export interface FrontDoorOptions extends ConnectionLimits {
   /** Connections admitted at once; more are answered 503 and closed. */
   maxConnections: number;
   onListen?: (addr: Deno.NetAddr) => void;
+  /**
+   * Answers some requests at the door (whole responses, or null to pass a request on): for probes
+   * that must stay quick while the HTTP thread is busy with large bodies.
+   */
+  answerHere?: (head: RequestHead) => Uint8Array | null;
   /** Told of every connection refused at the door and every connection that ends. */
   onConnectionEvent?: (event: ConnectionEvent) => void;
 }
@@ -119,6 +125,7 @@ export class FrontDoor {
         }
         return upstream;
       },
+      answerHere: this.options.answerHere,
       closed: (c, reason) => {
         this.#connections.delete(c);
         this.#inner.release(c.upstreamPort);

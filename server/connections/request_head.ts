@@ -9,6 +9,16 @@ import type { BodyFraming } from "./body_framing.ts";
 /** What the front door needs to know of a head it let through. */
 export interface RequestHead {
   method: string;
+  /** The head's length (request line and header lines). */
+  bytes: number;
+  /** The request target as sent (origin form: path and query). */
+  target: string;
+  /** The Host header's value (null: none, as HTTP/1.0 may send). */
+  host: string | null;
+  /** An Origin header was sent (a browser's cross-origin request, answered with CORS headers). */
+  origin: boolean;
+  /** The client asked to close after this request (HTTP/1.0, or `Connection: close`). */
+  closeAfter: boolean;
   /** Where the body ends: a byte count, or chunked framing. */
   body: BodyFraming;
 }
@@ -31,7 +41,7 @@ export function checkRequestHead(text: string): RequestHead | HeadProblem {
   const lines = text.split("\r\n");
   const requestLine = REQUEST_LINE.exec(lines[0]);
   if (!requestLine) return problem(400, "Malformed HTTP request line", "malformed_request");
-  const [, method, , major, minor] = requestLine;
+  const [, method, target, major, minor] = requestLine;
   if (major !== "1") {
     return {
       status: 505,
@@ -44,6 +54,9 @@ export function checkRequestHead(text: string): RequestHead | HeadProblem {
   }
   const lengths: string[] = [];
   let hosts = 0;
+  let host: string | null = null;
+  let origin = false;
+  let connection = "";
   let transferEncoding: string | null = null;
   for (const line of lines.slice(1)) {
     const colon = line.indexOf(":");
@@ -57,6 +70,13 @@ export function checkRequestHead(text: string): RequestHead | HeadProblem {
         break;
       case "host":
         hosts++;
+        host = value;
+        break;
+      case "origin":
+        origin = true;
+        break;
+      case "connection":
+        connection += "," + value.toLowerCase();
         break;
       case "transfer-encoding":
         transferEncoding = transferEncoding === null ? value : `${transferEncoding}, ${value}`;
@@ -64,6 +84,10 @@ export function checkRequestHead(text: string): RequestHead | HeadProblem {
     }
   }
   if (hosts > 1) return problem(400, "More than one Host header", "duplicate_host");
+  const closeAfter = minor === "0"
+    ? !connection.split(",").some((t) => t.trim() === "keep-alive")
+    : connection.split(",").some((t) => t.trim() === "close");
+  const known = { bytes: text.length, method, target, host, origin, closeAfter };
   if (hosts === 0 && minor !== "0") return problem(400, "No Host header", "missing_host");
   if (transferEncoding !== null) {
     // Both: the classic request-smuggling ambiguity; refused rather than guessed (§6.3).
@@ -78,7 +102,7 @@ export function checkRequestHead(text: string): RequestHead | HeadProblem {
         code: "unsupported_transfer_encoding",
       };
     }
-    return { method, body: { kind: "chunked" } };
+    return { ...known, body: { kind: "chunked" } };
   }
   if (lengths.length > 1) {
     return problem(400, "More than one Content-Length", "duplicate_content_length");
@@ -87,9 +111,9 @@ export function checkRequestHead(text: string): RequestHead | HeadProblem {
     if (!/^\d{1,15}$/.test(lengths[0])) {
       return problem(400, `Invalid Content-Length '${lengths[0]}'`, "invalid_content_length");
     }
-    return { method, body: { kind: "length", bytes: Number(lengths[0]) } };
+    return { ...known, body: { kind: "length", bytes: Number(lengths[0]) } };
   }
-  return { method, body: { kind: "length", bytes: 0 } };
+  return { ...known, body: { kind: "length", bytes: 0 } };
 }
 
 export const isHeadProblem = (h: RequestHead | HeadProblem): h is HeadProblem => "status" in h;
