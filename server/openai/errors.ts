@@ -27,9 +27,14 @@ export class ApiError extends Error {
     };
   }
 
-  /** Anything thrown, as an ApiError: unknown errors are a 500 with their message. */
+  /**
+   * Anything thrown, as an ApiError: unknown errors are a 500 with their message, logged with
+   * their stack, since each is a failure no handler foresaw (the log is how a stray 500 in
+   * sluice_requests_total gets traced to its input).
+   */
   static from(err: unknown): ApiError {
     if (err instanceof ApiError) return err;
+    console.error("sluice: unexpected error (answered 500):", err);
     return new ApiError(500, err instanceof Error ? err.message : String(err));
   }
 }
