@@ -1,6 +1,7 @@
 // Reads a request body as JSON and checks its shape against a zod schema, answering with OpenAI's
 // envelopes: 415 unless the media type is exactly application/json, 400 for a body that is not
-// JSON or the first field that does not fit, 499 for one the client stopped sending halfway.
+// JSON, nests deeper than MAX_JSON_DEPTH, or has a first field that does not fit, 499 for one the
+// client stopped sending halfway.
 //
 // The media type is parsed, not searched: `text/plain;charset=application/json` is text/plain. That
 // matters for safety, not only for conformance: text/plain is a type a web page may send to any
@@ -12,6 +13,30 @@ import type { z } from "zod";
 import { ApiError, clientClosed, zodToApiError } from "./errors.ts";
 
 const YIELD_CHARS = 64 * 1024;
+
+/**
+ * Arrays and objects a body may nest. JSON.parse takes thousands of levels, but what the request
+ * then goes through (zod, JSON.stringify of a tool's schema into the prompt, the chat template, the
+ * grammar compiler) recurses, and a tool schema 5,000 levels deep overflowed the stack: a 500. Real
+ * schemas nest a few dozen levels at most.
+ */
+export const MAX_JSON_DEPTH = 128;
+
+/** How deep `value` nests (a scalar is 0), counted without recursion, stopping past `limit`. */
+function nestingDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== "object") continue;
+    if (depth + 1 > deepest) deepest = depth + 1;
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (child !== null && typeof child === "object") stack.push([child, depth + 1]);
+    }
+  }
+  return deepest;
+}
 
 export async function parseBody<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
   const header = c.req.header("content-type");
@@ -41,6 +66,15 @@ export async function parseBody<T>(c: Context, schema: z.ZodType<T>): Promise<T>
     body = JSON.parse(text);
   } catch {
     throw new ApiError(400, "The request body is not valid JSON", null, "invalid_json");
+  }
+  const depth = nestingDepth(body, MAX_JSON_DEPTH);
+  if (depth > MAX_JSON_DEPTH) {
+    throw new ApiError(
+      400,
+      `The request body nests more than ${MAX_JSON_DEPTH} levels deep`,
+      null,
+      "invalid_json",
+    );
   }
   const parsed = schema.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error);

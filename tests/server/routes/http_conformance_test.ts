@@ -229,3 +229,39 @@ Deno.test("http: a body that does not arrive within the deadline gets 408", asyn
     await s.close();
   }
 });
+
+Deno.test("http: a body nested past the limit is a 400 on every route that parses JSON, never a 500", async () => {
+  const s = await startServer({ config: { maxBodyBytes: 1024 * 1024 } });
+  try {
+    // A tool schema 5,000 levels deep once overflowed the stack while the prompt was built: a 500.
+    let schema: Record<string, unknown> = { type: "string" };
+    for (let i = 0; i < 5000; i++) schema = { type: "object", properties: { a: schema } };
+    const tool = { type: "function", function: { name: "f", parameters: schema } };
+    const chat = { model: MODEL_ID, messages: [{ role: "user", content: "x" }], max_tokens: 2 };
+    const cases: [string, unknown][] = [
+      ["/v1/chat/completions", { ...chat, tools: [tool], tool_choice: "required" }],
+      ["/v1/chat/completions", { ...chat, stream: true, tools: [tool] }],
+      ["/v1/responses", {
+        model: MODEL_ID,
+        input: "x",
+        tools: [{ ...tool.function, type: "function" }],
+      }],
+      ["/v1/messages", { ...chat, tools: [{ name: "f", input_schema: schema }] }],
+    ];
+    for (const [path, body] of cases) {
+      const res = await s.post(path, body);
+      const json = await res.json();
+      assertEquals(res.status, 400, path);
+      assertMatch(JSON.stringify(json), /nests more than 128 levels/);
+    }
+    // 128 levels is within the limit: refused, if at all, for what it says, not how deep it is.
+    let fits: unknown = 1;
+    for (let i = 0; i < 127; i++) fits = [fits];
+    const res = await s.post("/v1/completions", { model: MODEL_ID, prompt: "x", stop: fits });
+    assert(!JSON.stringify(await res.json()).includes("nests more than"));
+    const m = await s.scrape();
+    assertEquals(sampleValue(m, "sluice_requests_total", { status: "500" }), undefined);
+  } finally {
+    await s.close();
+  }
+});
