@@ -6,6 +6,7 @@
 import type { EngineInfo, SamplingParams } from "../engine/engine.ts";
 import { MAX_LOGIT_BIAS } from "../engine/gpu/kernels/logit_controls.ts";
 import type { CompiledGrammarHandle } from "./grammar/grammars.ts";
+import { InvalidRequest } from "./invalid_request.ts";
 import type { RuntimeOptions } from "./options.ts";
 import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import type { RequestSlo, RequestSpec } from "./request/request.ts";
@@ -30,12 +31,7 @@ export interface SubmitParams {
   grammar?: CompiledGrammarHandle;
 }
 
-/** A request the runtime will never run as given (the server answers 400). */
-export class InvalidRequest extends Error {
-  constructor(message: string, readonly param: string | null, readonly code: string) {
-    super(message);
-  }
-}
+export { InvalidRequest };
 
 /**
  * Refuses, as validate would, a prompt known to be at least `atLeast` tokens that cannot fit the
