@@ -1,7 +1,7 @@
 // What differs between /v1/chat/completions and /v1/completions, as one object per endpoint: its
 // token limit and its logprobs; for completions also how the body gives its prompt and how text
-// fits in a choice (chat's are agent/chat_prompt.ts and chat_wire.ts). Everything else (sampling,
-// pacing, SLOs, stop strings, errors) is shared.
+// fits in a choice (chat's are agent/chat_prompt.ts and agent/chat_wire.ts). Everything else
+// (sampling, pacing, SLOs, stop strings, errors) is shared.
 
 import type { z } from "zod";
 import {
@@ -54,7 +54,8 @@ export interface Kind<B extends SharedFields> {
 
 /**
  * An endpoint answered by the text response writer (/v1/completions): its body, its prompt, its
- * wire format. Chat is answered from assistant events instead (agent/chat_run.ts, chat_wire.ts).
+ * wire format. Chat is answered from assistant events instead (agent/chat_run.ts,
+ * agent/chat_wire.ts).
  */
 export interface Endpoint<B extends SharedFields> extends Kind<B>, WireFormat {
   /** The ids the body runs; `checkLength` as in promptIds. */

@@ -2,7 +2,7 @@
 // submit it, answer as a stream or as one JSON response (completions/kinds.ts says what is the
 // endpoint's own). Chat: the turn runs through the agent path that the Responses and Messages APIs
 // share (agent/chat_run.ts), which reads tool calls and reasoning out of the text; its answer is
-// written from the turn's events (completions/respond_chat.ts).
+// written from the turn's events (agent/respond_chat.ts).
 
 import { type Context, Hono } from "hono";
 import { buildRequest } from "../completions/build.ts";
@@ -16,7 +16,7 @@ import { checkModel } from "../openai/errors.ts";
 import { ChatRequest, type SharedFields } from "../openai/schemas.ts";
 import { startChoices } from "../agent/chat_run.ts";
 import type { TurnRouteConfig } from "../agent/start_turn.ts";
-import { respondChatJson, respondChatSse } from "../completions/respond_chat.ts";
+import { respondChatJson, respondChatSse } from "../agent/respond_chat.ts";
 import { tokenNames } from "../openai/logprobs.ts";
 import { readyModel, type ServerState } from "../state/server_state.ts";
 

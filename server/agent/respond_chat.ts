@@ -2,19 +2,19 @@
 // each choice with its role, sends each step of events as chunks (choices interleaved as their
 // tokens come, each chunk naming its choice's index), then each choice's finish chunk, the usage
 // chunk when asked, and [DONE]; a choice that fails ends the stream with one error event, as
-// respond_sse.ts does. Usage counts the prompt once and every choice's tokens.
+// completions/respond_sse.ts does. Usage counts the prompt once and every choice's tokens.
 
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import type { TokenEvent } from "../../runtime/service.ts";
-import type { ChoiceRun, ChoicesRun, TurnEnd } from "../agent/chat_run.ts";
+import type { ChoiceRun, ChoicesRun, TurnEnd } from "./chat_run.ts";
 import type { RequestObserver } from "../metrics/server_metrics.ts";
 import { ApiError } from "../openai/errors.ts";
 import { chatLogprobs, type TokenNames } from "../openai/logprobs.ts";
 import { envelope, type ResponseMeta, usage } from "../openai/responses.ts";
 import { keepAlive } from "../sse/keep_alive.ts";
 import { chatDeltas, ChatMessageBuilder } from "./chat_wire.ts";
-import { sluiceTiming } from "./writer.ts";
+import { sluiceTiming } from "../completions/writer.ts";
 
 export interface ChatAnswer {
   run: ChoicesRun;

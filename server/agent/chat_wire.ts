@@ -4,7 +4,7 @@
 // index, id, type and name (arguments "") and its arguments follow in fragments, as OpenAI
 // streams them.
 
-import type { AssistantEvent, ToolCall } from "../agent/assistant_events.ts";
+import type { AssistantEvent, ToolCall } from "./assistant_events.ts";
 
 /** The deltas that carry `events`, in order: one per run of events of one kind (and call). */
 export function chatDeltas(events: AssistantEvent[]): Record<string, unknown>[] {

@@ -3,7 +3,7 @@
 // one kind merged into one delta, and the whole message (content null when only calls).
 
 import type { AssistantEvent } from "../../../server/agent/assistant_events.ts";
-import { chatDeltas, ChatMessageBuilder } from "../../../server/completions/chat_wire.ts";
+import { chatDeltas, ChatMessageBuilder } from "../../../server/agent/chat_wire.ts";
 import { assertEquals } from "../../helpers/testing.ts";
 
 const turn: AssistantEvent[] = [
