@@ -11,7 +11,7 @@ import { type CostModel, Engine, type KvPrefetch, type StepPlan } from "../engin
 import { copyMs, type StepLoad } from "../engine/kv/cost_model.ts";
 import type { Gpu } from "../engine/gpu/device.ts";
 import { prefetchLoad } from "../runtime/cost_tracker.ts";
-import { offloadedLayers } from "../runtime/plan/offload_pattern.ts";
+import { offloadedLayers } from "../runtime/kv/offload_pattern.ts";
 import { smolShapedModelDir } from "./decode.ts";
 
 const BATCH = 4;

@@ -24,7 +24,7 @@ export interface SplitInput {
   numLayers: number;
   /**
    * The numbers of offloaded layers the offloader can express, ascending, 0 first (its distances:
-   * runtime/plan/offload_pattern.ts).
+   * runtime/kv/offload_pattern.ts).
    */
   offloadChoices: readonly number[];
   /** Device blocks a layer kept on the device holds at admission (the whole prompt). */

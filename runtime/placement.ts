@@ -16,7 +16,7 @@ import type { Offloader } from "./kv/offload.ts";
 import type { PrefixEntry } from "./kv/prefix_index.ts";
 import type { OffloadPlanner } from "./plan/offload_planner.ts";
 import { forecastReserve, type Grower, layerSplit } from "./layer_split.ts";
-import { candidateDistances, isOffloaded, offloadedCount } from "./plan/offload_pattern.ts";
+import { candidateDistances, isOffloaded, offloadedCount } from "./kv/offload_pattern.ts";
 import type { PolicyContext } from "./policy/policy.ts";
 import { prefillSteps } from "./policy/slo.ts";
 import type { PrefixCache } from "./prefix_cache.ts";

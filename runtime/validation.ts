@@ -6,7 +6,7 @@
 import type { EngineInfo, SamplingParams } from "../engine/engine.ts";
 import { MAX_LOGIT_BIAS } from "../engine/gpu/kernels/logit_controls.ts";
 import type { CompiledGrammarHandle } from "./grammar/grammars.ts";
-import { InvalidRequest } from "./invalid_request.ts";
+import { InvalidRequest } from "./errors/invalid_request.ts";
 import type { RuntimeOptions } from "./options.ts";
 import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import type { RequestSlo, RequestSpec } from "./request/request.ts";

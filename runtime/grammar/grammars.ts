@@ -4,7 +4,7 @@
 
 import type { CompiledGrammar, GrammarCompiler, GrammarMatcher } from "@mlc-ai/web-xgrammar";
 import type { Vocabulary } from "../../engine/text/tokenizer.ts";
-import { InvalidRequest } from "../invalid_request.ts";
+import { InvalidRequest } from "../errors/invalid_request.ts";
 import { CompileCache } from "./compile_cache.ts";
 import { compileSpec, type GrammarSpec, specKey } from "./spec.ts";
 import { loadXGrammar, type XGrammar, xgrammarError } from "./xgrammar.ts";

@@ -15,7 +15,7 @@ import type { KvPrefetch, TableWrite } from "../../engine/engine.ts";
 import { type BlockPool, OFFLOADED } from "./block_pool.ts";
 import type { HostTier } from "./host_tier.ts";
 import type { Request } from "../request/request.ts";
-import { offloadedLayers } from "../plan/offload_pattern.ts";
+import { offloadedLayers } from "./offload_pattern.ts";
 
 export interface OffloadStats {
   /** Full blocks copied out of offloaded layers as they were written. */

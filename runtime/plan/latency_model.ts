@@ -11,7 +11,7 @@
 // prefetch_timeline.ts models the paper's GPU instead (a copy engine beside compute).
 
 import type { Line } from "../../engine/kv/cost_model.ts";
-import { isOffloaded, type Placed } from "./offload_pattern.ts";
+import { isOffloaded, type Placed } from "../kv/offload_pattern.ts";
 
 /**
  * The parts of engine/kv/cost_model.ts's CostModel the planner reads (a CostModel fits), plus an

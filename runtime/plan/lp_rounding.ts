@@ -6,7 +6,7 @@
 // request at a time to another distance while that makes the step faster (rounding one request
 // up frees memory another can use to offload less).
 
-import { offloadedCount } from "./offload_pattern.ts";
+import { offloadedCount } from "../kv/offload_pattern.ts";
 import { evaluate, type PlanTerms } from "./plan_terms.ts";
 
 /** Combinations tried at most; past it, each split request takes its heaviest LP choice. */

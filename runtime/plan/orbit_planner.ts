@@ -37,7 +37,7 @@
 
 import { solve } from "yalps";
 import type { Coefficients, Constraint, Model } from "yalps";
-import { offloadedCount, offloadedLayers } from "./offload_pattern.ts";
+import { offloadedCount, offloadedLayers } from "../kv/offload_pattern.ts";
 import { layerComputeMs, tailMs } from "./latency_model.ts";
 import { evaluate, type PlanTerms } from "./plan_terms.ts";
 import { roundLp } from "./lp_rounding.ts";

@@ -11,7 +11,7 @@
 // plan is re-optimized sooner. Plans only get harder as the window grows (blocks and late tokens
 // only grow), so the longest acceptable window is found by bisection over the doublings.
 
-import { KEEP_ALL } from "./offload_pattern.ts";
+import { KEEP_ALL } from "../kv/offload_pattern.ts";
 import { evaluate, nextStepMs, type PlanTerms, termsOf } from "./plan_terms.ts";
 import type { Plan, PlanInput, PlanStatus } from "./plan_types.ts";
 

@@ -15,7 +15,7 @@ import {
   type Placed,
   prefetchRegionNeeded,
   residentBlocks,
-} from "./offload_pattern.ts";
+} from "../kv/offload_pattern.ts";
 import { predictStepMs, prefetchMs, type StepShape } from "./latency_model.ts";
 import type { PlanInput, PlanRequest } from "./plan_types.ts";
 

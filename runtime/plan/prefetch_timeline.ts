@@ -8,7 +8,7 @@
 // reuses that request's part of the prefetch region); a layer starts when the layer before it has
 // finished and its own prefetches have landed. The wait is the stall.
 
-import { isOffloaded, type Placed } from "./offload_pattern.ts";
+import { isOffloaded, type Placed } from "../kv/offload_pattern.ts";
 
 export interface Timeline {
   computeMs: number;

@@ -7,7 +7,7 @@ import {
   layerSplit,
   type SplitInput,
 } from "../../runtime/layer_split.ts";
-import { candidateDistances, offloadedCount } from "../../runtime/plan/offload_pattern.ts";
+import { candidateDistances, offloadedCount } from "../../runtime/kv/offload_pattern.ts";
 import { assertEquals } from "../helpers/testing.ts";
 
 // 4 layers: the offloader can put 0, 1, 2 or 4 of them on the host (distances 0, 4, 2, 1).

@@ -17,7 +17,7 @@ import { Placement } from "../../runtime/placement.ts";
 import { Request } from "../../runtime/request/request.ts";
 import { sloPolicy } from "../../runtime/policy/slo.ts";
 import type { SchedulingPolicy } from "../../runtime/policy/policy.ts";
-import { isOffloaded } from "../../runtime/plan/offload_pattern.ts";
+import { isOffloaded } from "../../runtime/kv/offload_pattern.ts";
 import { Runtime } from "../../runtime/service.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { rng } from "../helpers/random.ts";

@@ -8,7 +8,7 @@
 
 import type { PlanCosts } from "../../../runtime/plan/latency_model.ts";
 import { predictStepMs } from "../../../runtime/plan/latency_model.ts";
-import { deviceBlocks, type Placed } from "../../../runtime/plan/offload_pattern.ts";
+import { deviceBlocks, type Placed } from "../../../runtime/kv/offload_pattern.ts";
 import { prefetchTimeline } from "../../../runtime/plan/prefetch_timeline.ts";
 import { orbitPlan } from "../../../runtime/plan/orbit_planner.ts";
 import { bruteForcePlan } from "../../../runtime/plan/brute_force_plan.ts";

@@ -5,7 +5,7 @@ import { orbitPlan } from "../../../runtime/plan/orbit_planner.ts";
 import { bruteForcePlan } from "../../../runtime/plan/brute_force_plan.ts";
 import { evaluate, termsOf } from "../../../runtime/plan/plan_terms.ts";
 import { pauseVictim } from "../../../runtime/plan/plan_batch.ts";
-import { candidateDistances } from "../../../runtime/plan/offload_pattern.ts";
+import { candidateDistances } from "../../../runtime/kv/offload_pattern.ts";
 import type { Plan, PlanInput } from "../../../runtime/plan/plan_types.ts";
 import { rng, testSeed } from "../../helpers/random.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";

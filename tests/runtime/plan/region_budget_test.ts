@@ -5,7 +5,7 @@
 
 import { OrbitOffload } from "../../../runtime/plan/orbit_offload.ts";
 import { ilpModel, orbitPlan } from "../../../runtime/plan/orbit_planner.ts";
-import { offloadedCount } from "../../../runtime/plan/offload_pattern.ts";
+import { offloadedCount } from "../../../runtime/kv/offload_pattern.ts";
 import { evaluate, termsOf } from "../../../runtime/plan/plan_terms.ts";
 import type { PlanInput } from "../../../runtime/plan/plan_types.ts";
 import { costModelWithLayer } from "../../helpers/cost_models.ts";
