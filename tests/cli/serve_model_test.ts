@@ -5,7 +5,7 @@
 // model's is the CLI tests' shared one: sluice_process.ts).
 
 import { assert, assertEquals, assertMatch } from "../helpers/testing.ts";
-import { DEAD_HUB, runSluice, sharedCache, startServe } from "./sluice_process.ts";
+import { chatDemo, DEAD_HUB, runSluice, sharedCache, startServe } from "./sluice_process.ts";
 
 async function withCache(fn: (env: Record<string, string>, cache: string) => Promise<void>) {
   const cache = await Deno.makeTempDir({ prefix: "sluice-cli-serve-" });
@@ -24,15 +24,7 @@ Deno.test("serve with no --model and no network: a loud notice, then the demo mo
     const port = await server.ready();
     const models = await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json();
     assertEquals(models.data.map((m: { id: string }) => m.id), ["demo"]);
-    const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: "demo",
-        messages: [{ role: "user", content: "hi" }],
-        max_tokens: 3,
-      }),
-    });
+    const res = await chatDemo(port, { max_tokens: 3 });
     assertEquals(res.status, 200);
     assertEquals((await res.json()).usage.completion_tokens > 0, true);
     const log = server.stderr();

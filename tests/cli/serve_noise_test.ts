@@ -4,7 +4,7 @@
 // warning (deno.json denies the scripts nobody needs).
 
 import { assert, assertEquals } from "../helpers/testing.ts";
-import { DEAD_HUB, sharedCache, startServe } from "./sluice_process.ts";
+import { chatDemo, DEAD_HUB, sharedCache, startServe } from "./sluice_process.ts";
 
 const NOISE = /XDG_RUNTIME_DIR|legacy behavior|unstable-no-legacy-abort|Ignored build scripts/;
 
@@ -15,15 +15,9 @@ Deno.test("serve --model demo without XDG_RUNTIME_DIR: a request served, and no 
   });
   try {
     const port = await server.ready();
-    const url = `http://127.0.0.1:${port}/v1/chat/completions`;
-    const body = { model: "demo", messages: [{ role: "user", content: "hi" }], max_tokens: 4 };
     // Deno prints its legacy-abort notice when a response completes: send a whole and a streamed one.
     for (const stream of [false, true]) {
-      const res = await fetch(url, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ ...body, stream }),
-      });
+      const res = await chatDemo(port, { max_tokens: 4, stream });
       assertEquals(res.status, 200);
       await res.text();
     }

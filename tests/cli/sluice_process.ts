@@ -37,6 +37,18 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * POSTs a one-message chat ("hi") for the demo model to a `serve` on `port`, with `fields` added
+ * to the body (max_tokens, stream, ...).
+ */
+export function chatDemo(port: number, fields: Record<string, unknown> = {}): Promise<Response> {
+  return fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "demo", messages: [{ role: "user", content: "hi" }], ...fields }),
+  });
+}
+
 /** A hub address nothing listens on: downloads fail at once, offline or not. */
 export const DEAD_HUB = "http://127.0.0.1:9";
 

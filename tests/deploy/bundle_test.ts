@@ -7,6 +7,7 @@
 
 import { join, resolve } from "node:path";
 import { assert, assertEquals } from "../helpers/testing.ts";
+import { chatDemo } from "../cli/sluice_process.ts";
 import { isRunning, waitGone } from "./processes.ts";
 
 const ROOT = resolve(new URL("../..", import.meta.url).pathname);
@@ -114,16 +115,7 @@ async function serveAndChat(sluice: string, cwd: string, env: Record<string, str
     }
     assertEquals(status, 200, `/health ready:\n${stderr}`);
 
-    const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: "demo",
-        messages: [{ role: "user", content: "hi" }],
-        max_tokens: 4,
-        ignore_eos: true,
-      }),
-    });
+    const res = await chatDemo(port, { max_tokens: 4, ignore_eos: true });
     const body = await res.json();
     assertEquals(res.status, 200, JSON.stringify(body));
     assertEquals(body.choices[0].finish_reason, "length");
