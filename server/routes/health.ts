@@ -10,6 +10,7 @@
 // limit) takes the route below.
 
 import { Hono } from "hono";
+import { jsonResponseBytes } from "../connections/error_response.ts";
 import type { RequestHead } from "../connections/request_head.ts";
 import { MAX_HEADER_BYTES } from "../middleware/header_limit.ts";
 import { hostAllowed, type HostPolicy } from "../middleware/host_check.ts";
@@ -36,19 +37,12 @@ export function healthRoutes(state: ServerState): Hono {
 
 /** The front door's answer to a plain GET /health (see above), or null to pass the request on. */
 export function healthAtTheDoor(state: ServerState, hosts: HostPolicy) {
-  const encoder = new TextEncoder();
   return (head: RequestHead): Uint8Array | null => {
     if (head.method !== "GET" || head.target !== "/health" || head.origin) return null;
     if (head.host === null || !hostAllowed(hosts, head.host)) return null;
     // A head that may be over the header limit gets the route's 431, not an answer from here.
     if (head.bytes > MAX_HEADER_BYTES) return null;
     const { status, body } = health(state);
-    const json = JSON.stringify(body);
-    return encoder.encode(
-      `HTTP/1.1 ${status} ${status === 200 ? "OK" : "Service Unavailable"}\r\n` +
-        "content-type: application/json\r\n" +
-        `content-length: ${encoder.encode(json).length}\r\n` +
-        `date: ${new Date().toUTCString()}\r\n\r\n` + json,
-    );
+    return jsonResponseBytes(status, body);
   };
 }
