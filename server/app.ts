@@ -20,7 +20,7 @@ import { LiveRequests } from "./completions/live_requests.ts";
 import { anthropicError, isMessagesPath } from "./messages/errors.ts";
 import { ApiError } from "./openai/errors.ts";
 import { completionsRoutes } from "./routes/completions.ts";
-import { healthRoutes } from "./routes/health.ts";
+import { healthAtTheDoor, healthRoutes } from "./routes/health.ts";
 import { answerWrongMethods } from "./routes/method_not_allowed.ts";
 import { messagesRoutes } from "./routes/messages.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
@@ -53,6 +53,19 @@ export interface ServerConfig {
   reasoningInline?: boolean;
 }
 
+/** The Host names this server answers to (its address, and --allowed-hosts). */
+function hostsOf(config: ServerConfig) {
+  return hostPolicy(config.bindHost ?? "127.0.0.1", config.allowedHosts);
+}
+
+/**
+ * What the front door answers itself for this app (FrontDoorOptions.answerHere): plain health
+ * probes, with the same answer and the same Host policy as the app's /health route.
+ */
+export function doorAnswers(state: ServerState, config: ServerConfig) {
+  return healthAtTheDoor(state, hostsOf(config));
+}
+
 export function createApp(
   state: ServerState,
   config: ServerConfig,
@@ -73,7 +86,7 @@ export function createApp(
   app.use("*", limitHeaders());
   app.use(
     "*",
-    checkHost(hostPolicy(config.bindHost ?? "127.0.0.1", config.allowedHosts)),
+    checkHost(hostsOf(config)),
     crossOrigin(config.corsOrigins),
   );
   for (const api of ["/v1/*", "/tokenize", "/detokenize"]) {

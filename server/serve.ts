@@ -6,7 +6,7 @@
 // is open while the weights load, so /health says "loading" rather than refusing connections.
 
 import type { OpenModel } from "../runtime/open.ts";
-import { createApp } from "./app.ts";
+import { createApp, doorAnswers } from "./app.ts";
 import {
   connectionCapacity,
   descriptorLimit,
@@ -14,8 +14,6 @@ import {
 } from "./connections/descriptor_limit.ts";
 import { FrontDoor } from "./connections/front_door.ts";
 import { MAX_HEAD_BYTES } from "./middleware/header_limit.ts";
-import { hostPolicy } from "./middleware/host_check.ts";
-import { healthAtTheDoor } from "./routes/health.ts";
 import { ServerMetrics } from "./metrics/server_metrics.ts";
 import { shutdown } from "./shutdown.ts";
 import type { ServerState } from "./state/server_state.ts";
@@ -54,7 +52,7 @@ export interface ServeOptions {
 export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>): Promise<void> {
   const state: ServerState = { model: { status: "loading" }, draining: false };
   const metrics = new ServerMetrics(flags.model);
-  const app = createApp(state, {
+  const config = {
     modelId: flags.model,
     apiKey: flags["api-key"],
     maxBodyBytes: flags["max-body-kb"] * 1024,
@@ -64,7 +62,8 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
     metricsAuth: flags["metrics-auth"] === "on",
     sseKeepAliveMs: flags["sse-keepalive-s"] * 1000,
     reasoningInline: flags["reasoning-format"] === "none",
-  }, metrics);
+  };
+  const app = createApp(state, config, metrics);
 
   const limit = descriptorLimit();
   const maxConnections = flags["max-connections"] ?? connectionCapacity(limit, openDescriptors());
@@ -83,7 +82,7 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
     onListen: ({ hostname, port }) =>
       console.error(`sluice: listening on http://${hostname}:${port}`),
     onConnectionEvent: (event) => metrics.connectionEvent(event),
-    answerHere: healthAtTheDoor(state, hostPolicy(flags.host, flags["allowed-hosts"])),
+    answerHere: doorAnswers(state, config),
   });
 
   const grace = flags["shutdown-grace-s"];

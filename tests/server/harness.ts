@@ -14,11 +14,9 @@ import { Tokenizer } from "../../engine/text/tokenizer.ts";
 import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { openRuntime } from "../../runtime/open.ts";
 import { Runtime, type RuntimeOptions } from "../../runtime/service.ts";
-import { createApp, type ServerConfig } from "../../server/app.ts";
+import { createApp, doorAnswers, type ServerConfig } from "../../server/app.ts";
 import { FrontDoor, type FrontDoorOptions } from "../../server/connections/front_door.ts";
 import { MAX_HEAD_BYTES } from "../../server/middleware/header_limit.ts";
-import { hostPolicy } from "../../server/middleware/host_check.ts";
-import { healthAtTheDoor } from "../../server/routes/health.ts";
 import { parsePrometheusText, type Sample } from "../../server/metrics/parse.ts";
 import { ServerMetrics } from "../../server/metrics/server_metrics.ts";
 import { shutdown } from "../../server/shutdown.ts";
@@ -135,10 +133,7 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
     keepAliveTimeoutMs: 5_000,
     maxHeadBytes: MAX_HEAD_BYTES,
     onConnectionEvent: (event) => metrics.connectionEvent(event),
-    answerHere: healthAtTheDoor(
-      state,
-      hostPolicy(config.bindHost ?? "127.0.0.1", config.allowedHosts),
-    ),
+    answerHere: doorAnswers(state, config),
     ...opts.connections,
   });
   const url = `http://127.0.0.1:${server.addr.port}`;
