@@ -70,6 +70,8 @@ export class FrontConnection {
   /** The server is shutting down: close as soon as nothing is in flight. */
   #draining = false;
   #delivered: Promise<void> = Promise.resolve();
+  /** The loopback's write side was closed: the server has been told no more requests come. */
+  #upstreamEnded = false;
 
   constructor(
     private readonly client: Deno.TcpConn,
@@ -137,7 +139,7 @@ export class FrontConnection {
     }
     if (this.inFlight > 0) return;
     if (this.#draining) {
-      if (now - this.#lastFromServer >= SERVER_QUIET_MS) this.close("shutdown");
+      if (now - this.#lastFromServer >= SERVER_QUIET_MS) this.#endDrained();
       return;
     }
     if (this.#mode === "refusing") {
@@ -161,6 +163,19 @@ export class FrontConnection {
         "request_timeout",
       );
     } else this.close(this.requests === 0 ? "header_timeout" : "idle_timeout");
+  }
+
+  /**
+   * Ends a draining connection with nothing in flight. Its last response may still be on its way
+   * through the loopback (inFlight drops when the server has made a response, not when the client
+   * has it), so the server is told this client is done (the loopback's write side closes), and the
+   * pump, once it has passed on the rest and read the server's end of stream, closes it.
+   */
+  #endDrained(): void {
+    if (!this.#upstream) return this.close("shutdown");
+    if (this.#upstreamEnded) return;
+    this.#upstreamEnded = true;
+    this.#upstream.closeWrite().catch(() => this.close("shutdown"));
   }
 
   /** Answers with an error envelope and closes, once the client had a moment to read it. */
@@ -321,7 +336,7 @@ export class FrontConnection {
     } catch {
       // closed under the read: whoever closed it gave the reason
     }
-    this.close(reason);
+    this.close(this.#draining && reason === "server_closed" ? "shutdown" : reason);
   }
 }
 
