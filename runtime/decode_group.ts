@@ -33,3 +33,31 @@ export function groupSize(steps: DecodeSteps, stepMs: number | null): number {
   if (steps.max <= 1 || stepMs === null || !(stepMs > 0)) return 1;
   return Math.max(1, Math.min(steps.max, Math.floor(steps.groupMs / stepMs)));
 }
+
+/** The scheduler's decode groups: how long the next may be, and how many have run. */
+export class DecodeGroups {
+  /** Steps built as decode groups, and the decode steps they held. */
+  groups = 0;
+  groupedSteps = 0;
+  /** The last measured time of one decode step (ms), for when no cost model predicts. */
+  private measuredStepMs: number | null = null;
+
+  constructor(private readonly steps: DecodeSteps = NO_GROUPS) {}
+
+  /** Steps `rows` decode rows may run as one group, predicted at `predictedMs` a step (1: none). */
+  size(rows: number, predictedMs: () => number | null): number {
+    if (rows === 0) return 1;
+    return groupSize(this.steps, predictedMs() ?? this.measuredStepMs);
+  }
+
+  /** A group of `steps` steps was built. */
+  built(steps: number): void {
+    this.groups++;
+    this.groupedSteps += steps;
+  }
+
+  /** The measured time of one decode step (ms). */
+  observeStepMs(ms: number): void {
+    if (Number.isFinite(ms) && ms > 0) this.measuredStepMs = ms;
+  }
+}

@@ -16,20 +16,57 @@ import type { BlockPool } from "./kv/block_pool.ts";
 import type { HostTier } from "./kv/host_tier.ts";
 import type { Swapper } from "./kv/swap.ts";
 import type { Placement } from "./placement.ts";
+import type { Batch } from "./batch.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
 import type { PreemptRule } from "./policy/preset.ts";
 import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
-import type { Batch } from "./batch.ts";
 import type { Request } from "./request/request.ts";
 import type { RemovableCache, RemovableStats } from "./kv/removable.ts";
 import type { TokenCached } from "./token_cached.ts";
 
-/** What preemption works with: the batch, the pool and the tiers a victim's KV can go to. */
+/**
+ * How preemption reaches the batch, which the scheduler keeps: who the policy names as a victim,
+ * who has rows in the step being built, and how a victim leaves for the head of the queue.
+ */
+export interface Seats {
+  /** The policy's victim so that `needy` can grow: `needy`, or a request without rows this step. */
+  victimFor(needy: Request): Request;
+  /** Whether `req` has rows in the step being built. */
+  inStep(req: Request): boolean;
+  /** `req` leaves the batch for the head of the queue, its KV kept as `kept` says. */
+  unseat(req: Request, kept: KeptKv): void;
+}
+
+/**
+ * The seats of `batch`, as the scheduler gives them: `policy` names the victim among the requests
+ * without rows in the step being built (`inStep`).
+ */
+export function batchSeats(
+  batch: Batch,
+  policy: SchedulingPolicy,
+  inStep: ReadonlySet<Request>,
+): Seats {
+  return {
+    victimFor: (needy) =>
+      policy.pickVictim(batch.running.filter((r) => r === needy || !inStep.has(r)), needy),
+    inStep: (req) => inStep.has(req),
+    unseat: (req, kept) => {
+      batch.leave(req);
+      if ("dropped" in kept) req.pauseKeepingNewest(kept.dropped);
+      else req.pause(kept.swapped);
+      batch.requeue(req);
+    },
+  };
+}
+
+/** What a victim keeps: nothing on the device (`swapped`: its KV is on the host), or its newest
+ * KV with its first `dropped` positions to compute again. */
+export type KeptKv = { swapped: boolean } | { dropped: number };
+
+/** What preemption works with: the pool and the tiers a victim's KV can go to. */
 export interface PreemptionParts {
-  batch: Batch;
   pool: BlockPool;
-  policy: SchedulingPolicy;
   rule: PreemptRule;
   context: PolicyContext;
   maxRows: number;
@@ -54,13 +91,12 @@ export class Preemption {
    * victims while the pool is short; requests with rows in this step (`inStep`) keep them and are
    * not preempted. False when `req` itself was.
    */
-  makeRoom(req: Request, tokens: number, inStep: ReadonlySet<Request>): boolean {
-    const { pool, batch, policy } = this.parts;
+  makeRoom(req: Request, tokens: number, seats: Seats): boolean {
+    const { pool } = this.parts;
     while (!pool.canGrowAll(req.id, tokens)) {
       // Layers of requests paused holding their KV go first, as few as make the room.
       if (this.parts.removable?.evictFor(req, tokens)) continue;
-      const candidates = batch.running.filter((r) => r === req || !inStep.has(r));
-      const victim = policy.pickVictim(candidates, req);
+      const victim = seats.victimFor(req);
       // A token-cached victim's uncached positions are dropped ones now: never swapped whole.
       const lacking = this.parts.tokenCached?.settle(victim) ?? 0;
       const drop = victim === req ? 0 : Math.max(this.oldestToDrop(victim, req, tokens), lacking);
@@ -68,10 +104,10 @@ export class Preemption {
         ? { kind: drop > 0 ? "dropOldest" as const : "dropAll" as const, blocks: drop }
         : this.howToPreempt(victim, drop);
       if (how.kind === "dropOldest") {
-        this.dropOldest(victim, how.blocks);
+        this.dropOldest(victim, how.blocks, seats);
         continue;
       }
-      this.preempt(victim, how.kind === "swap");
+      this.preempt(victim, how.kind === "swap", seats);
       if (victim === req) return false;
     }
     return true;
@@ -81,15 +117,15 @@ export class Preemption {
    * Pauses a running request a policy or planner named, its KV treated as the rule says; with
    * `lazily` (the offload planner's pauses), kept in the removable cache when there is one.
    */
-  pause(req: Request, lazily = false): void {
+  pause(req: Request, lazily: boolean, seats: Seats): void {
     const lacking = this.parts.tokenCached?.settle(req) ?? 0;
-    if (lacking > 0) return this.dropOldest(req, lacking);
+    if (lacking > 0) return this.dropOldest(req, lacking, seats);
     const { removable } = this.parts;
     if (lazily && removable && req.computed > 0 && !req.refill && req.dropped === 0) {
-      this.pauseHolding(req, removable);
+      this.pauseHolding(req, removable, seats);
       return;
     }
-    this.preempt(req, this.howToPreempt(req, 0).kind === "swap");
+    this.preempt(req, this.howToPreempt(req, 0).kind === "swap", seats);
   }
 
   /** What the removable cache kept and gave up (null without one). */
@@ -116,13 +152,11 @@ export class Preemption {
   }
 
   /** OrbitFlow's lazy pause: `req` leaves the batch keeping its device KV (kv/removable.ts). */
-  private pauseHolding(req: Request, removable: RemovableCache): void {
-    const { batch, placement, prefix } = this.parts;
+  private pauseHolding(req: Request, removable: RemovableCache, seats: Seats): void {
+    const { placement, prefix } = this.parts;
     placement?.forget(req, true); // its layers' copies out land; its host copy stays
     prefix?.stop(req); // its blocks may leave the device
-    batch.leave(req);
-    req.pauseKeepingNewest(0);
-    batch.requeue(req);
+    seats.unseat(req, { dropped: 0 });
     removable.hold(req);
   }
 
@@ -176,14 +210,12 @@ export class Preemption {
    * Frees `victim`'s `k` oldest blocks and pauses it holding the rest; on resume only the dropped
    * positions are computed again.
    */
-  private dropOldest(victim: Request, k: number): void {
-    const { pool, batch, host, prefix } = this.parts;
+  private dropOldest(victim: Request, k: number, seats: Seats): void {
+    const { pool, host, prefix } = this.parts;
     host?.tier.release(victim); // its host copy no longer matches what it will hold
     pool.dropLeading(victim.id, k);
     prefix?.stop(victim); // its cached prefix blocks are no longer its own
-    batch.leave(victim);
-    victim.pauseKeepingNewest(k * pool.blockSize);
-    batch.requeue(victim);
+    seats.unseat(victim, { dropped: k * pool.blockSize });
     this.count++;
     this.choices.dropOldest++;
   }
@@ -192,15 +224,13 @@ export class Preemption {
    * Frees `req`'s KV and slot and puts it back at the head of the queue; its stream stays open.
    * `swap`: its KV goes to the host tier, if that has room.
    */
-  private preempt(req: Request, swap: boolean): void {
-    const { pool, batch, host, placement } = this.parts;
+  private preempt(req: Request, swap: boolean, seats: Seats): void {
+    const { pool, host, placement } = this.parts;
     const swapped = swap && (host?.swaps.swapOut(req) ?? false);
     if (!swapped) host?.tier.release(req); // recomputed from its ids: drop any partial host copy
     placement?.forget(req, swapped);
     pool.release(req.id);
-    batch.leave(req);
-    req.pause(swapped);
-    batch.requeue(req);
+    seats.unseat(req, { swapped });
     this.count++;
     this.choices[swapped ? "swap" : "dropAll"]++;
   }

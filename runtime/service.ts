@@ -6,7 +6,7 @@
 // assembly.ts and read for stats by stats.ts.
 
 import type { EngineInfo, StepEngine } from "../engine/engine.ts";
-import { assemble, type Assembly } from "./assembly.ts";
+import { assemble, type Assembly, type RuntimeParts } from "./assembly.ts";
 import type { CostTracker } from "./cost_tracker.ts";
 import { effectiveTokens } from "./effective_tokens.ts";
 import { type CompiledGrammarHandle, Grammars } from "./grammar/grammars.ts";
@@ -14,7 +14,8 @@ import { RequestGrammar } from "./grammar/request_grammar.ts";
 import type { GrammarSpec } from "./grammar/spec.ts";
 import type { RuntimeOptions } from "./options.ts";
 import type { PolicyName } from "./policy/index.ts";
-import type { OffloadDistanceOf, OffloadMode } from "./policy/preset.ts";
+import type { OffloadPlanner } from "./plan/offload_planner.ts";
+import type { OffloadMode } from "./policy/preset.ts";
 import { MAX_PRIORITY, MIN_PRIORITY } from "./policy/priority.ts";
 import {
   type FinishInfo,
@@ -42,13 +43,14 @@ export type {
   FinishInfo,
   FinishReason,
   GrammarSpec,
-  OffloadDistanceOf,
   OffloadMode,
+  OffloadPlanner,
   PolicyName,
   RequestSlo,
   RequestState,
   RequestStats,
   RuntimeOptions,
+  RuntimeParts,
   RuntimeStats,
   SubmitParams,
   TokenEvent,
@@ -114,8 +116,13 @@ export class Runtime {
   private readonly streams = new Set<Request>();
   private readonly grammars: Grammars;
 
-  constructor(private readonly engine: StepEngine, private readonly options: RuntimeOptions) {
-    this.parts = assemble(engine, options);
+  /** `parts`: what the caller makes itself (an offload planner of its own), for the options'. */
+  constructor(
+    private readonly engine: StepEngine,
+    private readonly options: RuntimeOptions,
+    parts: RuntimeParts = {},
+  ) {
+    this.parts = assemble(engine, options, parts);
     const { vocabulary, eosIds } = options;
     this.grammars = new Grammars(
       vocabulary ? { vocabulary, vocabSize: engine.info.vocabSize, stopIds: eosIds } : null,
@@ -165,7 +172,7 @@ export class Runtime {
     grammar?.listen(() => this.parts.loop.kick());
     // Admission first: the queue bound counts only what must really wait.
     const admitted = this.parts.scheduler.submit(req);
-    if (admitted === "queued" && this.parts.scheduler.queued > options.maxQueue) {
+    if (admitted === "queued" && this.parts.scheduler.waiting.length > options.maxQueue) {
       this.parts.scheduler.withdraw(req);
       grammar?.dispose();
       throw new Refused("Server is at capacity; retry shortly", "queue_full", 1);
@@ -227,7 +234,7 @@ export class Runtime {
 
   /** The offload planner's solve times (ms) since the last call, for the metrics histogram. */
   takeSolveTimes(): number[] {
-    return this.parts.planner?.takeSolveTimes() ?? [];
+    return this.parts.space.planner?.takeSolveTimes() ?? [];
   }
 
   /** Requests not yet finished (running or waiting). */
@@ -247,7 +254,7 @@ export class Runtime {
   async close(): Promise<void> {
     this.closing = true;
     // Its Worker first, whatever happens below; the last steps keep the last plan's distances.
-    this.parts.planner?.close();
+    this.parts.space.planner?.close();
     for (const req of [...this.parts.scheduler.waiting, ...this.parts.scheduler.running]) {
       req.end("shutdown");
     }

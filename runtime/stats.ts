@@ -3,6 +3,7 @@
 // with its buffer. Read from the parts (assembly.ts) at the moment asked; nothing here is kept.
 
 import type { Assembly } from "./assembly.ts";
+import type { KvSpace } from "./kv_space.ts";
 import type { OffloadStats } from "./kv/offload.ts";
 import type { PrefixStats } from "./kv/prefix_index.ts";
 import type { SwapStats } from "./kv/swap.ts";
@@ -93,7 +94,8 @@ export function runtimeStats(
   effectiveTokens: number,
   layerwise: boolean,
 ): RuntimeStats {
-  const { scheduler, pool, host, loop } = a;
+  const { scheduler, space, loop } = a;
+  const { pool, host } = space;
   // Requests still generating, then finished ones whose buffers are still playing out.
   const live = new Set([...scheduler.running, ...scheduler.waiting]);
   const playing = [...streams].filter((r) => !live.has(r) && !r.buffer.finished);
@@ -102,22 +104,22 @@ export function runtimeStats(
     waiting: scheduler.waiting.filter((r) => r.state === "waiting").length,
     paused: scheduler.waiting.filter((r) => r.state === "paused").length,
     running: scheduler.running.length,
-    kvBlocksUsed: pool.used - pool.idle - (a.offloader?.regionTotal ?? 0),
+    kvBlocksUsed: pool.used - pool.idle - (space.offloader?.regionTotal ?? 0),
     kvBlocksCached: pool.idle,
     kvBlocksTotal: pool.total,
     hostBlocksUsed: host ? host.pool.used - host.pool.idle : 0,
     hostBlocksTotal: host?.pool.total ?? 0,
     hostBlocksCached: host?.pool.idle ?? 0,
-    swaps: a.swapper ? { ...a.swapper.stats } : null,
-    offload: a.offloader ? { ...a.offloader.stats } : null,
-    ...(a.planner ? { planner: { ...a.planner.stats(), lazyPause: scheduler.removable } } : {}),
-    kvBytesMoved: kvBytesMoved(a),
-    prefix: a.prefix?.stats() ?? null,
+    swaps: space.swapper ? { ...space.swapper.stats } : null,
+    offload: space.offloader ? { ...space.offloader.stats } : null,
+    ...(space.planner ? { planner: { ...space.planner.stats(), lazyPause: space.removable } } : {}),
+    kvBytesMoved: kvBytesMoved(space, a.info.kvBlockBytes),
+    prefix: space.prefixIndex?.stats() ?? null,
     steps: loop.steps,
     tokensGenerated: loop.tokens,
     preemptions: scheduler.preemptions,
-    partialResumes: scheduler.partialResumes,
-    windowReleasedBlocks: scheduler.window?.released ?? 0,
+    partialResumes: space.partialResumes,
+    windowReleasedBlocks: space.window?.released ?? 0,
     policyPauses: scheduler.policyPauses,
     ...(layerwise
       ? {
@@ -125,8 +127,8 @@ export function runtimeStats(
         prefillSplits: scheduler.prefillSplits,
       }
       : {}),
-    ...(scheduler.tokenCached ? { tokenCache: tokenCacheStats(scheduler.tokenCached) } : {}),
-    preemptChoices: { ...scheduler.preemptChoices },
+    ...(space.tokenCached ? { tokenCache: tokenCacheStats(space.tokenCached) } : {}),
+    preemptChoices: { ...space.preemptChoices },
     recomputedTokens: scheduler.recomputedTokens,
     effectiveTokens,
     requests: all.map((r) => ({
@@ -150,12 +152,11 @@ function tokenCacheStats(t: TokenCached): NonNullable<RuntimeStats["tokenCache"]
 }
 
 /** KV bytes copied to the host tier and back, by swaps, offloaded layers and the prefix cache. */
-function kvBytesMoved(a: Assembly): { out: number; in: number } {
-  const sw = a.swapper?.stats;
-  const bytes = a.info.kvBlockBytes;
+function kvBytesMoved(space: KvSpace, bytes: number): { out: number; in: number } {
+  const sw = space.swapper?.stats;
   if (!sw) return { out: 0, in: 0 };
-  const off = a.offloader?.stats;
-  const cache = a.prefixTier?.stats;
+  const off = space.offloader?.stats;
+  const cache = space.prefixTier?.stats;
   const out = sw.blocksOut + sw.blocksWrittenThrough + (off?.blocksOut ?? 0) +
     (cache?.blocksOut ?? 0);
   const into = sw.blocksIn + (off ? off.blocksPrefetched + off.blocksRestored : 0) +

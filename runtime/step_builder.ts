@@ -10,6 +10,7 @@
 import type {
   DecodeGroup,
   PenaltySeed,
+  SampleRecord,
   SamplingParams,
   StepPlan,
   TableWrite,
@@ -183,4 +184,20 @@ export class StepBuilder {
     this.penaltySeeds = [];
     return { plan, owners: this.owners, landings };
   }
+}
+
+/**
+ * Gives a step's sample records to the requests they belong to (`owners`, one per sample row),
+ * none after a finish. A group's records come step by step; a request takes them in order until
+ * it finishes, and what its row drew after that is dropped. Returns the tokens delivered.
+ */
+export function deliverRecords(owners: readonly Request[], records: readonly SampleRecord[]) {
+  let delivered = 0;
+  records.forEach((rec, i) => {
+    const req = owners[i % owners.length];
+    if (req.finish) return;
+    req.accept(rec);
+    delivered++;
+  });
+  return delivered;
 }

@@ -27,9 +27,6 @@ export const RECOMPUTE: PreemptRule = { fixed: "recompute", auto: false };
 /** Keeping some layers' KV on the host tier (`--offload`). */
 export type OffloadMode = "none" | "uniform" | "orbit";
 
-/** A distance per request, asked again every step (a planner; tests change it mid-stream). */
-export type OffloadDistanceOf = (req: { id: number; generated: number }) => number;
-
 /** Where a preset places running requests' KV. */
 export interface Placing {
   /**
@@ -38,7 +35,7 @@ export interface Placing {
    */
   offload: OffloadMode;
   /** Uniform's distance (0: every layer on the device). */
-  distance: number | OffloadDistanceOf;
+  distance: number;
   /** Running requests' layers may live on the host (`offload` with a distance that offloads). */
   offloads: boolean;
   /** LayerKV's layer-wise prefill (runtime/placement.ts). */
@@ -78,7 +75,7 @@ export interface PresetOptions {
    * device; default 2 with `offload: "uniform"`): every d-th layer's KV lives on the host tier and
    * is brought into the prefetch region just before its layer runs.
    */
-  offloadDistance?: number | OffloadDistanceOf;
+  offloadDistance?: number;
   /** Prefetch region blocks per arena (`--prefetch-blocks`). */
   prefetchBlocks?: number;
   /** The longest decode window OrbitFlow's planner may choose (`--orbit-window-max`; orbit only). */
@@ -156,13 +153,13 @@ export function makePreset(name: string, policy: SchedulingPolicy, o: PresetOpti
 /** Where `o` places KV: the offload mode and distance it asks for, given or implied. */
 export function placingOf(o: PresetOptions): Placing {
   const given = o.offloadDistance ?? 0;
-  const offload = o.offload ?? (typeof given === "function" || given > 0 ? "uniform" : "none");
+  const offload = o.offload ?? (given > 0 ? "uniform" : "none");
   const distance = offload === "uniform" ? o.offloadDistance ?? 2 : 0;
   const layerwisePrefill = o.layerwisePrefill ?? false;
   return {
     offload,
     distance,
-    offloads: offload === "orbit" || typeof distance === "function" || distance > 0,
+    offloads: offload === "orbit" || distance > 0,
     layerwisePrefill,
     prefetchBlocks: o.prefetchBlocks,
   };

@@ -13,7 +13,6 @@ import { assert, assertEquals } from "../helpers/testing.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";
 import { greedy } from "../helpers/requests.ts";
 import { sumsOf } from "../../engine/kv/cost_model.ts";
-import { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { fcfsPolicy } from "../../runtime/policy/fcfs.ts";
 import type { SchedulingPolicy } from "../../runtime/policy/policy.ts";
 import type { Request } from "../../runtime/request/request.ts";
@@ -188,7 +187,6 @@ Deno.test("--decode-steps 1 (or an engine without groups) runs one step per subm
 });
 
 Deno.test("a step in which the policy holds a request back or pauses one is a single step", () => {
-  const pool = new BlockPool({ blocksPerArena: [64], layerArena: [0, 0], blockSize: 4 });
   const hold = new Set<Request>();
   const pause: Request[] = [];
   const policy: SchedulingPolicy = {
@@ -197,11 +195,11 @@ Deno.test("a step in which the policy holds a request back or pauses one is a si
     pauseBeforeStep: () => pause.splice(0),
   };
   const scheduler = new Scheduler({
-    pool,
+    kv: { shape: { blocksPerArena: [64], layerArena: [0, 0], blockSize: 4 } },
     limits: { maxSlots: 4, maxRows: 16, maxBlocksPerSeq: 16 },
     policy,
     decodeSteps: { max: 8, groupMs: 200 },
-    costModel: () => SLOW,
+    time: { costModel: () => SLOW },
   });
   const [a, b] = [1, 2].map((id) => testRequest(id, { ids: [id, 5, 6], maxTokens: 40 }));
   scheduler.submit(a);

@@ -10,10 +10,7 @@ import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
 import type { FakeEngineShape } from "../helpers/fake_engine.ts";
 import { BlockPool, OFFLOADED } from "../../runtime/kv/block_pool.ts";
 import { Scheduler } from "../../runtime/scheduler.ts";
-import { HostTier } from "../../runtime/kv/host_tier.ts";
-import { Swapper } from "../../runtime/kv/swap.ts";
 import { Offloader } from "../../runtime/kv/offload.ts";
-import { Placement } from "../../runtime/placement.ts";
 import { Request } from "../../runtime/request/request.ts";
 import { sloPolicy } from "../../runtime/policy/slo.ts";
 import type { SchedulingPolicy } from "../../runtime/policy/policy.ts";
@@ -43,24 +40,29 @@ class Bench {
   ) {
     this.engine = new FakeEngine(shape);
     const info = this.engine.info;
-    this.pool = new BlockPool(info);
-    const tier = new HostTier(this.pool, info.hostBlocks);
-    this.host = tier.pool;
-    this.offloader = layerwise ? new Offloader(this.pool, tier, regionBlocks) : null;
     this.scheduler = new Scheduler({
-      pool: this.pool,
+      kv: {
+        shape: info,
+        placing: {
+          offload: "none",
+          distance: 0,
+          offloads: false,
+          layerwisePrefill: layerwise,
+          prefetchBlocks: regionBlocks,
+        },
+      },
       limits: info,
       policy,
-      host: { tier, swaps: new Swapper(tier) },
-      placement: this.offloader
-        ? new Placement(this.pool, this.offloader, info.maxRows, { layerwisePrefill: layerwise })
-        : null,
     });
+    const { space } = this.scheduler;
+    this.pool = space.pool;
+    this.host = space.host!.pool;
+    this.offloader = space.offloader;
   }
 
   submit(prompt: number[], maxTokens: number): Request {
     const req = testRequest(this.nextId++, { ids: prompt, maxTokens });
-    this.scheduler.enqueue(req);
+    this.scheduler.submit(req);
     return req;
   }
 

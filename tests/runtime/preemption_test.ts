@@ -10,7 +10,7 @@ import { Swapper } from "../../runtime/kv/swap.ts";
 import { fcfsPolicy } from "../../runtime/policy/fcfs.ts";
 import { policyContext } from "../../runtime/policy/context.ts";
 import type { PreemptKv } from "../../runtime/policy/preset.ts";
-import { Preemption } from "../../runtime/preemption.ts";
+import { batchSeats, Preemption } from "../../runtime/preemption.ts";
 import type { Request } from "../../runtime/request/request.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { testRequest } from "../helpers/requests.ts";
@@ -41,9 +41,7 @@ function setup(fixed: PreemptKv) {
     kvBlockBytes: 0,
   });
   const preemption = new Preemption({
-    batch,
     pool,
-    policy: fcfsPolicy,
     rule: { fixed, auto: false },
     context,
     maxRows: 8,
@@ -51,27 +49,34 @@ function setup(fixed: PreemptKv) {
     placement: null,
     prefix: null,
   });
-  return { pool, batch, tier, running, preemption };
+  return {
+    pool,
+    batch,
+    tier,
+    running,
+    preemption,
+    seats: (inStep = new Set<Request>()) => batchSeats(batch, fcfsPolicy, inStep),
+  };
 }
 
 Deno.test("preemption: recompute frees the newest admitted whole and requeues it at the head", () => {
-  const { pool, batch, running: [a, b], preemption } = setup("recompute");
+  const { pool, batch, running: [a, b], preemption, seats } = setup("recompute");
   assert(!pool.canGrowAll(a.id, 24)); // 6 blocks a layer: 6 more, 4 free
-  assert(preemption.makeRoom(a, 24, new Set()));
+  assert(preemption.makeRoom(a, 24, seats()));
   assertEquals([batch.running, batch.waiting, b.state, b.computed], [[a], [b], "paused", 0]);
   assertEquals([pool.heldBy(b.id), preemption.count, preemption.choices.dropAll], [0, 1, 1]);
 });
 
 Deno.test("preemption: partial drops only as many of the victim's oldest blocks as make room", () => {
-  const { pool, batch, running: [a, b], preemption } = setup("partial");
-  assert(preemption.makeRoom(a, 24, new Set())); // 6 blocks a layer: 6 more, 4 free: 1 of b's
+  const { pool, batch, running: [a, b], preemption, seats } = setup("partial");
+  assert(preemption.makeRoom(a, 24, seats())); // 6 blocks a layer: 6 more, 4 free: 1 of b's
   assertEquals([b.state, b.dropped, pool.heldBy(b.id), batch.waiting], ["paused", 4, 4, [b]]);
   assertEquals(preemption.choices, { swap: 0, dropOldest: 1, dropAll: 0 });
 });
 
 Deno.test("preemption: swap sends the victim's KV to the host tier", () => {
-  const { pool, tier, running: [a, b], preemption } = setup("swap");
-  assert(preemption.makeRoom(a, 24, new Set()));
+  const { pool, tier, running: [a, b], preemption, seats } = setup("swap");
+  assert(preemption.makeRoom(a, 24, seats()));
   assertEquals([b.swapped, b.hostIssued, tier.pool.heldBy(b.id), pool.heldBy(b.id)], [
     true,
     12,
@@ -82,10 +87,10 @@ Deno.test("preemption: swap sends the victim's KV to the host tier", () => {
 });
 
 Deno.test("preemption: a request with rows in the step is not a victim; one named for itself gives up", () => {
-  const { batch, running: [a, b], preemption } = setup("recompute");
+  const { batch, running: [a, b], preemption, seats } = setup("recompute");
   // b has rows in this step: a is the only candidate, and fcfs names it (the newest of one).
-  assertEquals(preemption.makeRoom(a, 24, new Set([b])), false);
+  assertEquals(preemption.makeRoom(a, 24, seats(new Set([b]))), false);
   assertEquals([a.state, batch.running], ["paused", [b]]);
-  preemption.pause(b);
+  preemption.pause(b, false, seats());
   assertEquals(batch.waiting, [b, a]);
 });

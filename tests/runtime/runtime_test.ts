@@ -2,6 +2,7 @@
 // batch invariance, preemption by recompute, cancellation, request validation, and the
 // `generate --json` contract.
 
+import { type DistanceOf, distancePlanner } from "../helpers/distance_planner.ts";
 import { type CostModel, Engine } from "../../engine/engine.ts";
 import { sumsOf } from "../../engine/kv/cost_model.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
@@ -36,7 +37,8 @@ interface RuntimeSetup {
   /** Stands for the cost model the engine would profile at load (tests skip the profile). */
   costModel?: CostModel;
   writeThrough?: boolean;
-  offloadDistance?: number | ((req: { id: number; generated: number }) => number);
+  /** Every running request's distance, or one per request asked again every step. */
+  offloadDistance?: number | DistanceOf;
   prefetchBlocks?: number;
   layerwisePrefill?: boolean;
   tokenCache?: boolean;
@@ -69,20 +71,21 @@ async function withEngine(
     ...engineOpts,
   });
   if (costModel) engine.info.costModel = costModel;
+  const changing = typeof offloadDistance === "function";
   const runtime = new Runtime(engine, {
     policy,
     prefixCache,
     preempt,
     recompute,
     writeThrough,
-    offloadDistance,
+    ...(changing ? { offload: "uniform" } : { offloadDistance }),
     prefetchBlocks,
     layerwisePrefill,
     tokenCache,
     maxQueue: 1000,
     maxTokensLimit: 100_000,
     eosIds: [],
-  });
+  }, changing ? { planner: distancePlanner(offloadDistance) } : {});
   try {
     await fn(runtime, dir);
   } finally {

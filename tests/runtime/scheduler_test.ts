@@ -3,6 +3,7 @@
 // every request gets exactly the tokens its prompt alone determines, none lost, duplicated or
 // reordered, cancels end streams, and the pool is empty once everything has ended.
 
+import { distancePlanner } from "../helpers/distance_planner.ts";
 import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
 import type { CostModel, StepPlan } from "../../engine/engine.ts";
 import { sumsOf } from "../../engine/kv/cost_model.ts";
@@ -60,13 +61,14 @@ function changingDistance(req: { id: number; generated: number }): number {
 
 function runtimeOver(engine: FakeEngine, setup: Setup = { policy: "fcfs" }, maxQueue = 100) {
   const { offloadDistance, ...rest } = setup;
+  const changing = offloadDistance === "changing";
   return new Runtime(engine, {
     ...rest,
-    offloadDistance: offloadDistance === "changing" ? changingDistance : offloadDistance,
+    ...(changing ? { offload: "uniform" } : { offloadDistance }),
     maxQueue,
     maxTokensLimit: 10_000,
     eosIds: [],
-  });
+  }, changing ? { planner: distancePlanner(changingDistance) } : {});
 }
 
 /** Lets the loop run (the fake engine answers in microtasks) until `done` holds, boundedly. */

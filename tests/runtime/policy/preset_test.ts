@@ -42,8 +42,6 @@ Deno.test("presets: placement from the offload options, given or implied", () =>
   assertEquals(placingOf({ offloadDistance: 3 }).offload, "uniform");
   assertEquals(placingOf({ offload: "none", offloadDistance: 3 }).offloads, false);
   assert(placingOf({ offload: "orbit" }).offloads);
-  const changing = () => 1;
-  assertEquals(placingOf({ offloadDistance: changing }).distance, changing);
   assertEquals(placingOf({ layerwisePrefill: true, prefetchBlocks: 9 }).prefetchBlocks, 9);
 });
 

@@ -44,19 +44,18 @@ class Bench {
 
   constructor(policy: SchedulingPolicy, shape: FakeEngineShape, costs: CostModel | undefined) {
     this.engine = new FakeEngine(shape);
-    this.pool = new BlockPool(this.engine.info);
     this.scheduler = new Scheduler({
-      pool: this.pool,
+      kv: { shape: { ...this.engine.info, hostBlocks: 0 } },
       limits: this.engine.info,
       policy,
-      now: () => this.now,
-      costModel: () => costs,
+      time: { now: () => this.now, costModel: () => costs },
     });
+    this.pool = this.scheduler.space.pool;
   }
 
   submit(prompt: number[], maxTokens: number, slo: RequestSlo = {}, readingRate = 0): Request {
     const req = testRequest(this.nextId++, { ids: prompt, maxTokens, readingRate, slo }, this.now);
-    this.scheduler.enqueue(req);
+    this.scheduler.submit(req);
     return req;
   }
 
