@@ -13,8 +13,9 @@
 //
 // Its fields are public to read (policies and the scheduler read them every step) and change only
 // through its methods below: the transitions above, the rows and samples of each step, its host
-// copy. (What the prefix cache holds for it is the cache's: runtime/prefix_cache.ts.) (Tests may set a field to stage a scene; runtime/ code may not,
-// which tests/runtime/request_test.ts checks.)
+// copy. (What the prefix cache holds for it is the cache's: runtime/prefix_cache.ts.) Outside this
+// file they are `readonly`, so the type checker refuses any other write; the methods write through
+// `Writable`, a view of the same object (a cast: nothing at run time).
 //
 // A constrained request carries its grammar (grammar/request_grammar.ts), which every delivered
 // token advances; the grammar, not a step, may end it (complete) or hand it a token (forced).
@@ -69,45 +70,48 @@ export interface RequestSpec {
   priority?: number;
 }
 
+/** A request as its own methods write it: the same object, every field writable. */
+type Writable = { -readonly [K in keyof Request]: Request[K] };
+
 export class Request {
-  state: RequestState = "waiting";
+  readonly state: RequestState = "waiting";
   /** Batch row while admitted (prefilling or decoding), else -1. */
-  slot = -1;
+  readonly slot: number = -1;
   /** Generated ids delivered so far, in order (the stop token is not one of them). */
-  readonly generated: number[] = [];
+  readonly generated: readonly number[] = [];
   /** Positions whose KV is on the device in the current residency (0 after a preemption). */
-  computed = 0;
+  readonly computed: number = 0;
   /** High-water mark of positions it has computed (any residency): rows below it are recomputes. */
-  computedHigh = 0;
+  readonly computedHigh: number = 0;
   /** Samples submitted to the GPU over the request's life (delivered + in flight). */
-  issued = 0;
+  readonly issued: number = 0;
   /** Times its KV was freed to make room for another request. */
-  preemptions = 0;
+  readonly preemptions: number = 0;
   /** Leading positions whose KV has landed in the host tier (see runtime/kv/host_tier.ts). */
-  hostTokens = 0;
+  readonly hostTokens: number = 0;
   /** Leading positions whose KV is on the host once the copies in flight land. */
-  hostIssued = 0;
+  readonly hostIssued: number = 0;
   /** Bumped when its host blocks are released, so copies issued before can no longer land. */
-  hostEpoch = 0;
+  readonly hostEpoch: number = 0;
   /** Paused with its KV in the host tier: it resumes by swapping in, not by recomputing. */
-  swapped = false;
+  readonly swapped: boolean = false;
   /** Times its KV was swapped out. */
-  swapsOut = 0;
+  readonly swapsOut: number = 0;
   /** Paused holding its newest blocks: its first `dropped` positions' KV was freed (eLLM). */
-  dropped = 0;
+  readonly dropped: number = 0;
   /** After such a resume: the dropped positions still to compute again, before anything else. */
-  refill: { next: number; end: number } | null = null;
+  readonly refill: Readonly<{ next: number; end: number }> | null = null;
   /** Order of (re)admission; the most recent is preempted first. */
-  admittedAt = -1;
+  readonly admittedAt: number = -1;
   /** Lower runs first (runtime/policy/priority.ts); its client may change it while it runs. */
-  priority: number;
-  cancelled = false;
-  finish: FinishInfo | null = null;
+  readonly priority: number;
+  readonly cancelled: boolean = false;
+  readonly finish: Readonly<FinishInfo> | null = null;
   /** True when shutdown dropped tokens its reader had not yet taken. */
-  streamCut = false;
+  readonly streamCut: boolean = false;
   readonly buffer: TokenPacer<TokenEvent>;
   readonly done: Promise<FinishInfo>;
-  private resolveDone!: (f: FinishInfo) => void;
+  #resolveDone!: (f: FinishInfo) => void;
 
   /**
    * @param grammar what its output is constrained to (null: nothing); it is the request's, and
@@ -121,7 +125,7 @@ export class Request {
   ) {
     this.priority = spec.priority ?? 0;
     this.buffer = new TokenPacer({ rate: spec.readingRate });
-    this.done = new Promise((r) => this.resolveDone = r);
+    this.done = new Promise((r) => this.#resolveDone = r);
     grammar?.listen(() => this.grammarMoved());
   }
 
@@ -175,11 +179,12 @@ export class Request {
    * swapped-in) KV blocks; the prefill goes on from there.
    */
   admit(slot: number, order: number, cached: number): void {
-    this.slot = slot;
-    this.admittedAt = order;
-    this.computed = cached;
-    this.swapped = false; // a swapped request's KV comes back with this admission
-    this.state = "prefilling";
+    const self = this as Writable;
+    self.slot = slot;
+    self.admittedAt = order;
+    self.computed = cached;
+    self.swapped = false; // a swapped request's KV comes back with this admission
+    self.state = "prefilling";
   }
 
   /**
@@ -187,27 +192,30 @@ export class Request {
    * will be computed again when it resumes (the sampler and the kernels give the same KV).
    */
   pauseKeepingNewest(dropped: number): void {
-    this.slot = -1;
-    this.dropped = dropped;
-    this.preemptions++;
-    this.state = "paused";
+    const self = this as Writable;
+    self.slot = -1;
+    self.dropped = dropped;
+    self.preemptions++;
+    self.state = "paused";
   }
 
   /** Back in the batch at `slot`: refill the dropped positions, then carry on from its KV. */
   resumeInPlace(slot: number, order: number): void {
-    this.slot = slot;
-    this.admittedAt = order;
-    this.refill = { next: 0, end: this.dropped };
-    this.dropped = 0;
+    const self = this as Writable;
+    self.slot = slot;
+    self.admittedAt = order;
+    self.refill = { next: 0, end: this.dropped };
+    self.dropped = 0;
     // At least the last position is computed again: its logits pick the next token.
-    this.computed = Math.min(this.computed, this.prefillTarget - 1);
-    this.state = "prefilling";
+    self.computed = Math.min(self.computed, this.prefillTarget - 1);
+    self.state = "prefilling";
   }
 
   /** Its remaining KV was taken back while it waited: it will be computed again from its ids. */
   forgetKv(): void {
-    this.computed = 0;
-    this.dropped = 0;
+    const self = this as Writable;
+    self.computed = 0;
+    self.dropped = 0;
   }
 
   /**
@@ -215,18 +223,20 @@ export class Request {
    * its ids and token buffer stay.
    */
   pause(swapped = false): void {
-    this.slot = -1;
-    this.computed = 0;
-    this.dropped = 0;
-    this.refill = null;
-    this.preemptions++;
-    this.swapped = swapped;
-    this.state = "paused";
+    const self = this as Writable;
+    self.slot = -1;
+    self.computed = 0;
+    self.dropped = 0;
+    self.refill = null;
+    self.preemptions++;
+    self.swapped = swapped;
+    self.state = "paused";
   }
 
   /** Its prefill has computed every position: from the next step on it decodes. */
   startDecoding(): void {
-    this.state = "decoding";
+    const self = this as Writable;
+    self.state = "decoding";
   }
 
   /**
@@ -234,19 +244,22 @@ export class Request {
    * (its KV was lost meanwhile): the row is a recompute.
    */
   rowAt(pos: number): boolean {
+    const self = this as Writable;
     const again = pos < this.computedHigh;
-    this.computedHigh = Math.max(this.computedHigh, pos + 1);
+    self.computedHigh = Math.max(self.computedHigh, pos + 1);
     return again;
   }
 
   /** This step's rows leave its KV holding its first `end` positions. */
   computeTo(end: number): void {
-    this.computed = end;
+    const self = this as Writable;
+    self.computed = end;
   }
 
   /** A sample row of this step is its: one more token on its way back. */
   issueSample(): void {
-    this.issued++;
+    const self = this as Writable;
+    self.issued++;
   }
 
   /**
@@ -254,50 +267,57 @@ export class Request {
    * place), oldest first: positions from..to-1. Once none is left it prefills as usual.
    */
   takeRefill(max: number): { from: number; to: number } {
-    const r = this.refill!;
-    const from = r.next;
-    r.next = Math.min(r.end, r.next + max);
-    if (r.next === r.end) this.refill = null;
-    return { from, to: r.next };
+    const self = this as Writable;
+    const { next: from, end } = this.refill!;
+    const to = Math.min(end, from + max);
+    self.refill = to === end ? null : { next: to, end };
+    return { from, to };
   }
 
   /** Its client changed its priority (from the next step on). */
   setPriority(priority: number): void {
-    this.priority = priority;
+    const self = this as Writable;
+    self.priority = priority;
   }
 
   /** Its client went away or asked: it ends now, and its buffered tokens are dropped. */
   cancel(): void {
-    this.cancelled = true;
+    const self = this as Writable;
+    self.cancelled = true;
     this.end("cancelled");
     this.buffer.abort(); // also when generation had finished and the buffer was still playing
   }
 
   /** Copies out of its first `tokens` positions are on their way to the host tier. */
   hostCopyIssued(tokens: number): void {
-    this.hostIssued = tokens;
+    const self = this as Writable;
+    self.hostIssued = tokens;
   }
 
   /** Copies out issued at host epoch `epoch` have landed (void if its host copy was released since). */
   hostCopyLanded(tokens: number, epoch: number): void {
-    if (epoch === this.hostEpoch) this.hostTokens = Math.max(this.hostTokens, tokens);
+    const self = this as Writable;
+    if (epoch === this.hostEpoch) self.hostTokens = Math.max(self.hostTokens, tokens);
   }
 
   /** Its host copy is no longer valid (reuse off): a swap-out copies everything again. */
   restartHostCopy(): void {
-    this.hostIssued = 0;
+    const self = this as Writable;
+    self.hostIssued = 0;
   }
 
   /** Its host blocks were freed: copies still in flight land in blocks no longer its own. */
   releaseHostCopy(): void {
-    this.hostTokens = 0;
-    this.hostIssued = 0;
-    this.hostEpoch++;
+    const self = this as Writable;
+    self.hostTokens = 0;
+    self.hostIssued = 0;
+    self.hostEpoch++;
   }
 
   /** Counts a swap-out of its KV; returns how many there have been, this one included. */
   countSwapOut(): number {
-    return ++this.swapsOut;
+    const self = this as Writable;
+    return ++self.swapsOut;
   }
 
   /**
@@ -305,13 +325,14 @@ export class Request {
    * grammar's) or max tokens.
    */
   accept(rec: SampleRecord): void {
+    const self = this as Writable;
     if (this.finish) return;
     if (this.spec.stopIds.has(rec.id) || this.grammar?.isStop(rec.id)) {
       this.end("stop");
       return;
     }
     this.grammar?.accept(rec.id);
-    this.generated.push(rec.id);
+    (self.generated as number[]).push(rec.id); // its own array: read-only to others
     this.buffer.deposit({
       id: rec.id,
       logprob: rec.logprob,
@@ -326,20 +347,22 @@ export class Request {
    * token is taken as if sampled (certain: logprob 0), with no step to sample it.
    */
   private grammarMoved(): void {
+    const self = this as Writable;
     const g = this.grammar!;
     if (this.finish) return;
     if (g.error !== null) this.end("error", g.error);
     else if (g.complete) this.end("stop");
     else if (g.forced !== null) {
-      this.issued++; // taken as a sample would be, with nothing in flight
+      self.issued++; // taken as a sample would be, with nothing in flight
       this.accept({ id: g.forced, logprob: 0, top: [] });
     }
   }
 
   /** Shutdown: drops whatever the reader has not taken yet. */
   cutStream(): void {
+    const self = this as Writable;
     if (this.buffer.finished) return;
-    this.streamCut = true;
+    self.streamCut = true;
     this.buffer.abort();
   }
 
@@ -348,17 +371,19 @@ export class Request {
    * or a cancel drops what is buffered.
    */
   end(reason: FinishReason, error?: string): void {
+    const self = this as Writable;
     if (this.finish) return;
-    this.state = "finished";
+    self.state = "finished";
     this.grammar?.dispose();
-    this.finish = {
+    const finish = {
       reason,
       promptTokens: this.promptLength,
       completionTokens: this.generated.length,
       error,
     };
+    self.finish = finish;
     if (reason === "stop" || reason === "length") this.buffer.end();
     else this.buffer.abort();
-    this.resolveDone(this.finish);
+    this.#resolveDone(finish);
   }
 }

@@ -25,3 +25,34 @@ export function testRequest(
     ...spec,
   }, arrivedAt);
 }
+
+/** Where `stage` leaves a request. */
+export type Scene = "waiting" | "prefilling" | "decoding" | "paused";
+
+/**
+ * Drives `req` through its own methods, as the scheduler would, into `scene`: admitted at batch
+ * row 0 as the `order`th admission, its prefill computed to `computed` positions; past
+ * "prefilling" it decodes, each of `generated` sampled and taken back; "paused" then leaves the
+ * batch, its KV freed. A waiting request is left as it is.
+ */
+export function stage(
+  req: Request,
+  scene: Scene,
+  { order = 0, computed = 0, generated = [] }: {
+    order?: number;
+    computed?: number;
+    generated?: readonly number[];
+  } = {},
+): Request {
+  if (scene === "waiting") return req;
+  req.admit(0, order, 0);
+  req.computeTo(computed);
+  if (scene === "prefilling") return req;
+  req.startDecoding();
+  for (const id of generated) {
+    req.issueSample();
+    req.accept({ id, logprob: 0, top: [] });
+  }
+  if (scene === "paused") req.pause();
+  return req;
+}

@@ -9,7 +9,7 @@ import { Runtime } from "../../runtime/service.ts";
 import type { BuiltStep } from "../../runtime/step_builder.ts";
 import { FakeEngine } from "../helpers/fake_engine.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
-import { testRequest } from "../helpers/requests.ts";
+import { stage, testRequest } from "../helpers/requests.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";
 import { recordingPlanSource } from "../helpers/plan_source.ts";
 import { OrbitOffload } from "../../runtime/plan/orbit_offload.ts";
@@ -121,9 +121,7 @@ Deno.test("cost tracker: the orbit planner is given the re-fitted bandwidth", ()
     client: recordingPlanSource(asked),
   });
   for (let i = 0; i < 20; i++) tracker.observe(prefetchStep(2, 16), 200);
-  const req = testRequest(1, { ids: [1, 2, 3], maxTokens: 8 });
-  req.state = "decoding";
-  req.computed = 5;
+  const req = stage(testRequest(1, { ids: [1, 2, 3], maxTokens: 8 }), "decoding", { computed: 5 });
   orbit.beforeStep([req]);
   const given = asked[0].costs.prefetch!.perUnitMs;
   assertEquals(given, tracker.current!.prefetch!.perUnitMs);

@@ -197,7 +197,7 @@ Deno.test("layer-wise prefill: cancelling a layer-wise admission mid-prefill fre
       if (cancelledAt < 0 && long.state === "prefilling" && bench.host.heldBy(long.id) > 0) {
         assert(bench.offloader!.offloads(long));
         assert(bench.pool.heldBy(long.id) > 0);
-        long.cancelled = true;
+        long.cancel();
         cancelledAt = step;
       } else if (cancelledAt >= 0 && long.finish) {
         // Reaped at the step boundary: all its blocks are free on both tiers.

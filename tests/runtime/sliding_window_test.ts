@@ -9,8 +9,8 @@ import { openModelDir } from "../../engine/formats/open_model.ts";
 import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
 import { Runtime } from "../../runtime/service.ts";
 import { BlockPool, EXPIRED } from "../../runtime/kv/block_pool.ts";
-import type { Request } from "../../runtime/request/request.ts";
 import { SlidingWindow } from "../../runtime/sliding_window.ts";
+import { stage, testRequest } from "../helpers/requests.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { testGpuF32 } from "../helpers/gpu.ts";
 import { rng, testSeed } from "../helpers/random.ts";
@@ -144,10 +144,13 @@ Deno.test("sliding window: blocks behind the window are freed, tokens stay the r
 Deno.test("sliding window: exactly the blocks wholly before the next row's window are freed", () => {
   const pool = new BlockPool({ blockSize: BLOCK, blocksPerArena: [64], layerArena: [0, 0] });
   const window = new SlidingWindow(pool, WINDOW);
-  const req = { id: 1, computed: 0 } as Request;
+  const req = stage(
+    testRequest(1, { ids: Array.from({ length: 41 }, (_, i) => i + 1) }),
+    "prefilling",
+  );
   assert(pool.growAll(1, 40));
   for (let computed = 0; computed <= 40; computed++) {
-    req.computed = computed;
+    req.computeTo(computed);
     window.expire(req);
     // The next row (position `computed`) reads from computed - W + 1: blocks ending before it go.
     const first = Math.max(0, computed - WINDOW + 1);

@@ -6,7 +6,7 @@ import { HostTier } from "../../../runtime/kv/host_tier.ts";
 import { OFFLOADED } from "../../../runtime/kv/block_pool.ts";
 import { RemovableCache } from "../../../runtime/kv/removable.ts";
 import { onePool } from "../../helpers/pools.ts";
-import { testRequest } from "../../helpers/requests.ts";
+import { stage, testRequest } from "../../helpers/requests.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 const LAYERS = 4, B = 4;
@@ -25,7 +25,7 @@ function held(
   });
   assert(pool.growAll(id, tokens));
   assert(tier.pool.growAll(id, onHost));
-  req.computed = tokens;
+  stage(req, "prefilling", { computed: tokens });
   req.hostCopyIssued(onHost);
   req.hostCopyLanded(onHost, req.hostEpoch);
   req.pauseKeepingNewest(0);

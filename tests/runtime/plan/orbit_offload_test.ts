@@ -16,7 +16,7 @@ import { Runtime, type RuntimeOptions } from "../../../runtime/service.ts";
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 import { costModelWithLayer } from "../../helpers/cost_models.ts";
-import { greedy, testRequest } from "../../helpers/requests.ts";
+import { greedy, stage, testRequest } from "../../helpers/requests.ts";
 
 const LAYERS = 4, BLOCK = 4;
 
@@ -74,10 +74,7 @@ class InlineSource implements PlanSource {
 
 /** A decoding request with `computed` context tokens of its `maxTokens` + 6-token prompt. */
 function decoding(id: number, computed: number, maxTokens = 40): Request {
-  const req = testRequest(id, { ids: [1, 2, 3, 4, 5, 6], maxTokens });
-  req.state = "decoding";
-  req.computed = computed;
-  return req;
+  return stage(testRequest(id, { ids: [1, 2, 3, 4, 5, 6], maxTokens }), "decoding", { computed });
 }
 
 /** A planner over a pool of `total` blocks with a 16-block region, and its inline plan source. */
@@ -134,11 +131,12 @@ Deno.test("orbit offload: one plan per batch, applied from the next step; unknow
   assert(distances.some((d) => d > 0), `nobody offloads: ${distances}`);
   assertEquals(orbit.distanceOf(decoding(9, 10)), 0);
   // A prefilling request is not planned; a fourth decoding one changes the batch.
-  const newcomer = decoding(4, 10);
-  newcomer.state = "prefilling";
+  const newcomer = stage(testRequest(4, { ids: [1, 2, 3, 4, 5, 6], maxTokens: 40 }), "prefilling", {
+    computed: 10,
+  });
   orbit.beforeStep([...batch, newcomer]);
   assertEquals(source.asked.length, 1);
-  newcomer.state = "decoding";
+  newcomer.startDecoding();
   orbit.beforeStep([...batch, newcomer]);
   assertEquals(source.asked.length, 2);
   await null; // the settled() callbacks
@@ -222,9 +220,11 @@ Deno.test("orbit offload: with no plan for the whole batch, the planner names th
 
 /** A decoding request with `computed` context tokens, its generated ids delivered. */
 function grown(id: number, computed: number, maxTokens: number): Request {
-  const req = decoding(id, computed, maxTokens);
-  for (let i = 6; i < computed; i++) req.generated.push(1);
-  return req;
+  const generated = new Array(computed - 6).fill(1);
+  return stage(testRequest(id, { ids: [1, 2, 3, 4, 5, 6], maxTokens }), "decoding", {
+    computed,
+    generated,
+  });
 }
 
 Deno.test("orbit offload: a paused request comes back only after a completion and a feasible plan including it (OrbitFlow §3.4)", async () => {
@@ -263,7 +263,7 @@ Deno.test("orbit offload: a paused request comes back only after a completion an
   assert(source.asked.at(-1)!.noPause);
   assertEquals(orbit.feasible(), true, "a completion and a feasible plan including it");
   // Readmitted: it is running again and counted.
-  b.state = "prefilling";
+  b.admit(0, 1, 0);
   orbit.beforeStep([d, b]);
   const stats = orbit.stats();
   assertEquals([stats.pauses, stats.resumeChecks, stats.resumes], [1, 2, 1]);

@@ -10,7 +10,7 @@ import { evaluate, termsOf } from "../../../runtime/plan/plan_terms.ts";
 import type { PlanInput } from "../../../runtime/plan/plan_types.ts";
 import { costModelWithLayer } from "../../helpers/cost_models.ts";
 import { recordingPlanSource } from "../../helpers/plan_source.ts";
-import { testRequest } from "../../helpers/requests.ts";
+import { stage, testRequest } from "../../helpers/requests.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 const LAYERS = 4;
@@ -48,11 +48,10 @@ Deno.test("region budget: the planner is shown the device's blocks and the reser
     costs,
     client,
   });
-  const a = testRequest(1, { ids: [1, 2, 3, 4, 5, 6], maxTokens: 40 });
-  a.state = "decoding";
-  a.computed = 20;
-  const b = testRequest(9, { ids: [1, 2, 3, 4, 5, 6], maxTokens: 40 });
-  b.state = "prefilling";
+  const a = stage(testRequest(1, { ids: [1, 2, 3, 4, 5, 6], maxTokens: 40 }), "decoding", {
+    computed: 20,
+  });
+  const b = stage(testRequest(9, { ids: [1, 2, 3, 4, 5, 6], maxTokens: 40 }), "prefilling");
   orbit.beforeStep([a, b]);
   assertEquals(asked.length, 1);
   assertEquals(asked[0].budgetBlocks, 100 - 12, "device blocks less the others'");

@@ -9,7 +9,7 @@ import { OrbitOffload } from "../../../runtime/plan/orbit_offload.ts";
 import { windowChoices } from "../../../runtime/plan/plan_batch.ts";
 import type { PlanInput, PlanRequest } from "../../../runtime/plan/plan_types.ts";
 import { costModelWithLayer } from "../../helpers/cost_models.ts";
-import { testRequest } from "../../helpers/requests.ts";
+import { stage, testRequest } from "../../helpers/requests.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 const LAYERS = 4, BLOCK = 4;
@@ -106,9 +106,9 @@ Deno.test("window: the offload driver re-plans when the planner's chosen window 
   });
   // One request of 40 tokens on 100 blocks less a 10-block region: 90 blocks hold 22 blocks a
   // layer, so keeping every layer lasts until 88 tokens, 48 steps: the planner's window is 32.
-  const req = testRequest(1, { ids: [1, 2, 3, 4], maxTokens: 196 });
-  req.state = "decoding";
-  req.computed = 40;
+  const req = stage(testRequest(1, { ids: [1, 2, 3, 4], maxTokens: 196 }), "decoding", {
+    computed: 40,
+  });
   orbit.beforeStep([req]);
   await null;
   assertEquals([asked.length, asked[0].window, asked[0].maxWindow], [1, 4, 64]);

@@ -12,7 +12,7 @@ import {
 import { placingOf } from "../../../runtime/policy/preset.ts";
 import type { PolicyContext } from "../../../runtime/policy/policy.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
-import { testRequest } from "../../helpers/requests.ts";
+import { stage, testRequest } from "../../helpers/requests.ts";
 
 const HOST = { hostTier: true, costModel: true };
 
@@ -126,7 +126,7 @@ Deno.test("presets: TokenFlow's μ and Δt are its options; a larger horizon hol
     copyMs: () => null,
   };
   const reader = testRequest(1, { ids: [1, 2, 3], maxTokens: 100, readingRate: 10 });
-  reader.state = "decoding";
+  stage(reader, "decoding");
   // 3 s of playout.
   for (let i = 0; i < 30; i++) reader.accept({ id: i, logprob: 0, top: [] });
   const held = (o: Parameters<typeof choosePreset>[1]) =>

@@ -5,7 +5,7 @@
 
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { assert, assertEquals, assertThrows, useFakeTime } from "../../helpers/testing.ts";
-import { testRequest } from "../../helpers/requests.ts";
+import { stage, testRequest } from "../../helpers/requests.ts";
 import { fcfsPolicy } from "../../../runtime/policy/fcfs.ts";
 import type { PolicyContext, SchedulingPolicy } from "../../../runtime/policy/policy.ts";
 import { withPriority } from "../../../runtime/policy/priority.ts";
@@ -22,11 +22,7 @@ const AGING_MS = 1000;
 /** A request of `priority` with a 4-token prompt; `admitted` makes it a running one. */
 function request(id: number, priority: number, admitted?: number): Request {
   const req = testRequest(id, { ids: [1, 2, 3, 4], maxTokens: 8, priority });
-  if (admitted !== undefined) {
-    req.state = "decoding";
-    req.admittedAt = admitted;
-  }
-  return req;
+  return admitted === undefined ? req : stage(req, "decoding", { order: admitted });
 }
 
 /** A policy context on a settable clock with `room`: free slots and free blocks per layer. */
@@ -63,7 +59,7 @@ Deno.test("order: lower priority first, ties in the wrapped policy's order", () 
 Deno.test("order: a request not ready yet ends the queue of a policy without an order of its own", () => {
   const policy = withPriority(fcfsPolicy);
   const waiting = [request(1, 0), request(2, 1), request(3, 2)];
-  waiting[1].issued = 1; // a sample still on its way back
+  waiting[1].issueSample(); // a sample still on its way back
   assertEquals(ids(policy.order!(waiting, context({ slots: 1, blocks: 9 }))), [1]);
   const ordered = withPriority({ ...fcfsPolicy, order: (w) => [...w] });
   assertEquals(ids(ordered.order!(waiting, context({ slots: 1, blocks: 9 }))), [1, 2, 3]);
@@ -122,7 +118,7 @@ Deno.test("pauseBeforeStep: a strictly better waiting request that does not fit 
   room.blocks = 0;
   assertEquals(ids(policy.pauseBeforeStep!(running, [better], ctx)), [3]);
   // Not ready (its last sample is still coming back): wait for it rather than pause for nothing.
-  better.issued = 1;
+  better.issueSample();
   assertEquals(policy.pauseBeforeStep!(running, [better], ctx), []);
 });
 
@@ -136,8 +132,7 @@ Deno.test("pauseBeforeStep: a request that has waited its way up is not paused b
   clock.now = 3 * AGING_MS; // low has aged level with high
   assertEquals(policy.pauseBeforeStep!([high], [low], ctx), []);
   high.end("length");
-  low.state = "decoding";
-  low.admittedAt = 1;
+  stage(low, "decoding", { order: 1 });
   const next = request(3, 0);
   clock.now += 10;
   assertEquals(policy.pauseBeforeStep!([low], [next], ctx), []);

@@ -6,7 +6,7 @@
 import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../helpers/fake_engine.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { rng } from "../../helpers/random.ts";
-import { greedy, testRequest } from "../../helpers/requests.ts";
+import { greedy, stage, testRequest } from "../../helpers/requests.ts";
 import type { CostModel, StepPlan } from "../../../engine/engine.ts";
 import { BlockPool } from "../../../runtime/kv/block_pool.ts";
 import { predictStepMs, sumsOf } from "../../../engine/kv/cost_model.ts";
@@ -155,11 +155,9 @@ Deno.test("slo: a preempted request is held only while its own buffer covers the
     stepMs: (rows) => 10 + rows,
     copyMs: () => null,
   };
-  const running = [1, 2].map((i) => {
-    const r = testRequest(i, { ids: [i], maxTokens: 100, slo: { tbtMs: 20 } });
-    r.state = "decoding";
-    return r;
-  });
+  const running = [1, 2].map((i) =>
+    stage(testRequest(i, { ids: [i], maxTokens: 100, slo: { tbtMs: 20 } }), "decoding")
+  );
   const resumeWith = (buffered: number) => {
     const r = testRequest(3, {
       ids: prompt(64),
@@ -167,12 +165,8 @@ Deno.test("slo: a preempted request is held only while its own buffer covers the
       slo: { tbtMs: 30 },
       readingRate: 100,
     });
-    for (let i = 0; i < buffered; i++) {
-      r.generated.push(i);
-      r.buffer.deposit({ id: i, logprob: 0, top: [], generatedAt: 0 });
-    }
-    r.state = "paused";
-    return r;
+    // Its generated tokens are all in its buffer, unread.
+    return stage(r, "paused", { generated: Array.from({ length: buffered }, (_, i) => i) });
   };
   // Its prefill (64 + buffered rows, 14 a step beside 2 decodes) plus one more 12 ms step against
   // its playout (10 ms a token) and 30 ms TBT: with 5 tokens it is due (141 ≥ 50 + 30), with 20
@@ -232,10 +226,7 @@ async function play(policy: SchedulingPolicy, s: Script, costs: CostModel | unde
   for (let step = 0; step < 5000; step++) {
     s.requests.forEach((r, i) => {
       if (r.at === step) reqs[i] = bench.submit(r.prompt, r.maxTokens, r.slo, r.readingRate);
-      if (r.cancelAt === step && reqs[i]) {
-        reqs[i]!.cancelled = true;
-        reqs[i]!.end("cancelled");
-      }
+      if (r.cancelAt === step && reqs[i]) reqs[i]!.cancel();
     });
     const plan = await bench.step();
     plans.push(JSON.stringify(plan));

@@ -6,7 +6,7 @@ import { PROFILE_WEIGHT, sumsOf } from "../../../engine/kv/cost_model.ts";
 import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
 import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
-import { testRequest } from "../../helpers/requests.ts";
+import { type Scene, stage, testRequest } from "../../helpers/requests.ts";
 import { Refused, type RequestHandle, Runtime } from "../../../runtime/service.ts";
 import type { PolicyName } from "../../../runtime/policy/index.ts";
 import type { PolicyContext } from "../../../runtime/policy/policy.ts";
@@ -257,10 +257,8 @@ Deno.test("tokenflow --tokenflow-keep-up on: no more run at once than keep up wi
 });
 
 /** A three-token request in `state` whose reader reads `rate` tokens/s, for the policy alone. */
-function policyRequest(id: number, rate: number, state: Request["state"]): Request {
-  const r = testRequest(id, { ids: [1, 2, 3], maxTokens: 10, readingRate: rate });
-  r.state = state;
-  return r;
+function policyRequest(id: number, rate: number, state: Scene): Request {
+  return stage(testRequest(id, { ids: [1, 2, 3], maxTokens: 10, readingRate: rate }), state);
 }
 
 /** Two slots' worth of readers on an adapter making 40 tokens/s at a full batch of two. */
@@ -355,7 +353,7 @@ Deno.test("tokenflow: a reader far behind its stream holds it back just in time,
 Deno.test("tokenflow: a pause is made only for a request admitted in its place that step, one rotation a step", () => {
   // The last case needs a gate that refuses: --tokenflow-keep-up on.
   const policy = tokenflowPolicy({ keepUp: true });
-  const req = (id: number, rate: number, state: Request["state"], bufferedS: number) => {
+  const req = (id: number, rate: number, state: Scene, bufferedS: number) => {
     const r = policyRequest(id, rate, state);
     r.buffer.occupancy = () => ({ tokens: Math.round(bufferedS * rate), seconds: bufferedS });
     return r;
@@ -379,9 +377,9 @@ Deno.test("tokenflow: a pause is made only for a request admitted in its place t
   // (its victim's move-out is this step's; the second waits for the next step).
   assertEquals(policy.pauseBeforeStep!([a, b, c], [due1, due2], ctx), [a]);
   // The most urgent one is not ready (a token of its still in flight): the next one gets the room.
-  due1.issued = 1;
+  due1.issueSample();
   assertEquals(policy.pauseBeforeStep!([a, b, c], [due1, due2], ctx), [a]);
-  due1.issued = 0;
+  due1.accept({ id: 4, logprob: 0, top: [] }); // its token is back
   // The gate would refuse it beside a 10 tokens/s reader (three at once make 9.1 each): pausing
   // `a` would free room for nobody, so nobody is paused.
   const fast = req(3, 10, "decoding", 0.1);
@@ -494,12 +492,11 @@ Deno.test("tokenflow default: a new request joins as memory allows, overloaded o
 });
 
 /** A request whose buffer holds `bufferedS` seconds of playout. */
-function buffered(id: number, state: Request["state"], bufferedS: number, prompt = 3): Request {
-  const r = testRequest(id, {
-    ids: Array.from({ length: prompt }, (_, i) => 1 + i),
-    readingRate: 5,
-  });
-  r.state = state;
+function buffered(id: number, state: Scene, bufferedS: number, prompt = 3): Request {
+  const r = stage(
+    testRequest(id, { ids: Array.from({ length: prompt }, (_, i) => 1 + i), readingRate: 5 }),
+    state,
+  );
   r.buffer.occupancy = () => ({ tokens: Math.round(bufferedS * 5), seconds: bufferedS });
   return r;
 }
