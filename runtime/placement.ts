@@ -68,7 +68,7 @@ export class Placement {
    * device), or null with nothing grown: no split fits beside the running requests' forecast
    * growth (Eq. 5), and the prefill waits. Kept layers get its whole admission KV (`full`
    * positions), offloaded ones its first chunk, grown as its prefill writes them. A swapped
-   * request (its host copy comes back whole) and one resuming in place (its layout holds DROPPED
+   * request (its host copy comes back whole) and one resuming in place (its layout holds VACANT
    * entries, which offloading cannot have) are admitted only whole. `prefix`: the cached blocks
    * already shared into its tables, which its first chunk starts after.
    */

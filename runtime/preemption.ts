@@ -22,6 +22,7 @@ import type { PreemptRule } from "./policy/preset.ts";
 import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
 import type { Request } from "./request/request.ts";
+import { EXPIRED } from "./sliding_window.ts";
 import type { RemovableCache, RemovableStats } from "./kv/removable.ts";
 import type { TokenCached } from "./token_cached.ts";
 
@@ -200,7 +201,7 @@ export class Preemption {
   private oldestToDrop(victim: Request, needy: Request, tokens: number): number {
     const { pool, placement } = this.parts;
     if (victim.refill || victim.computed === 0 || placement?.offloads(victim)) return 0;
-    if (pool.expiredOf(victim.id) > 0) return 0;
+    if (pool.leading(victim.id, EXPIRED) > 0) return 0;
     const k = pool.missingPerLayer(needy.id, tokens);
     // Keep at least its newest block, else this is a plain preemption.
     return k < 1 || (k + 1) * pool.blockSize > victim.computed ? 0 : k;

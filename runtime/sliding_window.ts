@@ -14,6 +14,13 @@
 //     any of them on, blocks are kept (attention is still windowed; only memory is not saved).
 
 import type { BlockPool } from "./kv/block_pool.ts";
+
+/**
+ * In a table: a block freed because it lies wholly before the window of every row its request
+ * will still compute. Never refilled (the engine never reads it again); its entry keeps later
+ * entries' positions.
+ */
+export const EXPIRED = -3;
 import type { Request } from "./request/request.ts";
 
 export class SlidingWindow {
@@ -28,8 +35,8 @@ export class SlidingWindow {
   expire(req: Request): void {
     const firstRead = req.computed - this.size + 1;
     const before = Math.floor(Math.max(0, firstRead) / this.pool.blockSize);
-    if (before > this.pool.expiredOf(req.id)) {
-      this.released += this.pool.expireLeading(req.id, before);
+    if (before > this.pool.leading(req.id, EXPIRED)) {
+      this.released += this.pool.releaseLeading(req.id, before, EXPIRED);
     }
   }
 }

@@ -74,7 +74,7 @@ export class StepBuilder {
   retable(req: Request): void {
     for (let layer = 0; layer < this.pool.numLayers; layer++) {
       const row = new Array(this.limits.maxBlocksPerSeq).fill(NOT_RESIDENT);
-      // DROPPED and OFFLOADED entries hold no device block.
+      // VACANT and marked entries (offloaded, expired) hold no device block.
       this.pool.table(req.id, layer).forEach((b, i) => row[i] = b < 0 ? NOT_RESIDENT : b);
       this.tables.push({ slot: req.slot, layer, first: 0, blocks: row });
     }

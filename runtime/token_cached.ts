@@ -2,7 +2,8 @@
 // step, before admission, the rule says how many of each running request's oldest positions stay
 // uncached; this file makes its block tables say so:
 //
-//   uncached  its first k blocks on every layer are the same k scratch blocks (BlockPool.alias);
+//   uncached  its first k blocks on every layer are the same k scratch blocks (BlockPool.alias:
+//             each layer writes its KV there over the layer before's, in the step that reads it);
 //             each step it decodes, rows for those positions ride in the step before its decode
 //             row, so every layer rebuilds its keys and values there just before reading them;
 //   cached    ordinary blocks again; they are filled by the recompute rows of its next step.
@@ -119,7 +120,7 @@ export class TokenCached {
 
   /**
    * Before `req` is preempted: frees its scratch (and blocks it took back but has not refilled);
-   * its first blocks read DROPPED. Returns how many, per layer (0: it was whole).
+   * its first entries read VACANT. Returns how many, per layer (0: it was whole).
    */
   settle(req: Request): number {
     const span = Math.ceil(this.recompute(req) / this.parts.pool.blockSize);

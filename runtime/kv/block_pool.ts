@@ -11,49 +11,31 @@
 // has cached stays out of the free list after its last holder leaves ("idle"), until the index
 // evicts it to make room (the pool asks it through `reclaimer` before it says no).
 //
-// Allocation favours contiguous runs (FastSwitch-style block groups) so that moving a request's KV
-// between tiers is a few large copies rather than many small ones:
-//   - a growing table first takes the blocks right after its last block, while they are free;
-//   - the rest comes from the lowest-addressed free run that holds it whole;
-//   - only when no single run is large enough is it split, largest runs first (fewest pieces).
+// A table entry may hold no block, keeping its position: VACANT ones, which grow() gives a block
+// again, or ones a caller marks with a negative number of its own, which grow() leaves alone
+// (what a mark means is its caller's: kv/offload.ts, sliding_window.ts). Allocation favours
+// contiguous runs (kv/block_runs.ts).
 
 import { blocksPerLayer, layersPerArena, type PoolShape } from "../../engine/kv/pool_shape.ts";
+import { countRuns, pickRuns } from "./block_runs.ts";
 
 export type SeqId = number | string;
 
-/** In a table: a block dropped from the front (eLLM) and not yet refilled. */
-export const DROPPED = -1;
-
-/**
- * In a table: a block whose KV lives only in the host tier (an offloaded layer's full blocks).
- * Unlike DROPPED, grow() never refills it: the step brings it into the prefetch region instead.
- */
-export const OFFLOADED = -2;
-
-/**
- * In a table: a block freed because it lies wholly before the sliding window of every row its
- * request will still compute (Mistral; runtime/sliding_window.ts). Never refilled: the engine
- * never reads it again. It keeps its entry so later entries keep their positions.
- */
-export const EXPIRED = -3;
+/** In a table: an entry whose block was freed and that grow() gives a block again. */
+export const VACANT = -1;
 
 export class BlockPool {
   readonly numLayers: number;
   readonly blockSize: number;
   readonly layerArena: readonly number[];
-  /** free[arena][block] = 1 when the block is unallocated: no holder and not cached. */
-  private readonly freeMap: Uint8Array[];
+  private readonly freeMap: Uint8Array[]; // [arena][block] 1: no holder and not cached
   private readonly freeCount: number[];
-  /** Tables holding each block. */
-  private readonly refs: Uint32Array[];
-  /** 1 when the prefix index keeps the block. */
-  private readonly cachedMap: Uint8Array[];
-  /** Cached blocks nobody holds, per arena: free for the asking once the index evicts them. */
-  private readonly idleCount: number[];
+  private readonly refs: Uint32Array[]; // tables holding each block
+  private readonly cachedMap: Uint8Array[]; // 1: the prefix index keeps the block
+  private readonly idleCount: number[]; // cached blocks nobody holds: free once the index evicts
   /** Frees at least `count` idle cached blocks of `arena` if it can (set by the prefix index). */
   reclaimer: ((arena: number, count: number) => void) | null = null;
-  /** Per request, per layer, its blocks in position order. */
-  private readonly owned = new Map<SeqId, number[][]>();
+  private readonly owned = new Map<SeqId, number[][]>(); // per request, per layer, its blocks
 
   constructor(readonly shape: PoolShape) {
     requireCount("blockSize", shape.blockSize, 1);
@@ -73,13 +55,10 @@ export class BlockPool {
   get numArenas(): number {
     return this.freeMap.length;
   }
-
-  /** Blocks in the whole pool. */
+  /** Blocks in the whole pool, and those allocated. */
   get total(): number {
     return this.shape.blocksPerArena.reduce((a, b) => a + b, 0);
   }
-
-  /** Allocated blocks in the whole pool. */
   get used(): number {
     return this.total - this.freeCount.reduce((a, b) => a + b, 0);
   }
@@ -90,31 +69,29 @@ export class BlockPool {
     return Math.ceil(tokens / this.blockSize);
   }
 
+  /** Free blocks of `arena`; and those an allocation may use: free ones, plus idle cached ones it
+   * can reclaim. */
   freeIn(arena: number): number {
     requireIndex("arena", arena, this.numArenas);
     return this.freeCount[arena];
   }
-
-  /** Blocks of `arena` an allocation may use: free ones, plus idle cached ones it can reclaim. */
   availableIn(arena: number): number {
     requireIndex("arena", arena, this.numArenas);
     return this.freeCount[arena] + (this.reclaimer ? this.idleCount[arena] : 0);
   }
 
-  /** Blocks every layer could hold at once in the whole pool (what bounds one request's KV). */
+  /** Blocks every layer could hold at once in the whole pool (what bounds one request's KV), and
+   * could still be given at once: available ones, shared by their layers. */
   get blocksPerLayer(): number {
     return blocksPerLayer(this.shape);
   }
-
-  /** Blocks every layer could still be given at once: available ones, shared by their layers. */
   get availablePerLayer(): number {
     return blocksPerLayer(this.shape, this.shape.blocksPerArena.map((_, a) => this.availableIn(a)));
   }
 
   /**
-   * The fewest blocks every layer of some other table must give up (oldest first) so that every
-   * layer of `seqId` can grow to `tokens` positions: the shortfall beyond what is available,
-   * shared by each arena's layers, the most over the arenas.
+   * The fewest blocks every layer of another table must give up so that every layer of `seqId`
+   * can grow to `tokens` positions (the shortfall over each arena's layers, the most of them).
    */
   missingPerLayer(seqId: SeqId, tokens: number): number {
     const layers = layersPerArena(this.layerArena, this.numArenas);
@@ -124,22 +101,19 @@ export class BlockPool {
     );
   }
 
-  /** Cached blocks that nobody holds, over the whole pool. */
+  /** Cached blocks nobody holds, over the whole pool. */
   get idle(): number {
     return this.idleCount.reduce((a, b) => a + b, 0);
   }
 
-  /**
-   * Blocks each arena still needs so that every layer of `seqId` holds `tokens` positions, its
-   * dropped blocks refilled.
-   */
+  /** Blocks each arena still needs for every layer of `seqId` to hold `tokens` positions. */
   shortfall(seqId: SeqId, tokens: number): number[] {
     return this.shortfallEach(seqId, new Array(this.numLayers).fill(tokens));
   }
 
   /**
-   * Like shortfall(), with each layer's own token count (`tokens[layer]`). A table's OFFLOADED
-   * entries count as held: a layer needs blocks only for the entries it lacks.
+   * Like shortfall(), with each layer's own token count (`tokens[layer]`). VACANT entries need a
+   * block; marked ones count as held.
    */
   shortfallEach(seqId: SeqId, tokens: readonly number[]): number[] {
     if (tokens.length !== this.numLayers) {
@@ -161,9 +135,8 @@ export class BlockPool {
   }
 
   /**
-   * Grows each layer of `seqId` to its own `tokens[layer]` positions (layer-wise admission gives
-   * offloaded layers less than resident ones). Returns the new blocks per layer, or null (and
-   * changes nothing) when some arena has too few free blocks.
+   * Grows each layer of `seqId` to its own `tokens[layer]` positions: the new blocks per layer, or
+   * null (nothing changed) when some arena has too few free blocks.
    */
   growEach(seqId: SeqId, tokens: readonly number[]): number[][] | null {
     if (!this.canGrowEach(seqId, tokens)) return null;
@@ -172,23 +145,18 @@ export class BlockPool {
     return added;
   }
 
-  /** True when every layer of `seqId` could grow to `tokens` positions now. */
+  /** canGrowEach and growEach with every layer at `tokens` positions. */
   canGrowAll(seqId: SeqId, tokens: number): boolean {
     return this.canGrowEach(seqId, new Array(this.numLayers).fill(tokens));
   }
-
-  /**
-   * Grows every layer of `seqId` to `tokens` positions. Returns the new blocks per layer, or null
-   * (and changes nothing) when some arena has too few free blocks.
-   */
   growAll(seqId: SeqId, tokens: number): number[][] | null {
     return this.growEach(seqId, new Array(this.numLayers).fill(tokens));
   }
 
   /**
-   * Makes `seqId` hold enough blocks on `layer` for `tokenCount` positions in total, refilling its
-   * dropped blocks first. Returns the newly added block ids in position order ([] when it already
-   * had enough), or null when the layer's arena has too few free blocks (nothing changed).
+   * Makes `seqId` hold blocks on `layer` for `tokenCount` positions, its VACANT entries refilled
+   * first: the new blocks in position order ([] if it had enough), or null (nothing changed) when
+   * the layer's arena has too few free blocks.
    */
   grow(seqId: SeqId, layer: number, tokenCount: number): number[] | null {
     this.requireLayer(layer);
@@ -197,45 +165,29 @@ export class BlockPool {
     const need = Math.max(0, this.blocksFor(tokenCount) - held.length) + drops;
     if (need <= 0) return [];
     const arena = this.layerArena[layer];
-    if (need > this.availableIn(arena)) return null;
-    if (need > this.freeCount[arena]) this.reclaimer?.(arena, need - this.freeCount[arena]);
-    if (need > this.freeCount[arena]) return null;
-
+    if (!this.reserve(arena, need)) return null;
     const free = this.freeMap[arena];
     const added: number[] = [];
     // Extend the last run in place while the blocks after it are free.
     if (held.length > 0 && drops === 0 && held[held.length - 1] >= 0) {
-      for (
-        let b = held[held.length - 1] + 1;
-        b < free.length && added.length < need && free[b];
-        b++
-      ) {
-        free[b] = 0;
-        added.push(b);
-      }
+      const last = held[held.length - 1];
+      for (let b = last + 1; b < free.length && added.length < need && free[b]; b++) added.push(b);
+      this.take(arena, added);
     }
-    const rest = need - added.length;
-    if (rest > 0) {
-      const picked = pickRuns(free, rest);
-      for (const b of picked) free[b] = 0;
-      added.push(...picked);
-    }
-    for (const b of added) this.refs[arena][b] = 1;
-    this.freeCount[arena] -= added.length;
+    if (need > added.length) added.push(...this.take(arena, pickRuns(free, need - added.length)));
     const table = this.layersOf(seqId)[layer];
     // Dropped entries first, where they are (the leading ones, or those after aliased ones).
     let next = 0;
     for (let i = 0; i < table.length && next < drops; i++) {
-      if (table[i] === DROPPED) table[i] = added[next++];
+      if (table[i] === VACANT) table[i] = added[next++];
     }
     table.push(...added.slice(drops));
     return added;
   }
 
   /**
-   * Drops the first `count` blocks of every layer of `seqId` (the KV of its oldest positions, to
-   * be recomputed: eLLM); their entries read DROPPED until grow() refills them. Returns how many
-   * blocks became free.
+   * Frees the first `count` blocks of every layer of `seqId` (entries without one stay as they
+   * are); their entries read VACANT until grow() refills them. Returns how many became free.
    */
   dropLeading(seqId: SeqId, count: number): number {
     const layers = this.owned.get(seqId);
@@ -247,18 +199,18 @@ export class BlockPool {
       for (let i = 0; i < Math.min(count, table.length); i++) {
         if (table[i] < 0) continue;
         freed += this.unhold(arena, table[i]);
-        table[i] = DROPPED;
+        table[i] = VACANT;
       }
     }
     return freed;
   }
 
   /**
-   * Frees the leading blocks of every layer of `seqId` up to entry `count` (the positions before
-   * its sliding window); their entries read EXPIRED. Returns how many entries were released (a
-   * shared or cached block is released by this table but stays held or cached).
+   * Releases the blocks of every layer of `seqId` up to entry `count`; their entries read `mark`.
+   * Returns how many entries were released (a shared or cached block is released by this table
+   * but stays held or cached).
    */
-  expireLeading(seqId: SeqId, count: number): number {
+  releaseLeading(seqId: SeqId, count: number, mark: number): number {
     const layers = this.owned.get(seqId);
     if (!layers) return 0;
     let released = 0;
@@ -266,99 +218,79 @@ export class BlockPool {
       const table = layers[layer];
       const arena = this.layerArena[layer];
       for (let i = 0; i < Math.min(count, table.length); i++) {
-        if (table[i] === EXPIRED) continue;
-        if (table[i] < 0) throw new Error(`expire: entry ${i} of layer ${layer} holds no block`);
+        if (table[i] === mark) continue;
+        if (table[i] < 0) throw new Error(`release: entry ${i} of layer ${layer} holds no block`);
         this.unhold(arena, table[i]);
-        table[i] = EXPIRED;
+        table[i] = mark;
         released++;
       }
     }
     return released;
   }
 
-  /** Leading EXPIRED entries of `seqId`'s tables (the same on every layer). */
-  expiredOf(seqId: SeqId): number {
+  /** Leading entries of `seqId`'s first table that read `mark`. */
+  leading(seqId: SeqId, mark: number): number {
     const table = this.owned.get(seqId)?.[0] ?? [];
     let n = 0;
-    while (n < table.length && table[n] === EXPIRED) n++;
+    while (n < table.length && table[n] === mark) n++;
     return n;
   }
 
   /**
-   * eLLM's token-wise caching (runtime/token_cached.ts): gives the first `count` entries of every
-   * layer of `seqId`, which must read DROPPED, the same `count` new blocks, held once per layer.
-   * Every layer then writes its KV for those positions over the last layer's, in the step that
-   * reads it. Needs every layer in one arena. Returns the blocks, or null (nothing changed) when
-   * too few are free.
+   * Gives the first `count` entries of every layer of `seqId`, which must read VACANT, the same
+   * `count` new blocks, held once per layer (runtime/token_cached.ts says why). Needs every layer
+   * in one arena. Returns the blocks, or null (nothing changed) when too few are free.
    */
   alias(seqId: SeqId, count: number): number[] | null {
     if (this.numArenas !== 1) throw new Error("aliased blocks need every layer in one arena");
     const layers = this.layersOf(seqId);
-    if (layers.some((t) => t.length < count || t.slice(0, count).some((b) => b !== DROPPED))) {
+    if (layers.some((t) => t.length < count || t.slice(0, count).some((b) => b !== VACANT))) {
       throw new Error(`alias: the first ${count} entries of ${seqId} are not all dropped`);
     }
-    if (count > this.freeCount[0]) this.reclaimer?.(0, count - this.freeCount[0]);
-    if (count > this.freeCount[0]) return null;
-    const blocks = pickRuns(this.freeMap[0], count);
-    for (const b of blocks) {
-      this.freeMap[0][b] = 0;
-      this.refs[0][b] = this.numLayers;
-    }
-    this.freeCount[0] -= count;
+    if (!this.reserve(0, count, false)) return null;
+    const blocks = this.take(0, pickRuns(this.freeMap[0], count), this.numLayers);
     for (const table of layers) table.splice(0, count, ...blocks);
     return blocks;
   }
 
   /**
-   * Frees the blocks at indices [from, to) of `seqId`'s table on `layer`, whose KV is now in the
-   * host tier: their entries read OFFLOADED. Returns how many blocks became free.
+   * Frees the blocks at indices [from, to) of `seqId`'s table on `layer`: their entries read
+   * `mark`, which grow() leaves alone. Returns how many blocks became free.
    */
-  offload(seqId: SeqId, layer: number, from: number, to: number): number {
+  vacate(seqId: SeqId, layer: number, from: number, to: number, mark: number): number {
     this.requireLayer(layer);
     const table = this.owned.get(seqId)?.[layer] ?? [];
     if (from < 0 || to > table.length) {
-      throw new RangeError(`offload ${from}..${to} is outside a table of ${table.length} blocks`);
+      throw new RangeError(`vacate ${from}..${to} is outside a table of ${table.length} blocks`);
     }
     let freed = 0;
     for (let i = from; i < to; i++) {
       if (table[i] < 0) throw new Error(`entry ${i} of layer ${layer} holds no block`);
       freed += this.unhold(this.layerArena[layer], table[i]);
-      table[i] = OFFLOADED;
+      table[i] = mark;
     }
     return freed;
   }
 
-  /** OFFLOADED entries of `seqId`'s table on `layer` (blocks it holds only on the host). */
-  offloadedOn(seqId: SeqId, layer: number): number {
-    return (this.owned.get(seqId)?.[layer] ?? []).filter((b) => b === OFFLOADED).length;
+  /** Entries of `seqId`'s table on `layer` that read `mark`. */
+  marked(seqId: SeqId, layer: number, mark: number): number {
+    return (this.owned.get(seqId)?.[layer] ?? []).filter((b) => b === mark).length;
   }
 
   /**
-   * Gives every OFFLOADED entry of `seqId`'s table on `layer` a device block again (the caller
-   * copies the KV in). Returns the new blocks with their indices, or null (nothing changed) when
-   * the arena is short.
+   * Gives every entry of `seqId`'s table on `layer` that reads `mark` a block again (the caller
+   * fills it). Returns the new blocks with their indices, or null (nothing changed) when the
+   * arena is short.
    */
-  restore(seqId: SeqId, layer: number): { index: number; block: number }[] | null {
+  refill(seqId: SeqId, layer: number, mark: number): { index: number; block: number }[] | null {
     this.requireLayer(layer);
     const table = this.owned.get(seqId)?.[layer] ?? [];
-    const indices = table.flatMap((b, i) => b === OFFLOADED ? [i] : []);
+    const indices = table.flatMap((b, i) => b === mark ? [i] : []);
     if (indices.length === 0) return [];
     const arena = this.layerArena[layer];
-    if (indices.length > this.availableIn(arena)) return null;
-    if (indices.length > this.freeCount[arena]) {
-      this.reclaimer?.(arena, indices.length - this.freeCount[arena]);
-    }
-    if (indices.length > this.freeCount[arena]) return null;
-    const picked = pickRuns(this.freeMap[arena], indices.length);
-    const restored = indices.map((index, i) => {
-      const block = picked[i];
-      this.freeMap[arena][block] = 0;
-      this.refs[arena][block] = 1;
-      table[index] = block;
-      return { index, block };
-    });
-    this.freeCount[arena] -= picked.length;
-    return restored;
+    if (!this.reserve(arena, indices.length)) return null;
+    const picked = this.take(arena, pickRuns(this.freeMap[arena], indices.length));
+    return indices.map((index, i) => ({ index, block: table[index] = picked[i] }));
   }
 
   /**
@@ -434,20 +366,15 @@ export class BlockPool {
 
   /** Blocks `seqId` holds over all layers. */
   heldBy(seqId: SeqId): number {
-    return (this.owned.get(seqId) ?? []).reduce(
-      (n, blocks) => n + blocks.filter((b) => b >= 0).length,
-      0,
-    );
+    let n = 0;
+    for (const blocks of this.owned.get(seqId) ?? []) for (const b of blocks) if (b >= 0) n++;
+    return n;
   }
 
-  /** Number of maximal runs of consecutive block ids in `seqId`'s table on `layer`. */
+  /** Maximal runs of consecutive block ids in `seqId`'s table on `layer`. */
   runsOf(seqId: SeqId, layer: number): number {
-    const blocks = this.table(seqId, layer);
-    let runs = 0;
-    for (let i = 0; i < blocks.length; i++) if (i === 0 || blocks[i] !== blocks[i - 1] + 1) runs++;
-    return runs;
+    return countRuns(this.table(seqId, layer));
   }
-
   /** Requests holding at least one block. */
   sequences(): SeqId[] {
     return [...this.owned.keys()];
@@ -461,6 +388,24 @@ export class BlockPool {
     for (const b of blocks) if (b >= 0) freed += this.unhold(arena, b);
     layers[layer] = [];
     return freed;
+  }
+
+  /** Whether `count` blocks of `arena` are free, idle cached ones reclaimed for them (with
+   * `whenAvailable`, only if enough are free or idle). */
+  private reserve(arena: number, count: number, whenAvailable = true): boolean {
+    if (whenAvailable && count > this.availableIn(arena)) return false;
+    if (count > this.freeCount[arena]) this.reclaimer?.(arena, count - this.freeCount[arena]);
+    return count <= this.freeCount[arena];
+  }
+
+  /** Allocates free `blocks` of `arena`, each held by `holders` tables; returns them. */
+  private take(arena: number, blocks: number[], holders = 1): number[] {
+    for (const b of blocks) {
+      this.freeMap[arena][b] = 0;
+      this.refs[arena][b] = holders;
+    }
+    this.freeCount[arena] -= blocks.length;
+    return blocks;
   }
 
   /** Drops one table's hold on a block; 1 when that made it free. */
@@ -489,49 +434,17 @@ export class BlockPool {
   }
 }
 
-/**
- * `count` free blocks (count <= free blocks): the lowest-addressed run that holds them all, else
- * pieces from the largest runs (ties: lowest address), returned in address order per piece.
- */
-function pickRuns(free: Uint8Array, count: number): number[] {
-  const runs: { start: number; length: number }[] = [];
-  for (let b = 0; b < free.length;) {
-    if (!free[b]) {
-      b++;
-      continue;
-    }
-    const start = b;
-    while (b < free.length && free[b]) b++;
-    if (b - start >= count) return range(start, count);
-    runs.push({ start, length: b - start });
-  }
-  runs.sort((a, b) => b.length - a.length || a.start - b.start);
-  const picked: number[] = [];
-  for (const run of runs) {
-    const take = Math.min(run.length, count - picked.length);
-    picked.push(...range(run.start, take));
-    if (picked.length === count) break;
-  }
-  return picked;
-}
-
 function requireCount(name: string, value: number, min: number): void {
-  if (!Number.isInteger(value) || value < min) {
-    throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
-  }
+  if (Number.isInteger(value) && value >= min) return;
+  throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
 }
 
 function requireIndex(name: string, value: number, bound: number): void {
-  if (!Number.isInteger(value) || value < 0 || value >= bound) {
-    throw new RangeError(`${name} ${value} is out of range 0..${bound - 1}`);
-  }
+  if (Number.isInteger(value) && value >= 0 && value < bound) return;
+  throw new RangeError(`${name} ${value} is out of range 0..${bound - 1}`);
 }
 
-function range(start: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => start + i);
-}
-
-/** DROPPED entries of a table: its oldest, or (token-wise caching) those after aliased ones. */
+/** VACANT entries of a table: its oldest, or those after entries shared across its layers. */
 function dropsIn(table: readonly number[]): number {
-  return table.reduce((n, b) => n + (b === DROPPED ? 1 : 0), 0);
+  return table.reduce((n, b) => n + (b === VACANT ? 1 : 0), 0);
 }

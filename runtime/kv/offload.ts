@@ -12,7 +12,7 @@
 //   distance d: layers L with (L + 1) % d === 0 are offloaded (d = 1: all of them).
 
 import type { KvPrefetch, TableWrite } from "../../engine/engine.ts";
-import { type BlockPool, OFFLOADED } from "./block_pool.ts";
+import type { BlockPool } from "./block_pool.ts";
 import type { HostTier } from "./host_tier.ts";
 import type { Request } from "../request/request.ts";
 import { offloadedLayers } from "./offload_pattern.ts";
@@ -29,6 +29,12 @@ export interface OffloadStats {
   /** Steps a request sat out because the prefetch region could not hold its offloaded layers. */
   regionStalls: number;
 }
+
+/**
+ * In a table: a block whose KV lives only in the host tier (an offloaded layer's full blocks).
+ * grow() never refills it: the step brings it into the prefetch region instead.
+ */
+export const OFFLOADED = -2;
 
 /** The pool's id for the blocks of the prefetch region. */
 export const PREFETCH_REGION = "prefetch-region";
@@ -106,14 +112,16 @@ export class Offloader {
     const wanted = new Set(offloadedLayers(distance, numLayers));
     if (distance > 0 && (req.refill || req.dropped > 0 || req.slot < 0)) return false;
     const back = Array.from({ length: numLayers }, (_, l) => l).filter((l) =>
-      !wanted.has(l) && this.device.offloadedOn(req.id, l) > 0
+      !wanted.has(l) && this.device.marked(req.id, l, OFFLOADED) > 0
     );
     const need = new Array(this.device.shape.blocksPerArena.length).fill(0);
-    for (const l of back) need[this.device.layerArena[l]] += this.device.offloadedOn(req.id, l);
+    for (const l of back) {
+      need[this.device.layerArena[l]] += this.device.marked(req.id, l, OFFLOADED);
+    }
     if (need.some((n, a) => n > this.device.availableIn(a))) return false;
 
     for (const layer of back) {
-      const restored = this.device.restore(req.id, layer)!;
+      const restored = this.device.refill(req.id, layer, OFFLOADED)!;
       this.tier.copyLayerIn(req, layer, restored);
       for (const r of restored) {
         this.tables.push({ slot: req.slot, layer, first: r.index, blocks: [r.block] });
@@ -157,8 +165,8 @@ export class Offloader {
       for (const layer of offloadedLayers(distance, this.device.numLayers)) {
         const extent = this.tier.layerExtent(req, layer);
         const landed = Math.min(Math.max(extent.landed, landedBySwaps), full);
-        const offloaded = this.device.offloadedOn(req.id, layer);
-        if (landed > offloaded) this.device.offload(req.id, layer, offloaded, landed);
+        const offloaded = this.device.marked(req.id, layer, OFFLOADED);
+        if (landed > offloaded) this.device.vacate(req.id, layer, offloaded, landed, OFFLOADED);
         this.stats.blocksOut += this.tier.copyLayerOut(req, layer, full);
       }
     }
@@ -192,7 +200,7 @@ export class Offloader {
     const distance = this.distanceOf(req);
     if (distance === 0) return true;
     const counts = offloadedLayers(distance, this.device.numLayers).map((layer) =>
-      [layer, this.device.offloadedOn(req.id, layer)] as const
+      [layer, this.device.marked(req.id, layer, OFFLOADED)] as const
     ).filter(([, n]) => n > 0);
     const fits = counts.every(([layer, n]) =>
       (this.regionUsed.get(layer) ?? 0) + n <= this.regionBlocks

@@ -10,6 +10,7 @@
 
 import type { BlockPool } from "./block_pool.ts";
 import type { HostTier } from "./host_tier.ts";
+import { OFFLOADED } from "./offload.ts";
 import type { Request } from "../request/request.ts";
 
 export interface RemovableStats {
@@ -103,7 +104,7 @@ export class RemovableCache {
     }
     if (!this.pool.growAll(req.id, tokens)) return false;
     for (let layer = 0; layer < this.pool.numLayers; layer++) {
-      const restored = this.pool.restore(req.id, layer)!;
+      const restored = this.pool.refill(req.id, layer, OFFLOADED)!;
       if (restored.length === 0) continue;
       this.tier.copyLayerIn(req, layer, restored);
       this.stats.blocksRestored += restored.length;
@@ -118,7 +119,7 @@ export class RemovableCache {
     const need = this.pool.shortfall(req.id, tokens);
     if (this.held.includes(req)) {
       for (let l = 0; l < this.pool.numLayers; l++) {
-        need[this.pool.layerArena[l]] += this.pool.offloadedOn(req.id, l);
+        need[this.pool.layerArena[l]] += this.pool.marked(req.id, l, OFFLOADED);
       }
     }
     return need.map((n, a) => n - this.pool.availableIn(a));
@@ -132,7 +133,7 @@ export class RemovableCache {
     let from = 0;
     while (from < table.length && table[from] < 0) from++;
     if (landed <= from) return 0;
-    const freed = this.pool.offload(req.id, layer, from, landed);
+    const freed = this.pool.vacate(req.id, layer, from, landed, OFFLOADED);
     this.stats.layersEvicted++;
     this.stats.blocksEvicted += landed - from;
     return freed;

@@ -8,9 +8,9 @@
 
 import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
 import type { FakeEngineShape } from "../helpers/fake_engine.ts";
-import { BlockPool, OFFLOADED } from "../../runtime/kv/block_pool.ts";
+import type { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { Scheduler } from "../../runtime/scheduler.ts";
-import { Offloader } from "../../runtime/kv/offload.ts";
+import { OFFLOADED, type Offloader } from "../../runtime/kv/offload.ts";
 import { Request } from "../../runtime/request/request.ts";
 import { sloPolicy } from "../../runtime/policy/slo.ts";
 import type { SchedulingPolicy } from "../../runtime/policy/policy.ts";

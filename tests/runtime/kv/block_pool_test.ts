@@ -2,7 +2,8 @@
 // contiguity; one free list per arena shared by that arena's layers; growAll's all-or-nothing;
 // double frees; and a property test over random operation sequences.
 
-import { BlockPool, OFFLOADED, type SeqId } from "../../../runtime/kv/block_pool.ts";
+import { BlockPool, type SeqId } from "../../../runtime/kv/block_pool.ts";
+import { OFFLOADED } from "../../../runtime/kv/offload.ts";
 import type { PoolShape } from "../../../engine/kv/pool_shape.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 import { rng, testSeed } from "../../helpers/random.ts";
@@ -256,24 +257,24 @@ Deno.test("double frees are harmless through the API and detected in the free ma
 Deno.test("offload frees a layer's leading blocks (OFFLOADED, never refilled by grow); restore gives them blocks again", () => {
   const pool = onePool(2, 12, 4);
   pool.growAll("a", 16); // 4 blocks per layer: layer 0 gets 0..3, layer 1 gets 4..7
-  assertEquals(pool.offload("a", 1, 0, 3), 3);
+  assertEquals(pool.vacate("a", 1, 0, 3, OFFLOADED), 3);
   assertEquals(pool.table("a", 1), [OFFLOADED, OFFLOADED, OFFLOADED, 7]);
-  assertEquals([pool.offloadedOn("a", 1), pool.heldBy("a"), pool.used], [3, 5, 5]);
+  assertEquals([pool.marked("a", 1, OFFLOADED), pool.heldBy("a"), pool.used], [3, 5, 5]);
   // Growing counts offloaded entries as covered positions: only the new block is added.
   assertEquals(pool.grow("a", 1, 20), [8]);
   assertEquals(pool.canGrowAll("a", 20), true);
-  assertThrows(() => pool.offload("a", 1, 2, 4), /entry 2 of layer 1 holds no block/);
-  assertThrows(() => pool.offload("a", 1, 0, 9), /outside a table/);
-  const restored = pool.restore("a", 1)!;
+  assertThrows(() => pool.vacate("a", 1, 2, 4, OFFLOADED), /entry 2 of layer 1 holds no block/);
+  assertThrows(() => pool.vacate("a", 1, 0, 9, OFFLOADED), /outside a table/);
+  const restored = pool.refill("a", 1, OFFLOADED)!;
   assertEquals(restored.map((r) => r.index), [0, 1, 2]);
   assertEquals(pool.table("a", 1), [...restored.map((r) => r.block), 7, 8]);
-  assertEquals(pool.offloadedOn("a", 1), 0);
+  assertEquals(pool.marked("a", 1, OFFLOADED), 0);
   // Short of blocks: restore says no and changes nothing.
-  pool.offload("a", 0, 0, 4);
+  pool.vacate("a", 0, 0, 4, OFFLOADED);
   assert(pool.growAll("b", 12)); // 3 blocks per layer: 1 block left free
   assertEquals(pool.freeIn(0), 1);
-  assertEquals(pool.restore("a", 0), null);
-  assertEquals(pool.offloadedOn("a", 0), 4);
+  assertEquals(pool.refill("a", 0, OFFLOADED), null);
+  assertEquals(pool.marked("a", 0, OFFLOADED), 4);
   pool.release("a");
   pool.release("b");
   assertEquals(pool.used, 0);

@@ -3,9 +3,9 @@
 // claims region room for them and prefetches them there (a request the region cannot hold sits the
 // step out); a layer kept on the device again gets blocks back and its KV copied in.
 
-import { BlockPool, OFFLOADED } from "../../../runtime/kv/block_pool.ts";
+import { BlockPool } from "../../../runtime/kv/block_pool.ts";
 import { HostTier } from "../../../runtime/kv/host_tier.ts";
-import { Offloader, PREFETCH_REGION } from "../../../runtime/kv/offload.ts";
+import { OFFLOADED, Offloader, PREFETCH_REGION } from "../../../runtime/kv/offload.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 import { testRequest } from "../../helpers/requests.ts";
 
@@ -47,7 +47,7 @@ Deno.test("offload: an offloaded layer's full blocks go out, leave the device on
   offloader.beginStep([req]);
   const out = deliver(tier);
   assertEquals(out.map((c) => [c.direction, c.layer, c.deviceBlocks.length]), [["out", 1, 3]]);
-  assertEquals(device.offloadedOn(req.id, 1), 0, "not before the copy has landed");
+  assertEquals(device.marked(req.id, 1, OFFLOADED), 0, "not before the copy has landed");
   offloader.beginStep([req]);
   assertEquals(deliver(tier), [], "nothing new to copy");
   assertEquals(device.table(req.id, 1).slice(0, 3), [OFFLOADED, OFFLOADED, OFFLOADED]);
@@ -77,7 +77,7 @@ Deno.test("offload: a request the region cannot hold beside others sits the step
   offloader.beginStep([a, b]);
   deliver(tier);
   offloader.beginStep([a, b]);
-  assertEquals([device.offloadedOn(a.id, 0), device.offloadedOn(b.id, 0)], [3, 2]);
+  assertEquals([device.marked(a.id, 0, OFFLOADED), device.marked(b.id, 0, OFFLOADED)], [3, 2]);
   assert(offloader.claimRegion(a));
   assert(!offloader.claimRegion(b));
   assertEquals(offloader.stats.regionStalls, 1);
@@ -91,7 +91,7 @@ Deno.test("offload: a layer kept on the device again gets blocks back and its KV
   offloader.beginStep([req]);
   deliver(tier);
   offloader.beginStep([req]);
-  assertEquals(device.offloadedOn(req.id, 1), 3);
+  assertEquals(device.marked(req.id, 1, OFFLOADED), 3);
   assert(offloader.setDistance(req, 0));
   assert(!offloader.offloads(req));
   const back = device.table(req.id, 1);

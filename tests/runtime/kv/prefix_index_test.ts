@@ -1,6 +1,7 @@
 // PrefixIndex over the block pool: evicting an entry whose layers are partly held, and moving what
 // the device evicts to the host tier and back (the host giving it up before refusing anyone).
 
+import { OFFLOADED } from "../../../runtime/kv/offload.ts";
 import { PrefixIndex, type PrefixMover } from "../../../runtime/kv/prefix_index.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { onePool } from "../../helpers/pools.ts";
@@ -11,7 +12,7 @@ Deno.test("the prefix index can evict an entry some of whose layers are still he
   pool.growAll("a", 4); // one block per layer
   const tokens = [1, 2, 3, 4];
   index.insert(null, tokens, [pool.table("a", 0)[0], pool.table("a", 1)[0]]);
-  pool.offload("a", 1, 0, 1); // layer 1's block is idle (cached), layer 0's still held
+  pool.vacate("a", 1, 0, 1, OFFLOADED); // layer 1's block is idle (cached), layer 0's still held
   assertEquals([pool.freeIn(0), pool.availableIn(0)], [2, 3]);
   // Needing all available blocks reclaims the idle one by evicting the entry.
   pool.growAll("b", 4);

@@ -3,7 +3,7 @@
 // whose host copy has landed), and on resume only those come back from the host.
 
 import { HostTier } from "../../../runtime/kv/host_tier.ts";
-import { OFFLOADED } from "../../../runtime/kv/block_pool.ts";
+import { OFFLOADED } from "../../../runtime/kv/offload.ts";
 import { RemovableCache } from "../../../runtime/kv/removable.ts";
 import { onePool } from "../../helpers/pools.ts";
 import { stage, testRequest } from "../../helpers/requests.ts";
@@ -59,7 +59,7 @@ Deno.test("removable cache: a paused request keeps its layers until room is clai
   pool.release(2);
   assert(cache.resume(paused, 21));
   assertEquals(cache.stats.blocksRestored, 8);
-  assertEquals([0, 1, 2, 3].map((l) => pool.offloadedOn(1, l)), [0, 0, 0, 0]);
+  assertEquals([0, 1, 2, 3].map((l) => pool.marked(1, l, OFFLOADED)), [0, 0, 0, 0]);
   const copies = tier.take().copies;
   assertEquals(copies.map((c) => [c.direction, c.layer, c.deviceBlocks.length]), [
     ["in", 2, 4],
