@@ -54,8 +54,6 @@ export interface PresetOptions {
    * policy/priority.ts). Default true; false ignores requests' priorities.
    */
   priority?: boolean;
-  /** Ms of waiting that improve a request's priority by one level (default AGING_MS, 1 s). */
-  priorityAgingMs?: number;
   /**
    * A preempted request's KV (`--preempt`): recomputed from its ids, swapped to the host tier, or
    * only its oldest blocks freed and recomputed (eLLM). Default "recompute".
@@ -146,7 +144,7 @@ export type OwnOption =
 export function makePreset(name: string, policy: SchedulingPolicy, o: PresetOptions): Preset {
   return {
     name,
-    policy: o.priority === false ? policy : withPriority(policy, { agingMs: o.priorityAgingMs }),
+    policy: o.priority === false ? policy : withPriority(policy),
     preempt: { fixed: o.preempt ?? "recompute", auto: o.recompute === "auto" },
     placing: placingOf(o),
     tokenCache: o.tokenCache ?? false,
