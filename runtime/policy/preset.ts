@@ -130,15 +130,17 @@ export interface PresetEntry {
   takes?: readonly OwnOption[];
 }
 
-/** Options only some presets take. */
-export type OwnOption =
-  | "layerwisePrefill"
-  | "tokenflowSafety"
-  | "tokenflowIntervalS"
-  | "tokenflowKeepUp"
-  | "tokenflowOverload"
-  | "tokenflowLate"
-  | "tokenflowHoldBack";
+/** Options only some presets take, in the order their problems are reported. */
+export const OWN_OPTIONS = [
+  "layerwisePrefill",
+  "tokenflowSafety",
+  "tokenflowIntervalS",
+  "tokenflowKeepUp",
+  "tokenflowOverload",
+  "tokenflowLate",
+  "tokenflowHoldBack",
+] as const satisfies readonly (keyof PresetOptions)[];
+export type OwnOption = (typeof OWN_OPTIONS)[number];
 
 /** A preset over `policy`, with what every preset shares: priorities, preemption, placement. */
 export function makePreset(name: string, policy: SchedulingPolicy, o: PresetOptions): Preset {
