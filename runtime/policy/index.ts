@@ -44,7 +44,7 @@ export interface Problem {
 }
 
 /**
- * A preset option's flag: its name in kebab-case (`tokenflowKeepUp` is `--tokenflow-keep-up`), the
+ * A preset option's flag: its name in kebab-case (`offloadDistance` is `--offload-distance`), the
  * one rule that lets the runtime's errors name what the user typed without knowing the command
  * line (cli/flags.ts's rows keep to it: tests/cli/flag_table_test.ts).
  */
