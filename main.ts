@@ -1,4 +1,4 @@
-// Sluice command line: `serve`, `generate`, `bench`. Flags are parsed with zod into one config.
+// Sluice command line: `serve`, `generate`, `bench`. Their flags are the flag table's (cli/).
 // Every command answers --help with its usage and nothing else (the modules that load models or
 // open the GPU are imported only once a command runs); a bad flag gets one line naming it and the
 // usage, exit 2. Other failures (a model that cannot be had or loaded) exit 1 with the message.
@@ -12,6 +12,7 @@ import {
   UsageError,
 } from "./cli/commands.ts";
 
+/** Each command's schema and usage (tests/cli/ checks every flag is documented). */
 export { COMMAND_FLAGS };
 
 /** Prints to stderr: logs never mix with a command's output on stdout. */
