@@ -5,7 +5,7 @@
 //   sluice-bundle-<os>-<arch>/
 //     sluice      the launcher: `deno run -A --cached-only --frozen main.ts "$@"` on the files below
 //     deno        this Deno (Deno.execPath(), the npm package's binary)
-//     main.ts engine/ runtime/ server/ bench/ shaders/   the sources that run (no bench results)
+//     main.ts cli/ engine/ runtime/ server/ bench/ shaders/  what runs (no bench results)
 //     deno.json   the repository's, with only the npm imports those sources use
 //     deno.lock   pruned to match, by deno itself
 //     .npmrc      the registry they came from, over any in $HOME (Deno files packages by registry)
@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 
 const ROOT = resolve(dirname(new URL(import.meta.url).pathname), "..");
 /** What runs: the CLI, the three layers, the benchmarks and the WGSL they load. */
-const SOURCES = ["main.ts", "engine", "runtime", "server", "bench", "shaders"];
+const SOURCES = ["main.ts", "cli", "engine", "runtime", "server", "bench", "shaders"];
 /** Under SOURCES but not needed to run: benchmark reports, past and in progress. */
 const LEFT_OUT = ["bench/results", "bench/reports"];
 

@@ -1,15 +1,15 @@
 // The scheduling presets by flag name (`--sched`), and the one place that says which options go
-// together: main.ts checks the flags with presetProblems() before anything loads (a host tier is
-// then `--host-kv-mb` > 0, the cost model not known yet), the runtime checks its options with it
-// against the engine it got, and makes its preset with choosePreset(). A new policy is a file
-// exporting its PresetEntry, and a line here.
+// together: the command line checks its flags with presetProblems() before anything loads (a host
+// tier is then `--host-kv-mb` > 0, the cost model not known yet), the runtime checks its options
+// with it against the engine it got, and makes its preset with choosePreset(). A new policy is a
+// file exporting its PresetEntry, and a line here.
 
 import { fcfs } from "./fcfs.ts";
 import { reserve } from "./reserve.ts";
 import { slo } from "./slo.ts";
 import { tokenflow } from "./tokenflow.ts";
 import {
-  type OwnOption,
+  OWN_OPTIONS,
   placingOf,
   type Preset,
   type PresetEntry,
@@ -30,8 +30,10 @@ export interface Tiers {
   costModel?: boolean;
 }
 
-/** An option that does not go with the others, named by its flag (without the dashes). */
+/** An option that does not go with the others. */
 export interface Problem {
+  option: keyof PresetOptions;
+  /** The option as the command line names it, without the dashes (optionFlag). */
   flag: string;
   message: string;
   /**
@@ -41,51 +43,50 @@ export interface Problem {
   ignored?: true;
 }
 
-const FLAG: Record<OwnOption, string> = {
-  layerwisePrefill: "layerwise-prefill",
-  tokenflowSafety: "tokenflow-safety",
-  tokenflowIntervalS: "tokenflow-interval-s",
-  tokenflowKeepUp: "tokenflow-keep-up",
-  tokenflowOverload: "tokenflow-overload",
-  tokenflowLate: "tokenflow-late",
-  tokenflowHoldBack: "tokenflow-hold-back",
-};
+/**
+ * A preset option's flag: its name in kebab-case (`offloadDistance` is `--offload-distance`), the
+ * one rule that lets the runtime's errors name what the user typed without knowing the command
+ * line (cli/flags.ts's rows keep to it: tests/cli/flag_table_test.ts).
+ */
+export function optionFlag(option: keyof PresetOptions): string {
+  return option.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
+}
 
 /** Everything wrong with `options` for preset `name` over `tiers`, in flag order. */
 export function presetProblems(name: PolicyName, options: PresetOptions, tiers: Tiers): Problem[] {
   const problems: Problem[] = [];
-  const problem = (flag: string, message: string, ignored?: true) =>
-    problems.push({ flag, message, ...(ignored ? { ignored } : {}) });
+  const problem = (option: keyof PresetOptions, message: string, ignored?: true) =>
+    problems.push({ option, flag: optionFlag(option), message, ...(ignored ? { ignored } : {}) });
   const p = placingOf(options);
   if (p.offloads && !tiers.hostTier) {
     problem("offload", `${p.offload} needs a host KV tier: pass --host-kv-mb MB`);
   }
   if (options.offloadDistance !== undefined && p.offload !== "uniform") {
-    problem("offload-distance", "is the distance of --offload uniform", true);
+    problem("offloadDistance", "is the distance of --offload uniform", true);
   }
   // Options only some presets take.
   const entry: PresetEntry = PRESETS[name];
-  for (const own of Object.keys(FLAG) as OwnOption[]) {
+  for (const own of OWN_OPTIONS) {
     const value = options[own];
     if (value === undefined || value === false || entry.takes?.includes(own)) continue;
     const takers = Object.entries(PRESETS).filter(([, e]) =>
       (e as PresetEntry).takes?.includes(own)
     )
       .map(([n]) => n);
-    problem(FLAG[own], `is part of --sched ${takers.join(" or ")}`);
+    problem(own, `is part of --sched ${takers.join(" or ")}`);
   }
   if (options.preempt === "swap" && !tiers.hostTier) {
     problem("preempt", "swap needs a host KV tier: pass --host-kv-mb MB", true);
   }
   if (p.layerwisePrefill && !tiers.hostTier) {
-    problem("layerwise-prefill", "needs a host KV tier: pass --host-kv-mb MB");
+    problem("layerwisePrefill", "needs a host KV tier: pass --host-kv-mb MB");
   }
   // Layer-wise prefill brings its offloaded layers in through the prefetch region too.
   if (options.prefetchBlocks !== undefined && p.offload === "none" && !p.layerwisePrefill) {
-    problem("prefetch-blocks", "needs --offload uniform or orbit, or --layerwise-prefill", true);
+    problem("prefetchBlocks", "needs --offload uniform or orbit, or --layerwise-prefill", true);
   }
   if (options.orbitWindowMax !== undefined && p.offload !== "orbit") {
-    problem("orbit-window-max", "caps the planning window of --offload orbit", true);
+    problem("orbitWindowMax", "caps the planning window of --offload orbit", true);
   }
   // --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake.
   if (options.recompute === "auto" && (options.preempt ?? "recompute") !== "recompute") {
@@ -95,7 +96,7 @@ export function presetProblems(name: PolicyName, options: PresetOptions, tiers: 
   // KV lives on the host cannot take part, and such requests would never be token-cached.
   if (options.tokenCache && (p.offloads || p.layerwisePrefill)) {
     problem(
-      "token-cache",
+      "tokenCache",
       "cannot work with layers offloaded to the host: drop --offload or --layerwise-prefill",
     );
   }

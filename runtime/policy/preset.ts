@@ -51,8 +51,6 @@ export interface PresetOptions {
    * policy/priority.ts). Default true; false ignores requests' priorities.
    */
   priority?: boolean;
-  /** Ms of waiting that improve a request's priority by one level (default AGING_MS, 1 s). */
-  priorityAgingMs?: number;
   /**
    * A preempted request's KV (`--preempt`): recomputed from its ids, swapped to the host tier, or
    * only its oldest blocks freed and recomputed (eLLM). Default "recompute".
@@ -129,21 +127,23 @@ export interface PresetEntry {
   takes?: readonly OwnOption[];
 }
 
-/** Options only some presets take. */
-export type OwnOption =
-  | "layerwisePrefill"
-  | "tokenflowSafety"
-  | "tokenflowIntervalS"
-  | "tokenflowKeepUp"
-  | "tokenflowOverload"
-  | "tokenflowLate"
-  | "tokenflowHoldBack";
+/** Options only some presets take, in the order their problems are reported. */
+export const OWN_OPTIONS = [
+  "layerwisePrefill",
+  "tokenflowSafety",
+  "tokenflowIntervalS",
+  "tokenflowKeepUp",
+  "tokenflowOverload",
+  "tokenflowLate",
+  "tokenflowHoldBack",
+] as const satisfies readonly (keyof PresetOptions)[];
+export type OwnOption = (typeof OWN_OPTIONS)[number];
 
 /** A preset over `policy`, with what every preset shares: priorities, preemption, placement. */
 export function makePreset(name: string, policy: SchedulingPolicy, o: PresetOptions): Preset {
   return {
     name,
-    policy: o.priority === false ? policy : withPriority(policy, { agingMs: o.priorityAgingMs }),
+    policy: o.priority === false ? policy : withPriority(policy),
     preempt: { fixed: o.preempt ?? "recompute", auto: o.recompute === "auto" },
     placing: placingOf(o),
     tokenCache: o.tokenCache ?? false,

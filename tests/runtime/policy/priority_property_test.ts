@@ -9,11 +9,13 @@ import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../helpers/f
 import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import type { StepEngine, StepPlan } from "../../../engine/engine.ts";
-import { Runtime, type RuntimeOptions } from "../../../runtime/service.ts";
+import { type PolicyName, PRESETS } from "../../../runtime/policy/index.ts";
+import type { PresetEntry } from "../../../runtime/policy/preset.ts";
+import { AGING_MS, withPriority } from "../../../runtime/policy/priority.ts";
+import { Runtime, type RuntimeOptions, type RuntimeStats } from "../../../runtime/service.ts";
 
-/** Fake ms per engine step; with AGING_MS a waiting request gains a level every two steps. */
+/** Fake ms per engine step; with AGING_MS (1 s) a waiting request gains a level every two steps. */
 const STEP_MS = 500;
-const AGING_MS = 1000;
 const AGING_STEPS = AGING_MS / STEP_MS;
 const BEST = -3;
 const WORST = 3;
@@ -166,17 +168,42 @@ function recording(engine: StepEngine, plans: string[]): StepEngine {
   };
 }
 
+/**
+ * Runs `run` with preset `name` aging priorities every `agingMs` rather than the runtime's AGING_MS.
+ * The runtime has no option for it (no server needs one): its preset registry's entry is swapped,
+ * for the while, for one that makes the preset without priorities and wraps the policy itself, as
+ * makePreset does (policy/preset.ts).
+ */
+async function agingEvery<T>(agingMs: number, name: PolicyName, run: () => Promise<T>): Promise<T> {
+  const registered: PresetEntry = PRESETS[name];
+  PRESETS[name] = {
+    ...registered,
+    make(options) {
+      const preset = registered.make({ ...options, priority: false });
+      return { ...preset, policy: withPriority(preset.policy, { agingMs }) };
+    },
+  };
+  try {
+    return await run();
+  } finally {
+    PRESETS[name] = registered;
+  }
+}
+
 async function runWorkload(
   w: Workload,
   setup: Setup & { priority?: boolean; agingMs?: number },
   plans: string[] = [],
-) {
+): Promise<{ results: Outcome[]; stats: RuntimeStats; vocab: number }> {
+  const { agingMs = AGING_MS, ...options } = setup;
+  if (agingMs !== AGING_MS && options.priority !== false) {
+    return agingEvery(agingMs, options.policy, () => runWorkload(w, options, plans));
+  }
   const clock = useFakeTime(0);
   try {
     const engine = new FakeEngine(w.shape, () => new Promise((r) => setTimeout(r, STEP_MS)));
     const rt = new Runtime(recording(engine, plans), {
-      ...setup,
-      priorityAgingMs: setup.agingMs ?? AGING_MS,
+      ...options,
       maxQueue: 10_000,
       maxTokensLimit: 10_000,
       eosIds: [],
