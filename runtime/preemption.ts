@@ -9,7 +9,7 @@
 //               the rest and resumes by computing the dropped positions again (eLLM).
 //
 // A victim leaves the batch and waits at the head of the queue; its stream plays on from its
-// token buffer. A request the offload planner pauses (OrbitFlow) may instead keep its KV in the
+// token buffer. A request the offload planner pauses may instead keep its KV in the
 // removable cache (kv/removable.ts), which gives it up layer by layer only when room is claimed.
 
 import type { BlockPool } from "./kv/block_pool.ts";
@@ -152,7 +152,7 @@ export class Preemption {
     return this.parts.removable?.resume(req, tokens) ?? false;
   }
 
-  /** OrbitFlow's lazy pause: `req` leaves the batch keeping its device KV (kv/removable.ts). */
+  /** A lazy pause: `req` leaves the batch keeping its device KV (kv/removable.ts). */
   private pauseHolding(req: Request, removable: RemovableCache, seats: Seats): void {
     const { placement, prefix } = this.parts;
     placement?.forget(req, true); // its layers' copies out land; its host copy stays

@@ -231,7 +231,7 @@ export class Scheduler {
     if (!req.maySample) return;
     const pos = req.promptLength + req.issued - 1;
     const first = req.grammar ? Math.min(req.computed, pos) : pos;
-    // eLLM: the uncached oldest positions ride in the step before the row that reads their KV.
+    // Uncached oldest positions (token_cached.ts) ride in the step before the row that reads them.
     const recompute = this.space.recomputeRows(req);
     if (recompute + pos - first + 1 > this.step.room) return;
     if (!this.grow(req, pos + 1) || !this.space.claim(req)) return;

@@ -48,7 +48,7 @@ export interface RuntimeStats {
   steps: number;
   tokensGenerated: number;
   preemptions: number;
-  /** Preempted requests resumed by computing only their dropped oldest KV again (eLLM). */
+  /** Preempted requests resumed by computing only their dropped oldest KV again. */
   partialResumes: number;
   /** KV table entries freed because they fell behind a sliding window (per layer, summed). */
   windowReleasedBlocks: number;

@@ -101,7 +101,7 @@ export class Offloader {
    * device blocks again and their host KV copied in; newly offloaded ones start copying out at the
    * next step (blocks its host copy already has are not moved again). False, with nothing
    * changed, when the device lacks the blocks to bring layers back, or the request is refilling
-   * dropped blocks (eLLM) and so has no offloadable layout.
+   * dropped blocks and so has no offloadable layout.
    */
   setDistance(req: Request, distance: number): boolean {
     if (this.distanceOf(req) === distance) return true;

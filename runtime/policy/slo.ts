@@ -36,7 +36,7 @@ export interface StepRun {
 /** Token rows a waiting request's prefill will run: what it must compute before its next sample. */
 export function prefillRows(req: Request): number {
   const target = req.prefillTarget;
-  // Resumes holding its newest KV (eLLM): the dropped oldest positions, then at least the last.
+  // Resumes holding its newest KV: the dropped oldest positions, then at least the last.
   if (req.dropped > 0) return req.dropped + target - Math.min(req.computed, target - 1);
   // Swapped to the host tier: the host copy comes back, the rest is computed.
   if (req.swapped) return target - Math.min(req.hostTokens, target - 1);

@@ -97,7 +97,7 @@ export class Request {
   readonly swapped: boolean = false;
   /** Times its KV was swapped out. */
   readonly swapsOut: number = 0;
-  /** Paused holding its newest blocks: its first `dropped` positions' KV was freed (eLLM). */
+  /** Paused holding its newest blocks: its first `dropped` positions' KV was freed. */
   readonly dropped: number = 0;
   /** After such a resume: the dropped positions still to compute again, before anything else. */
   readonly refill: Readonly<{ next: number; end: number }> | null = null;
