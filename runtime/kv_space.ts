@@ -337,7 +337,7 @@ export class KvSpace {
 
   /** Blocks for `tokens` positions of `req` if the pool has them free (no one is preempted). */
   growIfFree(req: Request, tokens: number): number[][] | null {
-    return this.pool.canGrowAll(req.id, tokens) ? this.pool.growAll(req.id, tokens) : null;
+    return this.pool.growAll(req.id, tokens); // null, with nothing changed, when short
   }
 
   /** Claims prefetch room for `req`'s offloaded layers in this step; false: it sits it out. */

@@ -89,7 +89,7 @@ export class Preemption {
 
   /**
    * Makes room for every layer of `req` to hold `tokens` positions, preempting the policy's
-   * victims while the pool is short; requests with rows in this step (`inStep`) keep them and are
+   * victims while the pool is short; requests with rows in this step (`seats.inStep`) keep them and are
    * not preempted. False when `req` itself was.
    */
   makeRoom(req: Request, tokens: number, seats: Seats): boolean {

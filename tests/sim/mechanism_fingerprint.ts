@@ -7,32 +7,12 @@
 //   deno run -A --config tests/deno.json tests/sim/mechanism_fingerprint.ts [config names...]
 
 import { applyOverrides, CELLS, cellWorkload } from "../../bench/matrix/cells.ts";
-import { BUDGET_BLOCKS, type SimConfig, simulate } from "./matrix_sim.ts";
+import { BUDGET_BLOCKS, DEFAULT, FCFS_VLLM, type SimConfig, simulate } from "./matrix_sim.ts";
 
 const H = 65_536;
 const configs: SimConfig[] = [
-  {
-    name: "fcfs-vllm",
-    options: {
-      policy: "fcfs",
-      priority: false,
-      prefixCache: true,
-      preempt: "recompute",
-      writeThrough: false,
-    },
-    hostBlocks: 0,
-  },
-  {
-    name: "default",
-    options: {
-      policy: "tokenflow",
-      prefixCache: true,
-      recompute: "auto",
-      writeThrough: true,
-      swapReuse: true,
-    },
-    hostBlocks: H,
-  },
+  FCFS_VLLM,
+  DEFAULT,
   {
     name: "swap",
     options: { policy: "fcfs", preempt: "swap", prefixCache: true, writeThrough: false },
