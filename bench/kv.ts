@@ -5,12 +5,11 @@
 // kernels (FastSwitch assumes a swap stream overlapping inference; WebGPU has one queue).
 
 import { z } from "zod";
-import { type CostModel, Engine, type KvCopy } from "../engine/engine.ts";
-import { BlockPool } from "../runtime/kv/block_pool.ts";
+import { type CostModel, Engine, type Gpu, type KvCopy, openGpu } from "../engine/engine.ts";
 import { copyMs, gbPerS } from "../engine/kv/cost_model.ts";
-import type { OverlapMeasurement } from "../engine/kv/cost_profile.ts";
-import { type Gpu, openGpu } from "../engine/gpu/device.ts";
 import { demoModelDir } from "../engine/sources/demo.ts";
+import { BlockPool } from "../runtime/kv/block_pool.ts";
+import { engineOverlap, type OverlapMeasurement } from "./kv_overlap.ts";
 import { smolShapedModelDir } from "./decode.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { benchPrefixTtft, benchSwapReuse } from "./kv_runtime.ts";
@@ -188,7 +187,7 @@ async function swaps(engine: Engine, layout: Layout, grouped: boolean): Promise<
 async function measureOverlaps(engine: Engine): Promise<OverlapMeasurement[]> {
   const out = [];
   for (const [rows, mib] of [[1, 16], [8, 64], [32, 256]]) {
-    out.push(await engine.measureOverlap({ rows, bytes: mib << 20, reps: OVERLAP_REPS }));
+    out.push(await engineOverlap(engine, { rows, bytes: mib << 20, reps: OVERLAP_REPS }));
   }
   return out;
 }

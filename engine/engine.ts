@@ -2,6 +2,10 @@
 // weights, the kernels and the KV memory, and knows nothing of requests, queues or time: the
 // runtime decides what each step holds (rows, samples, block-table and sampling updates).
 //
+// This file is the engine's public face. Engine.load is the one way to open a forward pass:
+// serve, generate, the benches and the tests all call it. Benches see its kernel list and its
+// dummy steps here, and name the few internals they use in bench_api.ts.
+//
 // The same interface (StepEngine) is served in-process (tests, `generate`) or from a Worker
 // (engine/worker.ts, for `serve`), so the GPU loop never runs on the thread that serves HTTP.
 
@@ -10,16 +14,10 @@ import { DeviceKv } from "./kv/device_kv.ts";
 import { blocksPerLayer } from "./kv/pool_shape.ts";
 import { HostKv } from "./kv/host_kv.ts";
 import { type KvCopyStats, KvTransfers } from "./kv/kv_transfers.ts";
-import type { CostModel } from "./kv/cost_model.ts";
-import {
-  measureOverlap,
-  type OverlapMeasurement,
-  profileCosts,
-  type ProfileOptions,
-  type ProfileTarget,
-} from "./kv/cost_profile.ts";
+import { profileCosts, type ProfileTarget } from "./kv/cost_profile.ts";
 import type { LlamaConfig } from "./model/config.ts";
-import { LlamaForward } from "./forward/forward.ts";
+import { ForwardPass } from "./forward/pass.ts";
+import type { ForwardKernels } from "./forward/forward.ts";
 import type { SampleRecord } from "./gpu/kernels/sample.ts";
 import { usesPenalties } from "./gpu/kernels/logit_controls.ts";
 import { openModelDir } from "./formats/open_model.ts";
@@ -42,10 +40,13 @@ export type { TableWrite } from "./kv/device_kv.ts";
 export type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
 export type { KvCopyStats } from "./kv/kv_transfers.ts";
 export type { CostModel } from "./kv/cost_model.ts";
-export type { OverlapMeasurement } from "./kv/cost_profile.ts";
 export type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
 export type { DecodeGroup, StepMask, StepRow, StepSample } from "./forward/step.ts";
 export type { PenaltySeed } from "./forward/sampling_controls.ts";
+export type { ForwardKernels } from "./forward/forward.ts";
+export type { BoundKernel, KernelKind } from "./gpu/kernel.ts";
+// The device an engine runs on: open one to share among engines (EngineOptions.gpu).
+export { type Gpu, type KvDtype, openGpu };
 
 export interface EngineOptions {
   /** A local model directory (resolve hub ids and "demo" before calling). */
@@ -94,7 +95,9 @@ export class Engine implements StepEngine {
     readonly config: LlamaConfig,
     /** The device KV tier (tests write to it directly). */
     readonly kv: DeviceKv,
-    private readonly forward: LlamaForward,
+    /** The weights on the device (tests check where they live). */
+    readonly weights: ModelWeights,
+    private readonly forward: ForwardPass,
     private readonly transfers: KvTransfers,
     private readonly ownsGpu: boolean,
     private readonly release: () => void,
@@ -138,7 +141,7 @@ export class Engine implements StepEngine {
     const blockBytes = DeviceKv.bytesPerBlock(gpu, layout);
     const host = new HostKv(blockBytes, (opts.hostKvMb ?? 0) * 2 ** 20);
     const transfers = new KvTransfers(gpu, kv, host, opts.coalesceCopies ?? true);
-    const forward = new LlamaForward(gpu, cfg, weights, kv, {
+    const forward = new ForwardPass(gpu, cfg, weights, kv, {
       maxRows,
       maxSlots,
       maxTopLogprobs: opts.maxTopLogprobs ?? 20,
@@ -183,10 +186,12 @@ export class Engine implements StepEngine {
       kv.destroy();
       destroyWeights(weights);
     };
-    const engine = new Engine(gpu, cfg, kv, forward, transfers, !opts.gpu, release, info);
+    const engine = new Engine(gpu, cfg, kv, weights, forward, transfers, !opts.gpu, release, info);
     if (!opts.skipWarmUp) {
       await warmUp(engine.scratch);
-      if (opts.profileCosts ?? host.blocks > 0) info.costModel = await engine.profile();
+      if (opts.profileCosts ?? host.blocks > 0) {
+        info.costModel = await engine.profileWith((t) => profileCosts(t));
+      }
     }
     return engine;
   }
@@ -257,20 +262,26 @@ export class Engine implements StepEngine {
     return this.transfers.snapshot();
   }
 
+  /** The kernels each step encodes, in order (forward/forward.ts). */
+  get kernels(): ForwardKernels {
+    return this.forward.kernels;
+  }
+
   /**
-   * Profiles step and copy costs (engine/kv/cost_profile.ts) on dummy rows that write block 0 of
-   * every layer: only while no request holds KV. Returns the fitted model.
+   * Later steps encode `kernels`: this engine's own list, or a bench's wrapping or filtering of
+   * it (bench/common/forward_bench.ts). No other list will do: its kernels are bound to this
+   * engine's buffers.
    */
-  profile(opts?: ProfileOptions): Promise<CostModel> {
-    return this.profiling((t) => profileCosts(t, opts));
+  useKernels(kernels: ForwardKernels): void {
+    this.forward.useKernels(kernels);
   }
 
-  /** Times a step of `rows` dummy rows and a device copy, alone and together (as profile). */
-  measureOverlap(o: { rows: number; bytes: number; reps?: number }): Promise<OverlapMeasurement> {
-    return this.profiling((t) => measureOverlap(t, o));
-  }
-
-  private async profiling<T>(run: (t: ProfileTarget) => Promise<T>): Promise<T> {
+  /**
+   * Runs `run` over this engine's steps on dummy rows that write block 0 of every layer (the load
+   * profiles its cost model so; bench kv measures overlap): only while no request holds KV. The
+   * tables are cleared after.
+   */
+  async profileWith<T>(run: (t: ProfileTarget) => Promise<T>): Promise<T> {
     if (this.closed) throw new Error("engine is closed");
     try {
       return await run(profileTarget(this.scratch));

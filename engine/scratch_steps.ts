@@ -7,7 +7,7 @@ import type { SampleRecord } from "./gpu/kernels/sample.ts";
 import type { DeviceKv, TableWrite } from "./kv/device_kv.ts";
 import { NOT_RESIDENT } from "./kv/pool_shape.ts";
 import type { ProfileTarget } from "./kv/cost_profile.ts";
-import type { LlamaForward } from "./forward/forward.ts";
+import type { ForwardPass } from "./forward/pass.ts";
 import type { EngineInfo, StepPlan } from "./step_engine.ts";
 
 /** The parts of a loaded engine that dummy steps drive. */
@@ -15,7 +15,7 @@ export interface ScratchParts {
   gpu: Gpu;
   info: EngineInfo;
   kv: DeviceKv;
-  forward: LlamaForward;
+  forward: ForwardPass;
   /** The engine's own step (checks and all). */
   step(plan: StepPlan): Promise<SampleRecord[]>;
 }
