@@ -67,8 +67,6 @@ export interface EngineOptions {
   kvDtype?: KvDtype;
   /** Host KV tier budget in MiB (0: no host tier). */
   hostKvMb?: number;
-  /** false: one copy per KV block instead of per contiguous run (the kv benchmark's baseline). */
-  coalesceCopies?: boolean;
   /**
    * Where float weights live and so which matmul kernel reads them (forward/matmul_choice.ts):
    * "auto" times both at first start and caches the winner per adapter and model shape. Default:
@@ -140,7 +138,7 @@ export class Engine implements StepEngine {
     const kv = new DeviceKv(gpu, layout);
     const blockBytes = DeviceKv.bytesPerBlock(gpu, layout);
     const host = new HostKv(blockBytes, (opts.hostKvMb ?? 0) * 2 ** 20);
-    const transfers = new KvTransfers(gpu, kv, host, opts.coalesceCopies ?? true);
+    const transfers = new KvTransfers(gpu, kv, host);
     const forward = new ForwardPass(gpu, cfg, weights, kv, {
       maxRows,
       maxSlots,
