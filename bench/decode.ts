@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { Engine, openGpu, type StepEngine } from "../engine/engine.ts";
 import { Runtime } from "../runtime/service.ts";
-import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/decode_group.ts";
+import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/bench_api.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { type DecodeRun, GREEDY, measureDecode, prompt } from "./decode_measure.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";

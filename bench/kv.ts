@@ -8,9 +8,8 @@
 
 import { z } from "zod";
 import { type CostModel, Engine, type Gpu, type KvCopy, openGpu } from "../engine/engine.ts";
-import { copyMs, gbPerS } from "../engine/kv/cost_model.ts";
-import { demoModelDir } from "../engine/sources/demo.ts";
-import { BlockPool } from "../runtime/kv/block_pool.ts";
+import { copyMs, demoModelDir, gbPerS } from "../engine/bench_api.ts";
+import { BlockPool } from "../runtime/bench_api.ts";
 import { engineOverlap, type OverlapMeasurement } from "./kv_overlap.ts";
 import { smolShapedModelDir } from "./decode.ts";
 import { parseBenchFlags } from "./common/cli.ts";

@@ -4,7 +4,7 @@
 // command buffer and in two submissions, with the profile's queue timing.
 
 import type { Engine } from "../engine/engine.ts";
-import { type ProfileTarget, queueMs, roundTripMs } from "../engine/kv/cost_profile.ts";
+import { type ProfileTarget, queueMs, roundTripMs } from "../engine/bench_api.ts";
 
 /**
  * Queue times (ms, medians) of a copy and a step alone, and together in one or two submissions;

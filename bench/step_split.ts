@@ -10,7 +10,7 @@
 
 import { z } from "zod";
 import { type ForwardKernels, type Gpu, type KernelKind, openGpu } from "../engine/engine.ts";
-import { greedyChunks } from "../engine/gpu/kernels/sample_greedy.ts";
+import { greedyChunks } from "../engine/bench_api.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { smolShapedModelDir } from "./common/smol_model.ts";
 import {

@@ -11,8 +11,8 @@ import {
   type KernelKind,
   type StepPlan,
 } from "../../engine/engine.ts";
-import { openModelDir } from "../../engine/formats/open_model.ts";
-import { BlockPool } from "../../runtime/kv/block_pool.ts";
+import { openModelDir } from "../../engine/bench_api.ts";
+import { BlockPool } from "../../runtime/bench_api.ts";
 
 /** Batch slots, and so the most decode rows a step has. */
 export const SLOTS = 16;
