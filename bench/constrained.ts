@@ -6,12 +6,10 @@
 // its own rate is expected to fall; the question is what it costs the others.
 
 import { z } from "zod";
-import { Engine } from "../engine/engine.ts";
-import { openGpu } from "../engine/gpu/device.ts";
-import { openModelDir } from "../engine/formats/open_model.ts";
-import { Tokenizer } from "../engine/text/tokenizer.ts";
+import { Engine, openGpu } from "../engine/engine.ts";
+import { openModelDir } from "../engine/bench_api.ts";
 import type { CompiledGrammarHandle, Runtime } from "../runtime/service.ts";
-import { Runtime as RuntimeClass } from "../runtime/service.ts";
+import { Runtime as RuntimeClass, Tokenizer } from "../runtime/service.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { smolShapedModelDir } from "./common/smol_model.ts";
 import { prompt } from "./decode_measure.ts";

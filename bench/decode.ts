@@ -6,17 +6,16 @@
 // uses both).
 
 import { z } from "zod";
-import { Engine, type StepEngine } from "../engine/engine.ts";
-import { openGpu } from "../engine/gpu/device.ts";
+import { Engine, openGpu, type StepEngine } from "../engine/engine.ts";
 import { Runtime } from "../runtime/service.ts";
-import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/decode_group.ts";
+import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/bench_api.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { type DecodeRun, GREEDY, measureDecode, prompt } from "./decode_measure.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
 import { smolShapedModelDir } from "./common/smol_model.ts";
-import { load } from "./common/forward_bench.ts";
+import { openForwardBench } from "./common/forward_bench.ts";
 import { type StepTiming, stepTimingLines, timeStepKinds } from "./step_timing.ts";
-import { KernelTimer } from "../engine/gpu/kernel_timer.ts";
+import { KernelTimer } from "./common/kernel_timer.ts";
 
 /** Cached positions each decode row attends over in the step split. */
 const SPLIT_CONTEXT = 64;
@@ -186,16 +185,16 @@ export async function measureDecodeBench(opts: DecodeOptions): Promise<DecodeRes
 
   // The step split (issue 22): each kind of kernel's GPU time from timestamps, where the adapter
   // has them; bench step-split has the removal method for any adapter.
-  const split = KernelTimer.available(gpu)
-    ? await timeStepKinds(
-      gpu,
-      await load(gpu, modelDir, SPLIT_CONTEXT, weightLayout),
-      [1, 16],
-      SPLIT_CONTEXT,
-      opts.split?.steps ?? 8,
-      opts.split?.rounds ?? 3,
-    )
-    : null;
+  let split: StepTiming[] | null = null;
+  if (KernelTimer.available(gpu)) {
+    const timed = await openForwardBench(gpu, modelDir, SPLIT_CONTEXT, weightLayout);
+    try {
+      const steps = opts.split?.steps ?? 8, rounds = opts.split?.rounds ?? 3;
+      split = await timeStepKinds(timed, [1, 16], SPLIT_CONTEXT, steps, rounds);
+    } finally {
+      await timed.close();
+    }
+  }
   return {
     adapter: info.adapter,
     dtype: info.dtype,

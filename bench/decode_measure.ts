@@ -2,8 +2,7 @@
 // `batch` requests decode together over a runtime, timed from the moment all have their first
 // token.
 
-import { Engine } from "../engine/engine.ts";
-import type { Gpu } from "../engine/gpu/device.ts";
+import { Engine, type Gpu } from "../engine/engine.ts";
 import { Runtime } from "../runtime/service.ts";
 
 export const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };

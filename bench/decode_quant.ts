@@ -4,8 +4,7 @@
 // machine hits every kind alike; ratios are taken within a round and their medians reported.
 // measureDecodeQuant returns the numbers, formatDecodeQuant the report (bench speed uses both).
 
-import type { Engine } from "../engine/engine.ts";
-import { openGpu } from "../engine/gpu/device.ts";
+import { type Engine, openGpu } from "../engine/engine.ts";
 import type { Runtime } from "../runtime/service.ts";
 import { loadDecodeRuntime, measureDecode } from "./decode_measure.ts";
 import { describeRecipe, MIX_KINDS, type QuantKind, smolShapedGguf } from "./gguf_models.ts";

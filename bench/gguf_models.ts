@@ -3,9 +3,7 @@
 // gets which type, as llama-quantize would choose for this shape. The converter pads the vocabulary
 // to the embedding's rows, so llama.cpp loads the same files (`bench llamacpp`).
 
-import type { GgmlTypeName } from "../engine/formats/gguf.ts";
-import { convertToGguf } from "../engine/formats/gguf_convert.ts";
-import { type GgufMix, recipeType } from "../engine/formats/gguf_recipes.ts";
+import { convertToGguf, type GgmlTypeName, type GgufMix, recipeType } from "../engine/bench_api.ts";
 import { benchCacheDir, SMOLLM2_SHAPE, smolShapedModelDir } from "./common/smol_model.ts";
 
 /** Single-type files (llama-quantize --pure), f16 the baseline. */

@@ -8,24 +8,29 @@
 // The matvec table is measured into numbers (matvecMeasurement) and formatted apart (matvecTable),
 // as bench speed uses it.
 
-import type { Gpu } from "../engine/gpu/device.ts";
-import type { BoundKernel } from "../engine/gpu/kernel.ts";
-import { createStorage, readBack, writeBytes } from "../engine/gpu/buffers.ts";
-import { bindCopy } from "../engine/gpu/kernels/copy.ts";
-import { bindMatmul, type MatmulMode } from "../engine/gpu/kernels/matmul.ts";
-import { bindQuantMatmul, createMatmulX } from "../engine/gpu/kernels/matmul_quant.ts";
-import { quantLayout } from "../engine/gpu/kernels/quant_layout.ts";
-import { randomHalves } from "../engine/forward/matmul_choice.ts";
-import { createWeightTexture, writeTextureBytes } from "../engine/gpu/weight_texture.ts";
+import type { BoundKernel, Gpu } from "../engine/engine.ts";
 import {
+  bindCopy,
+  bindMatmul,
+  bindQuantMatmul,
   bindReadSum,
   bindReadSumTexture,
+  createMatmulX,
   createReadSumTexture,
+  createStorage,
+  createWeightTexture,
+  type MatmulMode,
+  QUANT_FORMATS,
+  QUANT_TYPES,
+  quantLayout,
+  randomHalves,
   READ_SUM_TEXTURE_WIDTH,
+  readBack,
   readSumTextureTotals,
   readSumTotals,
-} from "../engine/gpu/kernels/read_sum.ts";
-import { QUANT_FORMATS, QUANT_TYPES } from "../engine/quant/formats.ts";
+  writeBytes,
+  writeTextureBytes,
+} from "../engine/bench_api.ts";
 
 export const USAGE = `usage: deno task bench kernels [--only all|matvec] [--shape NAME]
                                 [--formats f16,q4_0,...]

@@ -7,11 +7,15 @@
 // says the step's prefetches cost (WebGPU's one queue: nothing overlaps), so the table shows
 // whether the prefetch line holds when the copies sit between real layers.
 
-import { type CostModel, Engine, type KvPrefetch, type StepPlan } from "../engine/engine.ts";
-import { copyMs, type StepLoad } from "../engine/kv/cost_model.ts";
-import type { Gpu } from "../engine/gpu/device.ts";
-import { prefetchLoad } from "../runtime/cost_tracker.ts";
-import { offloadedLayers } from "../runtime/kv/offload_pattern.ts";
+import {
+  type CostModel,
+  Engine,
+  type Gpu,
+  type KvPrefetch,
+  type StepPlan,
+} from "../engine/engine.ts";
+import { copyMs, type StepLoad } from "../engine/bench_api.ts";
+import { offloadedLayers, prefetchLoad } from "../runtime/bench_api.ts";
 import { smolShapedModelDir } from "./decode.ts";
 
 const BATCH = 4;

@@ -9,12 +9,10 @@
 // --gpu-kv-mb, in tokens per layer and in requests of a given length held at once. The whole-model
 // test (tests/engine/kv_q8_model_test.ts) runs the same measurement on generated models.
 
-import { Engine } from "../engine/engine.ts";
-import type { Gpu, KvDtype } from "../engine/gpu/device.ts";
-import { BlockPool } from "../runtime/kv/block_pool.ts";
-import { blocksPerLayer } from "../engine/kv/pool_shape.ts";
-import { openModelDir } from "../engine/formats/open_model.ts";
-import { Tokenizer } from "../engine/text/tokenizer.ts";
+import { Engine, type Gpu, type KvDtype } from "../engine/engine.ts";
+import { BlockPool } from "../runtime/bench_api.ts";
+import { blocksPerLayer, openModelDir } from "../engine/bench_api.ts";
+import { Tokenizer } from "../runtime/service.ts";
 
 export interface KvDtypeRun {
   modelDir: string;

@@ -4,9 +4,8 @@
 //   - prefix reuse: time to first token of a chat's second turn that shares a 1,000-token prefix
 //     with the first, with the prefix cache on and off.
 
-import { Engine, type EngineOptions } from "../engine/engine.ts";
-import type { Gpu } from "../engine/gpu/device.ts";
-import { demoModelDir } from "../engine/sources/demo.ts";
+import { Engine, type EngineOptions, type Gpu } from "../engine/engine.ts";
+import { demoModelDir } from "../engine/bench_api.ts";
 import { Runtime, type RuntimeOptions, type SubmitParams } from "../runtime/service.ts";
 import { smolShapedModelDir } from "./decode.ts";
 

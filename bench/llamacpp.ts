@@ -8,8 +8,7 @@
 // measureLlamaCpp returns the numbers, formatReport the report (bench speed uses both).
 
 import { z } from "zod";
-import type { Engine } from "../engine/engine.ts";
-import { openGpu } from "../engine/gpu/device.ts";
+import { type Engine, openGpu } from "../engine/engine.ts";
 import type { Runtime } from "../runtime/service.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { benchCacheDir } from "./common/smol_model.ts";

@@ -5,7 +5,7 @@
 // starts.
 
 import { UsageError } from "./common/cli.ts";
-import { ensureRuntimeDir } from "../engine/util/runtime_dir.ts";
+import { ensureRuntimeDir } from "../engine/bench_api.ts";
 
 interface Bench {
   /** One line for the list of benches. */
@@ -32,7 +32,7 @@ const BENCHES: Record<string, Bench> = {
             }),
             args,
           );
-          const { openGpu } = await import("../engine/gpu/device.ts");
+          const { openGpu } = await import("../engine/engine.ts");
           return benchKernels(await openGpu(), {
             only: flags.only,
             shape: flags.shape,

@@ -6,10 +6,15 @@
 import { z } from "zod";
 import { parseBenchFlags } from "./common/cli.ts";
 import { seededRandom } from "./serve/random.ts";
-import { orbitPlan } from "../runtime/plan/orbit_planner.ts";
-import { PlannerClient } from "../runtime/plan/planner_client.ts";
-import { layerComputeMs, type PlanCosts } from "../runtime/plan/latency_model.ts";
-import type { Plan, PlanInput, PlanRequest } from "../runtime/plan/plan_types.ts";
+import {
+  layerComputeMs,
+  orbitPlan,
+  type Plan,
+  type PlanCosts,
+  type PlanInput,
+  PlannerClient,
+  type PlanRequest,
+} from "../runtime/bench_api.ts";
 
 const Flags = z.object({
   requests: z.coerce.number().int().min(1).max(256).default(32),

@@ -6,9 +6,9 @@
 // (speed_goals.ts). llama.cpp that cannot run becomes a "not measured" row, not a failed bench.
 
 import { z } from "zod";
-import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/decode_group.ts";
-import { openGpu } from "../engine/gpu/device.ts";
-import { QUANT_TYPES } from "../engine/quant/formats.ts";
+import { DEFAULT_DECODE_STEPS, DEFAULT_GROUP_MS } from "../runtime/bench_api.ts";
+import { openGpu } from "../engine/engine.ts";
+import { QUANT_TYPES } from "../engine/bench_api.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { QUANT_KINDS, type QuantKind } from "./gguf_models.ts";
 import { formatDecode, measureDecodeBench } from "./decode.ts";

@@ -9,7 +9,7 @@
 // the demo model is generated before the first run, so the figures isolate the shader cache.
 
 import { z } from "zod";
-import { demoModelDir } from "../engine/sources/demo.ts";
+import { demoModelDir } from "../engine/bench_api.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { splitFlags } from "./serve/flags.ts";
 import { getText, loopbackRequest } from "./serve/http.ts";

@@ -1,7 +1,7 @@
 // Where a decode step's time goes (issue 22): the SmolLM2-135M-shaped random model decodes at
-// batch 1 and 16 with the forward pass built whole and built without one kind of kernel at a time
-// (engine/forward/forward.ts's bench option), alternating, medians; each kind's share is the
-// difference, and what is left with no kernel at all is the step's fixed cost (encoding,
+// batch 1 and 16 with the forward pass whole and without one kind of kernel at a time (the
+// engine's kernel list filtered: common/forward_bench.ts), alternating, medians; each kind's share
+// is the difference, and what is left with no kernel at all is the step's fixed cost (encoding,
 // submission, the records' copy and readback). Per-kernel GPU timestamps would be finer, but
 // WebGPU places them only at pass boundaries and the forward pass is one compute pass, so removal
 // is the method on every adapter. A line through two models differing only in weight bytes (f16
@@ -9,24 +9,24 @@
 // measureStepSplit returns the numbers, formatStepSplit the report (bench speed uses both).
 
 import { z } from "zod";
-import { openGpu } from "../engine/gpu/device.ts";
-import type { Gpu } from "../engine/gpu/device.ts";
-import type { KernelKind } from "../engine/gpu/kernel.ts";
-import { greedyChunks } from "../engine/gpu/kernels/sample_greedy.ts";
-import type { ForwardBenchOptions } from "../engine/forward/forward.ts";
+import { type ForwardKernels, type Gpu, type KernelKind, openGpu } from "../engine/engine.ts";
+import { greedyChunks } from "../engine/bench_api.ts";
 import { parseBenchFlags } from "./common/cli.ts";
 import { smolShapedModelDir } from "./common/smol_model.ts";
 import {
   decodePlan,
-  forwardOf,
-  load,
+  kernelsByKind,
   median,
+  openForwardBench,
   type Step,
+  stepWith,
   timeSteps,
+  withoutKinds,
+  withPlainSampler,
 } from "./common/forward_bench.ts";
+import { KernelTimer } from "./common/kernel_timer.ts";
 import { smolShapedGguf } from "./gguf_models.ts";
 import { type StepTiming, stepTimingLines, timeStepKinds } from "./step_timing.ts";
-import { KernelTimer } from "../engine/gpu/kernel_timer.ts";
 
 const Flags = z.object({
   batch: z.string().default("1,16").transform((s, ctx) => {
@@ -64,21 +64,22 @@ const ALL_KINDS: KernelKind[] = ["weights", "attention", "norm", "embedding", "l
 
 interface Variant {
   name: string;
-  options: ForwardBenchOptions;
+  /** The variant's kernel list, made from the engine's own. */
+  kernels: (own: ForwardKernels) => ForwardKernels;
 }
 
+const without = (...kinds: KernelKind[]) => (own: ForwardKernels) =>
+  withoutKinds(own, new Set(kinds));
+
 const VARIANTS: Variant[] = [
-  { name: "whole step", options: {} },
-  { name: "one-workgroup sampler", options: { greedySampler: false } },
-  { name: "no weights", options: { skipKinds: new Set<KernelKind>(["weights"]) } },
-  { name: "no attention", options: { skipKinds: new Set<KernelKind>(["attention"]) } },
-  {
-    name: "no norms/embedding",
-    options: { skipKinds: new Set<KernelKind>(["norm", "embedding"]) },
-  },
-  { name: "no LM head", options: { skipKinds: new Set<KernelKind>(["lmHead"]) } },
-  { name: "no sampler", options: { skipKinds: new Set<KernelKind>(["sampler"]) } },
-  { name: "no kernels", options: { skipKinds: new Set<KernelKind>(ALL_KINDS) } },
+  { name: "whole step", kernels: (own) => own },
+  { name: "one-workgroup sampler", kernels: withPlainSampler },
+  { name: "no weights", kernels: without("weights") },
+  { name: "no attention", kernels: without("attention") },
+  { name: "no norms/embedding", kernels: without("norm", "embedding") },
+  { name: "no LM head", kernels: without("lmHead") },
+  { name: "no sampler", kernels: without("sampler") },
+  { name: "no kernels", kernels: without(...ALL_KINDS) },
 ];
 
 /**
@@ -180,49 +181,48 @@ export interface StepSplitResult {
 export async function measureStepSplit(opts: StepSplitOptions): Promise<StepSplitResult> {
   const gpu = await openGpu();
   const timestamps = KernelTimer.available(gpu);
-  const f16 = await load(gpu, await smolShapedModelDir(), opts.context);
+  const f16 = await openForwardBench(gpu, await smolShapedModelDir(), opts.context);
   const q4 = opts.line === "on"
-    ? await load(gpu, await smolShapedGguf("q4_0"), opts.context)
+    ? await openForwardBench(gpu, await smolShapedGguf("q4_0"), opts.context)
     : undefined;
-  const forwards = new Map(VARIANTS.map((v) => [v.name, forwardOf(gpu, f16, v.options)]));
-  if (q4) forwards.set("Q4_0 whole step", forwardOf(gpu, q4, {}));
-
-  const whole = forwards.get("whole step")!;
-  // A greedy step's: the greedy sampler's two dispatches.
-  const dispatches = whole.dispatchesPerStep;
-  const batches: StepSplitBatch[] = [];
-  for (const batch of opts.batch) {
-    const plan = decodePlan(batch, opts.context);
-    const steps = new Map<string, Step>(
-      [...forwards].map(([name, f]) => [name, () => f.submit(plan)]),
-    );
-    // Two steps submitted before either is awaited, as the serving loop keeps them.
-    steps.set("two in flight", () => Promise.all([whole.submit(plan), whole.submit(plan)]));
-    steps.set("dispatches only", dispatchOnly(gpu, dispatches));
-    steps.set("no dispatches", dispatchOnly(gpu, 0));
-    const t = await alternate(steps, opts.steps, opts.rounds);
-    batches.push({ batch, ms: Object.fromEntries(t) });
+  try {
+    const own = f16.kernels;
+    const kernels = new Map(VARIANTS.map((v) => [v.name, v.kernels(own)]));
+    // A greedy step's: the greedy sampler's two dispatches.
+    const dispatches = f16.info.dispatchesPerStep;
+    const batches: StepSplitBatch[] = [];
+    for (const batch of opts.batch) {
+      const plan = decodePlan(batch, opts.context);
+      const steps = new Map<string, Step>(
+        [...kernels].map(([name, k]) => [name, stepWith(f16, k, plan)]),
+      );
+      if (q4) steps.set("Q4_0 whole step", () => q4.step(plan));
+      // Two steps submitted before either is awaited, as the serving loop keeps them.
+      const whole = stepWith(f16, own, plan);
+      steps.set("two in flight", () => Promise.all([whole(), whole()]));
+      steps.set("dispatches only", dispatchOnly(gpu, dispatches));
+      steps.set("no dispatches", dispatchOnly(gpu, 0));
+      const t = await alternate(steps, opts.steps, opts.rounds);
+      batches.push({ batch, ms: Object.fromEntries(t) });
+    }
+    f16.useKernels(own);
+    return {
+      adapter: gpu.adapterName,
+      f16: gpu.f16,
+      options: opts,
+      dispatches,
+      kernelsByKind: Object.fromEntries(kernelsByKind(own)),
+      greedyChunks: greedyChunks(f16.info.vocabSize),
+      batches,
+      line: q4 ? { f16Bytes: f16.info.weightBytes, q4Bytes: q4.info.weightBytes } : null,
+      timestamps: timestamps
+        ? await timeStepKinds(f16, opts.batch, opts.context, opts.steps, opts.rounds)
+        : null,
+    };
+  } finally {
+    await f16.close();
+    await q4?.close();
   }
-  const result: StepSplitResult = {
-    adapter: gpu.adapterName,
-    f16: gpu.f16,
-    options: opts,
-    dispatches,
-    kernelsByKind: Object.fromEntries(whole.kernelsByKind()),
-    greedyChunks: greedyChunks(f16.cfg.vocabSize),
-    batches,
-    line: q4 ? { f16Bytes: f16.weights.bytes, q4Bytes: q4.weights.bytes } : null,
-    timestamps: timestamps
-      ? await timeStepKinds(gpu, f16, opts.batch, opts.context, opts.steps, opts.rounds)
-      : null,
-  };
-
-  await gpu.device.queue.onSubmittedWorkDone();
-  for (const f of forwards.values()) {
-    await f.idle();
-    f.destroy();
-  }
-  return result;
 }
 
 /**

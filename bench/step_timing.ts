@@ -1,14 +1,14 @@
 // Where a decode step's GPU time goes, from timestamps (issue 22): on an adapter with the
 // `timestamp-query` feature, the SmolLM2-shaped model's forward pass runs each kernel in a timed
-// pass of its own (gpu/kernel_timer.ts), and the kernels' times are summed by kind. The step is
+// pass of its own (common/kernel_timer.ts), and the kernels' times are summed by kind. The step is
 // also timed as it really runs (one pass, submitted and awaited), and what the kernels do not
 // account for of that is the fixed cost: encoding, submission, the records' copy and the readback.
 // The weight-independent part of the step is everything but the kernels that read weight matrices
 // (the layers' matmuls and the LM head). Shared by bench decode and bench step-split.
 
-import type { Gpu } from "../engine/gpu/device.ts";
-import { KernelTimer } from "../engine/gpu/kernel_timer.ts";
-import { decodePlan, forwardOf, type Loaded, median, timeSteps } from "./common/forward_bench.ts";
+import type { Engine } from "../engine/engine.ts";
+import { KernelTimer, timedKernels } from "./common/kernel_timer.ts";
+import { decodePlan, median, stepWith, timeSteps } from "./common/forward_bench.ts";
 
 /** What the kinds are called in the table, in its order. */
 const KIND_NAMES: [string, string][] = [
@@ -19,7 +19,6 @@ const KIND_NAMES: [string, string][] = [
   ["embedding", "embedding"],
   ["sampler", "sampler"],
   ["controls", "sampling controls (none here)"],
-  ["advance", "decode-group row advance"],
   ["other", "other kernels"],
 ];
 
@@ -36,31 +35,35 @@ export interface StepTiming {
   kindCount: Map<string, number>;
 }
 
-/** Times `model`'s decode step at each batch size: `rounds` rounds of `steps` steps each. */
+/**
+ * Times `engine`'s decode step (common/forward_bench.ts's openForwardBench) at each batch size:
+ * `rounds` rounds of `steps` steps each, untimed and with its kernels timed.
+ */
 export async function timeStepKinds(
-  gpu: Gpu,
-  model: Loaded,
+  engine: Engine,
   batches: number[],
   context: number,
   steps: number,
   rounds: number,
 ): Promise<StepTiming[]> {
-  const plain = forwardOf(gpu, model, {});
-  const timer = new KernelTimer(gpu, 2 * plain.dispatchesPerStep + 16);
-  const timed = forwardOf(gpu, model, { timer });
+  const own = engine.kernels;
+  const timer = new KernelTimer(engine.gpu, 2 * engine.info.dispatchesPerStep + 16);
+  const timed = timedKernels(own, timer);
   const results: StepTiming[] = [];
   for (const batch of batches) {
     const plan = decodePlan(batch, context);
+    const plainStep = stepWith(engine, own, plan);
+    const timedStep = stepWith(engine, timed, plan);
     const stepMs: number[] = [];
     const perKind = new Map<string, number[]>();
     let kindCount = new Map<string, number>();
     for (let r = 0; r < rounds; r++) {
-      stepMs.push(median(await timeSteps(() => plain.submit(plan), steps)));
+      stepMs.push(median(await timeSteps(plainStep, steps)));
       // The timed pass's steps, one by one: each one's kernels summed by kind.
-      await timed.submit(plan);
+      await timedStep();
       await timer.read();
       for (let i = 0; i < steps; i++) {
-        await timed.submit(plan);
+        await timedStep();
         const sums = new Map<string, number>(), counts = new Map<string, number>();
         for (const { label, ns } of await timer.read()) {
           sums.set(label, (sums.get(label) ?? 0) + ns / 1e6);
@@ -80,10 +83,7 @@ export async function timeStepKinds(
       kindCount,
     });
   }
-  await plain.idle();
-  await timed.idle();
-  plain.destroy();
-  timed.destroy();
+  engine.useKernels(own);
   timer.destroy();
   return results;
 }

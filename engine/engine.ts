@@ -2,28 +2,23 @@
 // weights, the kernels and the KV memory, and knows nothing of requests, queues or time: the
 // runtime decides what each step holds (rows, samples, block-table and sampling updates).
 //
+// This file is the engine's public face. Engine.load is the one way to open a forward pass:
+// serve, generate, the benches and the tests all call it. Benches see its kernel list and its
+// dummy steps here, and name the few internals they use in bench_api.ts.
+//
 // The same interface (StepEngine) is served in-process (tests, `generate`) or from a Worker
 // (engine/worker.ts, for `serve`), so the GPU loop never runs on the thread that serves HTTP.
 
 import { type Gpu, type KvDtype, kvDtypeOf, openGpu, withKvDtype } from "./gpu/device.ts";
-import { DeviceKv, type TableWrite } from "./kv/device_kv.ts";
-import { blocksPerLayer, NOT_RESIDENT } from "./kv/pool_shape.ts";
+import { DeviceKv } from "./kv/device_kv.ts";
+import { blocksPerLayer } from "./kv/pool_shape.ts";
 import { HostKv } from "./kv/host_kv.ts";
-import type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
 import { type KvCopyStats, KvTransfers } from "./kv/kv_transfers.ts";
-import type { CostModel } from "./kv/cost_model.ts";
-import {
-  measureOverlap,
-  type OverlapMeasurement,
-  profileCosts,
-  type ProfileOptions,
-  type ProfileTarget,
-} from "./kv/cost_profile.ts";
-import type { Architecture, LlamaConfig } from "./model/config.ts";
-import { LlamaForward } from "./forward/forward.ts";
-import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
-import type { DecodeGroup, StepMask, StepRow, StepSample } from "./forward/step.ts";
-import type { PenaltySeed } from "./forward/sampling_controls.ts";
+import { profileCosts, type ProfileTarget } from "./kv/cost_profile.ts";
+import type { LlamaConfig } from "./model/config.ts";
+import { ForwardPass } from "./forward/pass.ts";
+import type { ForwardKernels } from "./forward/forward.ts";
+import type { SampleRecord } from "./gpu/kernels/sample.ts";
 import { usesPenalties } from "./gpu/kernels/logit_controls.ts";
 import { openModelDir } from "./formats/open_model.ts";
 import type { LoadProgress } from "./weights/upload.ts";
@@ -36,23 +31,22 @@ import {
   type MatmulKernelFlag,
 } from "./forward/matmul_choice.ts";
 import { weightsToTextures } from "./weights/texture_parts.ts";
-import type { MatrixPart, ModelWeights } from "./weights/model_weights.ts";
+import { destroyWeights, type ModelWeights } from "./weights/model_weights.ts";
+import { clearTables, profileTarget, type ScratchParts, warmUp } from "./scratch_steps.ts";
+import type { EngineInfo, StepEngine, StepPlan } from "./step_engine.ts";
 
-export type {
-  CostModel,
-  DecodeGroup,
-  KvCopy,
-  KvCopyStats,
-  KvPrefetch,
-  OverlapMeasurement,
-  PenaltySeed,
-  SampleRecord,
-  SamplingParams,
-  StepMask,
-  StepRow,
-  StepSample,
-  TableWrite,
-};
+export type { EngineInfo, StepEngine, StepPlan } from "./step_engine.ts";
+export type { TableWrite } from "./kv/device_kv.ts";
+export type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
+export type { KvCopyStats } from "./kv/kv_transfers.ts";
+export type { CostModel } from "./kv/cost_model.ts";
+export type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
+export type { DecodeGroup, StepMask, StepRow, StepSample } from "./forward/step.ts";
+export type { PenaltySeed } from "./forward/sampling_controls.ts";
+export type { ForwardKernels } from "./forward/forward.ts";
+export type { BoundKernel, KernelKind } from "./gpu/kernel.ts";
+// The device an engine runs on: open one to share among engines (EngineOptions.gpu).
+export { type Gpu, type KvDtype, openGpu };
 
 export interface EngineOptions {
   /** A local model directory (resolve hub ids and "demo" before calling). */
@@ -73,8 +67,6 @@ export interface EngineOptions {
   kvDtype?: KvDtype;
   /** Host KV tier budget in MiB (0: no host tier). */
   hostKvMb?: number;
-  /** false: one copy per KV block instead of per contiguous run (the kv benchmark's baseline). */
-  coalesceCopies?: boolean;
   /**
    * Where float weights live and so which matmul kernel reads them (forward/matmul_choice.ts):
    * "auto" times both at first start and caches the winner per adapter and model shape. Default:
@@ -93,107 +85,6 @@ export interface EngineOptions {
   gpu?: Gpu;
 }
 
-/** What the runtime needs to know of the engine: limits, KV geometry, and labels for logs. */
-export interface EngineInfo {
-  /** The model's family (config.json's model_type), for logs and the engine's description. */
-  architecture: Architecture;
-  /** Positions a row attends to (Mistral's sliding window), or null: all before it. */
-  slidingWindow: number | null;
-  adapter: string;
-  dtype: "f16" | "f32";
-  /** How the KV cache stores K and V (absent in test fakes: as the weights). */
-  kvDtype?: KvDtype;
-  weightBytes: number;
-  kvBytes: number;
-  numLayers: number;
-  vocabSize: number;
-  blockSize: number;
-  blocksPerArena: number[];
-  layerArena: number[];
-  maxBlocksPerSeq: number;
-  maxSlots: number;
-  maxRows: number;
-  maxTopLogprobs: number;
-  /** Longest prompt + output one request can have: positions, table width and pool size allow. */
-  maxContext: number;
-  /** Steps the readback ring lets the runtime keep in flight. */
-  ringSize: number;
-  /** Most steps of one decode group (StepPlan.group); 1: the engine runs no groups. */
-  maxDecodeSteps: number;
-  /** Blocks of the host KV tier (each holds one block of any layer, K and V); 0 without one. */
-  hostBlocks: number;
-  /** Bytes of one KV block of one layer, K and V together (what a copy moves per block). */
-  kvBlockBytes: number;
-  dispatchesPerStep: number;
-  /** Where the float weights live, and whether a flag, the cache or a measurement said so. */
-  matmulKernel?: MatmulChoice;
-  /** Step and copy costs profiled at load; absent when the load skipped warm-up. */
-  costModel?: CostModel;
-}
-
-/** One step: host-side updates to apply first, then the rows to run and the rows to sample. */
-export interface StepPlan {
-  /**
-   * KV copies, before anything else in the step: every "out" copy is submitted first, so a device
-   * block copied out may be reused by an "in" copy or the kernels of the same step. A step's
-   * records resolve only once its "out" copies have landed in host memory. "In" copies read host
-   * memory when step() is called, and the queue orders them before this step's kernels: a request
-   * may run in the step that brings it in, and its host blocks may be rewritten once step()
-   * returns. An "in" copy from a host block whose "out" copy has not landed is refused. A step
-   * with copies may have no rows (a copy-only step; its records are []).
-   */
-  copies?: KvCopy[];
-  /**
-   * Offloaded layers' KV (offload distance): host blocks copied into device blocks just before
-   * their layer runs, after the layers before it. The device blocks are the prefetch region, which
-   * the step's tables must point those layers at; each layer may reuse the same region. Host
-   * blocks are read when step() is called; one still being filled by an "out" copy is refused.
-   */
-  prefetch?: KvPrefetch[];
-  /**
-   * "Out" copies of KV this step's own rows write (LayerKV's layer-wise offload): each runs right
-   * after its layer's kernels, in the step's command buffer, so it copies what that layer just
-   * wrote while the next layers compute. They land in host memory by the time the step's records
-   * resolve, like the "out" copies of `copies`; a host block may be written once per step.
-   */
-  copiesAfterLayer?: KvCopy[];
-  /** Block-table entries to upload before the step (new blocks, or a slot's new owner). */
-  tables: TableWrite[];
-  /** Sampling parameters of slots whose request changed. */
-  sampling: { slot: number; params: SamplingParams }[];
-  /**
-   * The token counts the penalties read, for slots whose new request uses them (every such entry
-   * of `sampling` needs one in the same plan): its prompt and the ids it has generated so far (a
-   * resumed request takes a new slot). Applied after `sampling`; from then on the GPU counts each
-   * id the slot samples.
-   */
-  penaltySeeds?: PenaltySeed[];
-  rows: StepRow[];
-  samples: StepSample[];
-  wantTopLogprobs: boolean;
-  /** Token masks of some samples (forward/step.ts); a step without them pays nothing for them. */
-  masks?: StepMask[];
-  /**
-   * Several decode steps of the same rows in one submission (forward/step.ts's DecodeGroup): no
-   * copies, prefetches or after-layer copies; steps × samples records.
-   */
-  group?: DecodeGroup;
-}
-
-/** The engine as the runtime sees it, in-process or behind a Worker. */
-export interface StepEngine {
-  readonly info: EngineInfo;
-  /** Submits a step; resolves with its sample records once the GPU has finished it. */
-  step(plan: StepPlan): Promise<SampleRecord[]>;
-  /**
-   * KV copies executed so far (counted at submission). Behind a Worker, as of the last records
-   * received. Optional so engines without a host tier (test fakes) need not count.
-   */
-  copyStats?(): KvCopyStats;
-  /** Waits for submitted work, then frees every GPU object the engine made. */
-  close(): Promise<void>;
-}
-
 export class Engine implements StepEngine {
   private closed = false;
 
@@ -202,7 +93,9 @@ export class Engine implements StepEngine {
     readonly config: LlamaConfig,
     /** The device KV tier (tests write to it directly). */
     readonly kv: DeviceKv,
-    private readonly forward: LlamaForward,
+    /** The weights on the device (tests check where they live). */
+    readonly weights: ModelWeights,
+    private readonly forward: ForwardPass,
     private readonly transfers: KvTransfers,
     private readonly ownsGpu: boolean,
     private readonly release: () => void,
@@ -245,8 +138,8 @@ export class Engine implements StepEngine {
     const kv = new DeviceKv(gpu, layout);
     const blockBytes = DeviceKv.bytesPerBlock(gpu, layout);
     const host = new HostKv(blockBytes, (opts.hostKvMb ?? 0) * 2 ** 20);
-    const transfers = new KvTransfers(gpu, kv, host, opts.coalesceCopies ?? true);
-    const forward = new LlamaForward(gpu, cfg, weights, kv, {
+    const transfers = new KvTransfers(gpu, kv, host);
+    const forward = new ForwardPass(gpu, cfg, weights, kv, {
       maxRows,
       maxSlots,
       maxTopLogprobs: opts.maxTopLogprobs ?? 20,
@@ -291,10 +184,12 @@ export class Engine implements StepEngine {
       kv.destroy();
       destroyWeights(weights);
     };
-    const engine = new Engine(gpu, cfg, kv, forward, transfers, !opts.gpu, release, info);
+    const engine = new Engine(gpu, cfg, kv, weights, forward, transfers, !opts.gpu, release, info);
     if (!opts.skipWarmUp) {
-      await engine.warmUp();
-      if (opts.profileCosts ?? host.blocks > 0) info.costModel = await engine.profile();
+      await warmUp(engine.scratch);
+      if (opts.profileCosts ?? host.blocks > 0) {
+        info.costModel = await engine.profileWith((t) => profileCosts(t));
+      }
     }
     return engine;
   }
@@ -365,136 +260,38 @@ export class Engine implements StepEngine {
     return this.transfers.snapshot();
   }
 
-  /**
-   * Runs a step of each size in forward.variantRowCounts() (every row tile of every matrix, and
-   * for the quantized ones x in a uniform and in storage), then steps with the full sampler, with
-   * and without top logprobs, through the logit controls (a bias and a penalty: both passes), and a
-   * decode group where the engine runs them. So every pipeline a request can need is built, and on
-   * llvmpipe JIT-compiled, before the server says it is ready, rather than by the first client
-   * (on a cold GL cache the sampler alone took minutes). Slot 0's table points at block 0
-   * (scratch) meanwhile; the controls' slot state is reset to greedy after.
-   */
-  private async warmUp(): Promise<void> {
-    const { numLayers, blockSize, maxSlots, vocabSize, maxBlocksPerSeq } = this.info;
-    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    // Every row is slot 0's, so no more rows than one slot's table holds positions for (a count
-    // past that, if any, is compiled by the first step that needs it).
-    const counts = this.forward.variantRowCounts().filter((n) => n <= maxBlocksPerSeq * blockSize);
-    const blocks = new Array(Math.ceil(Math.max(...counts) / blockSize)).fill(0);
-    const tables: TableWrite[] = [];
-    for (let layer = 0; layer < numLayers; layer++) {
-      tables.push({ slot: 0, layer, first: 0, blocks });
-    }
-    const rowsOf = (n: number) =>
-      Array.from({ length: n }, (_, pos) => ({ slot: 0, pos, token: pos % vocabSize }));
-    const lastRows = (n: number) =>
-      Array.from({ length: Math.min(n, maxSlots) }, (_, i) => ({ row: n - 1 - i })).reverse();
-    let sampling = [{ slot: 0, params: greedy }];
-    for (const n of counts) {
-      await this.step({
-        tables,
-        sampling,
-        rows: rowsOf(n),
-        samples: lastRows(n),
-        wantTopLogprobs: false,
-      });
-      sampling = [];
-    }
-    const sampled = {
-      temperature: 1,
-      topK: 0,
-      topP: 0.9,
-      seed: 1,
-      logitBias: [[0, 1]] as [number, number][],
-      repetitionPenalty: 1.1,
-    };
-    for (const wantTopLogprobs of [true, false]) {
-      await this.step({
-        tables: [],
-        sampling: [{ slot: 0, params: sampled }],
-        penaltySeeds: [{ slot: 0, prompt: [0], generated: [] }],
-        rows: rowsOf(1),
-        samples: [{ row: 0 }],
-        wantTopLogprobs,
-      });
-    }
-    if (this.info.maxDecodeSteps > 1) {
-      await this.step({
-        tables: [],
-        sampling: [],
-        rows: [{ slot: 0, pos: 0, token: null }],
-        samples: [{ row: 0 }],
-        wantTopLogprobs: false,
-        group: { steps: 2, budgets: [2], stopIds: [[]] },
-      });
-    }
-    this.forward.setSampling(0, greedy);
-    this.clearTables(1);
-  }
-
-  /** Points every table entry of slots 0..slots-1 at nothing. */
-  private clearTables(slots: number): void {
-    const clear = new Array(this.info.maxBlocksPerSeq).fill(NOT_RESIDENT);
-    for (let slot = 0; slot < slots; slot++) {
-      for (let layer = 0; layer < this.info.numLayers; layer++) {
-        this.kv.writeTable(slot, layer, clear);
-      }
-    }
+  /** The kernels each step encodes, in order (forward/forward.ts). */
+  get kernels(): ForwardKernels {
+    return this.forward.kernels;
   }
 
   /**
-   * Profiles step and copy costs (engine/kv/cost_profile.ts) on dummy rows that write block 0 of
-   * every layer: only while no request holds KV. Returns the fitted model.
+   * Later steps encode `kernels`: this engine's own list, or a bench's wrapping or filtering of
+   * it (bench/common/forward_bench.ts). No other list will do: its kernels are bound to this
+   * engine's buffers.
    */
-  profile(opts?: ProfileOptions): Promise<CostModel> {
-    return this.profiling((t) => profileCosts(t, opts));
+  useKernels(kernels: ForwardKernels): void {
+    this.forward.useKernels(kernels);
   }
 
-  /** Times a step of `rows` dummy rows and a device copy, alone and together (as profile). */
-  measureOverlap(o: { rows: number; bytes: number; reps?: number }): Promise<OverlapMeasurement> {
-    return this.profiling((t) => measureOverlap(t, o));
-  }
-
-  private async profiling<T>(run: (t: ProfileTarget) => Promise<T>): Promise<T> {
+  /**
+   * Runs `run` over this engine's steps on dummy rows that write block 0 of every layer (the load
+   * profiles its cost model so; bench kv measures overlap): only while no request holds KV. The
+   * tables are cleared after.
+   */
+  async profileWith<T>(run: (t: ProfileTarget) => Promise<T>): Promise<T> {
     if (this.closed) throw new Error("engine is closed");
     try {
-      return await run(this.profileTarget());
+      return await run(profileTarget(this.scratch));
     } finally {
-      this.clearTables(this.info.maxSlots);
+      clearTables(this.scratch, this.info.maxSlots);
     }
   }
 
-  /** The profile's view of this engine: steps of n dummy rows, slot i % maxSlots each. */
-  private profileTarget(): ProfileTarget {
-    const { numLayers, maxRows, maxSlots, ringSize, vocabSize, blockSize } = this.info;
-    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    const entries = Math.ceil(Math.ceil(maxRows / maxSlots) / blockSize);
-    for (let slot = 0; slot < maxSlots; slot++) {
-      for (let layer = 0; layer < numLayers; layer++) {
-        this.kv.writeTable(slot, layer, new Array(entries).fill(0));
-      }
-      this.forward.setSampling(slot, greedy);
-    }
-    return {
-      gpu: this.gpu,
-      numLayers,
-      maxRows,
-      maxSlots,
-      ringSize,
-      step: (n, samples, prelude) => {
-        const rows = Array.from({ length: n }, (_, i) => ({
-          slot: i % maxSlots,
-          pos: Math.floor(i / maxSlots),
-          token: i % vocabSize,
-        }));
-        const plan = {
-          rows,
-          samples: rows.slice(0, samples).map((_, row) => ({ row })),
-          wantTopLogprobs: false,
-        };
-        return this.forward.submit(plan, prelude);
-      },
-    };
+  /** What the dummy steps (scratch_steps.ts) drive. */
+  private get scratch(): ScratchParts {
+    const { gpu, info, kv, forward } = this;
+    return { gpu, info, kv, forward, step: (plan) => this.step(plan) };
   }
 
   /** Reads the raw logits of the last step's sample rows (tests only: a synchronous round trip). */
@@ -509,24 +306,5 @@ export class Engine implements StepEngine {
     await this.transfers.idle();
     this.release();
     if (this.ownsGpu) this.gpu.device.destroy();
-  }
-}
-
-function destroyWeights(w: ModelWeights): void {
-  const seen = new Set<GPUBuffer | GPUTexture>();
-  const drop = (b: GPUBuffer | GPUTexture) => {
-    if (!seen.has(b)) seen.add(b), b.destroy();
-  };
-  const parts = (m: { parts: MatrixPart[] }) => m.parts.forEach((p) => drop(p.buffer ?? p.texture));
-  parts(w.embed);
-  parts(w.lmHead);
-  drop(w.finalNorm);
-  for (const l of w.layers) {
-    drop(l.inputNorm);
-    drop(l.postAttentionNorm);
-    parts(l.qkv);
-    parts(l.o);
-    parts(l.gateUp);
-    parts(l.down);
   }
 }

@@ -1,7 +1,7 @@
 // The SmolLM2-135M-shaped random model the engine benchmarks run on (no download possible here),
 // written once under the bench cache directory and reused.
 
-import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
+import { writeTinyModel } from "../../engine/bench_api.ts";
 
 /** SmolLM2-135M's shape with random weights. */
 export const SMOLLM2_SHAPE = {

@@ -50,7 +50,7 @@ export class SamplingControls {
   private readonly penalized: boolean[];
   private buffers: Buffers | null = null;
   private hasCounts = false;
-  /** Rows listed by the last encodeAdjust, for encodeCount. */
+  /** Rows listed by the last `list`, for `adjust` and `count`. */
   private listed = 0;
   private countNeeded = false;
 
@@ -141,14 +141,10 @@ export class SamplingControls {
   }
 
   /**
-   * Before the sampler: lists the sample rows with controls or a mask, uploads the masks and
-   * encodes `adjust` over them. Encodes nothing, and writes nothing, when there are none.
+   * Before the step's adjust: lists its sample rows with controls or a mask and uploads the masks.
+   * Writes nothing when there are none.
    */
-  encodeAdjust(
-    pass: GPUComputePassEncoder,
-    sampleSlots: readonly number[],
-    masks: readonly StepMask[] = [],
-  ): void {
+  list(sampleSlots: readonly number[], masks: readonly StepMask[] = []): void {
     const maskOf = new Map(masks.map((m, i) => [m.sample, i]));
     const rows: number[] = [];
     this.countNeeded = false;
@@ -164,12 +160,39 @@ export class SamplingControls {
     const q = this.gpu.device.queue;
     q.writeBuffer(b.controlRows, 0, new Uint32Array(rows));
     masks.forEach((m, i) => writeBytes(this.gpu, b.masks, i * this.maskWords * 4, m.bits));
-    b.adjust.encode(pass, this.listed);
   }
 
-  /** After the sampler: counts the sampled ids of the penalized rows encodeAdjust listed. */
+  /**
+   * The forward pass's kernels around the sampler (forward.ts): `adjust` before it, over the rows
+   * `list` listed; `count` after it, counting the sampled ids of the penalized ones. Each encodes
+   * nothing when no row needs it.
+   */
+  readonly adjust: BoundKernel = {
+    kind: "controls",
+    encode: (pass) => {
+      if (this.listed > 0) this.buffers!.adjust.encode(pass, this.listed);
+    },
+  };
+  readonly count: BoundKernel = {
+    kind: "controls",
+    encode: (pass) => {
+      if (this.countNeeded) this.buffers!.count.encode(pass, this.listed);
+    },
+  };
+
+  /** `list`, then `adjust` into `pass` (for a test rig without the forward pass). */
+  encodeAdjust(
+    pass: GPUComputePassEncoder,
+    sampleSlots: readonly number[],
+    masks: readonly StepMask[] = [],
+  ): void {
+    this.list(sampleSlots, masks);
+    this.adjust.encode(pass, sampleSlots.length);
+  }
+
+  /** `count` into `pass` (for a test rig without the forward pass). */
   encodeCount(pass: GPUComputePassEncoder): void {
-    if (this.countNeeded) this.buffers!.count.encode(pass, this.listed);
+    this.count.encode(pass, this.listed);
   }
 
   destroy(): void {

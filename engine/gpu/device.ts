@@ -69,7 +69,7 @@ export async function openGpu(options: GpuOptions = {}): Promise<Gpu> {
   const requiredFeatures: GPUFeatureName[] = adapter.features.has("shader-f16")
     ? ["shader-f16"]
     : [];
-  // For benchmarks' per-kernel timing (gpu/kernel_timer.ts); nothing in serving uses it.
+  // For benchmarks' per-kernel timing (bench/common/kernel_timer.ts); nothing in serving uses it.
   if (adapter.features.has("timestamp-query")) requiredFeatures.push("timestamp-query");
   const lim = adapter.limits;
   const device = await adapter.requestDevice({

@@ -11,17 +11,30 @@ import { createUniform } from "./buffers.ts";
 export type BufferArg = GPUBuffer | GPUBufferBinding;
 
 /**
- * What a kernel spends a step on, for the benchmark that splits a step's time by kind (bench
+ * What a kernel spends a step on, for the benchmarks that split a step's time by kind (bench
  * step-split): weight matmuls, attention (with the KV write; both apply RoPE), norms (with the
- * sample rows' gather), the embedding, the LM head, and the sampler.
+ * sample rows' gather), the embedding, the LM head, the sampler, and the sampling controls.
  */
-export type KernelKind = "weights" | "attention" | "norm" | "embedding" | "lmHead" | "sampler";
+export type KernelKind =
+  | "weights"
+  | "attention"
+  | "norm"
+  | "embedding"
+  | "lmHead"
+  | "sampler"
+  | "controls";
 
 export interface BoundKernel {
   /** Its kind, where a benchmark may want to leave it out (unset: counted as "other"). */
   readonly kind?: KernelKind;
   /** Records this kernel's dispatch for `rows` rows (tokens or sample rows) into `pass`. */
   encode(pass: GPUComputePassEncoder, rows: number): void;
+  /**
+   * Where set, the step records the kernel through this instead, in compute passes of its own:
+   * the step's pass is ended before and a new one begun after. A bench's kernel timer wraps
+   * kernels so (WebGPU writes timestamps only where a pass begins and ends).
+   */
+  readonly encodeApart?: (encoder: GPUCommandEncoder, rows: number) => void;
   /**
    * Row counts whose dispatches, between them, run each of its pipelines: the engine's warm-up
    * runs a step of each, so that no request is the first to compile one (llvmpipe compiles a

@@ -5,9 +5,10 @@
 // so noise only adds time); slow steps get fewer repetitions, so a large model's profile costs a
 // few of its steps, and the demo model's well under a second.
 //
-// Whether a copy overlaps a step's kernels is measured by measureOverlap, which the kv benchmark
-// runs: it needs a copy about as long as a step to be visible above the noise, which a large
-// model's step makes too slow for load time. The load's model assumes none (overlap 0).
+// Whether a copy overlaps a step's kernels is measured by the kv benchmark (bench/kv_overlap.ts,
+// over this file's ProfileTarget and queueMs): it needs a copy about as long as a step to be
+// visible above the noise, which a large model's step makes too slow for load time. The load's
+// model assumes none (overlap 0).
 
 import type { Gpu } from "../gpu/device.ts";
 import { type CostModel, fitLine, type Line, PROFILE_WEIGHT, sumsOf } from "./cost_model.ts";
@@ -35,34 +36,15 @@ export interface ProfileOptions {
   pointMs?: number;
 }
 
-/**
- * Queue times (ms, medians) of a copy and a step alone, and together in one or two submissions;
- * ratios are medians over repetitions of together / (step + copy) within one repetition.
- */
-export interface OverlapMeasurement {
-  rows: number;
-  bytes: number;
-  reps: number;
-  computeMs: number;
-  copyMs: number;
-  /** The copy encoded into the step's own command buffer. */
-  oneSubmissionMs: number;
-  /** The copy submitted alone, then the step, back to back (the engine's order for "out" copies). */
-  twoSubmissionsMs: number;
-  /** 1: serial; (max(step, copy)) / (step + copy): fully overlapped. */
-  oneSubmissionRatio: number;
-  twoSubmissionsRatio: number;
-  /** Share of the shorter of copy and compute hidden in one submission (0: none, 1: all). */
-  overlap: number;
-}
-
 /** Copy points: 1 MiB as SMALL_COPIES copies and as one, and LARGE_BYTES as one. */
 const SMALL_COPIES = 256;
 const MIB = 1 << 20;
 const LARGE_BYTES = 16 * MIB;
 
-interface Timing {
+/** How queueMs repeats a point: at most `reps` runs, stopping after `pointMs`, less `rt`. */
+export interface Timing {
   reps: number;
+  /** The round trip (roundTripMs), subtracted from every point. */
   rt: number;
   pointMs: number;
 }
@@ -97,64 +79,6 @@ export async function profileCosts(
     overlap: 0,
     layerFit: sumsOf(layerPoints, PROFILE_WEIGHT),
   };
-}
-
-/**
- * Times a step of `rows` rows alone, a device-to-device copy of `bytes` alone, and both: in one
- * command buffer, and in two submissions back to back; `reps` (default 5) repetitions of all four.
- */
-export async function measureOverlap(
-  t: ProfileTarget,
-  o: { rows: number; bytes: number; reps?: number },
-): Promise<OverlapMeasurement> {
-  const reps = o.reps ?? 5;
-  const timing = { reps, rt: await roundTripMs(t.gpu, reps), pointMs: Infinity };
-  const dev = t.gpu.device;
-  const usage = GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
-  const src = dev.createBuffer({ size: o.bytes, usage, label: "profile.src" });
-  const dst = dev.createBuffer({ size: o.bytes, usage, label: "profile.dst" });
-  const copy = (e: GPUCommandEncoder) => e.copyBufferToBuffer(src, 0, dst, 0, o.bytes);
-  const copyAlone = () => {
-    const e = dev.createCommandEncoder();
-    copy(e);
-    dev.queue.submit([e.finish()]);
-  };
-  try {
-    // All four back to back in each repetition, so a burst of load from elsewhere hits them alike.
-    const variants = [
-      () => copyAlone(),
-      () => t.step(o.rows, 0),
-      () => t.step(o.rows, 0, copy),
-      () => (copyAlone(), t.step(o.rows, 0)),
-    ];
-    const once = { ...timing, reps: 1 };
-    await queueMs(t.gpu, once, copyAlone); // touches the buffers first
-    const runs: number[][] = [];
-    for (let r = 0; r < reps; r++) {
-      const ms = [];
-      for (const v of variants) ms.push(await queueMs(t.gpu, once, v, { warm: false }));
-      runs.push(ms);
-    }
-    const ratio = (v: number) => median(runs.map((ms) => ms[v] / (ms[0] + ms[1])));
-    const hidden = median(
-      runs.map(([x, c, one]) => (c + x - one) / Math.max(1e-9, Math.min(c, x))),
-    );
-    return {
-      rows: o.rows,
-      bytes: o.bytes,
-      reps,
-      copyMs: median(runs.map((ms) => ms[0])),
-      computeMs: median(runs.map((ms) => ms[1])),
-      oneSubmissionMs: median(runs.map((ms) => ms[2])),
-      twoSubmissionsMs: median(runs.map((ms) => ms[3])),
-      oneSubmissionRatio: ratio(2),
-      twoSubmissionsRatio: ratio(3),
-      overlap: Math.min(1, Math.max(0, hidden)),
-    };
-  } finally {
-    src.destroy();
-    dst.destroy();
-  }
 }
 
 /**
@@ -291,7 +215,7 @@ export async function roundTripMs(gpu: Gpu, reps: number): Promise<number> {
  * (fewer once `pointMs` has passed), less the round trip. With `warm`, a first unmeasured run
  * touches fresh memory first.
  */
-async function queueMs(
+export async function queueMs(
   gpu: Gpu,
   timing: Timing,
   op: () => unknown,
@@ -308,11 +232,6 @@ async function queueMs(
     if (r >= 0 && performance.now() - start > timing.pointMs) break;
   }
   return Math.max(0, best - timing.rt);
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
 function unique(xs: number[]): number[] {

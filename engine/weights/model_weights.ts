@@ -76,3 +76,23 @@ export interface ModelWeights {
   lmHead: GpuMatrix;
   bytes: number;
 }
+
+/** Frees every matrix part and norm of `w` once (a tied LM head is the embedding's parts). */
+export function destroyWeights(w: ModelWeights): void {
+  const seen = new Set<GPUBuffer | GPUTexture>();
+  const drop = (b: GPUBuffer | GPUTexture) => {
+    if (!seen.has(b)) seen.add(b), b.destroy();
+  };
+  const parts = (m: { parts: MatrixPart[] }) => m.parts.forEach((p) => drop(p.buffer ?? p.texture));
+  parts(w.embed);
+  parts(w.lmHead);
+  drop(w.finalNorm);
+  for (const l of w.layers) {
+    drop(l.inputNorm);
+    drop(l.postAttentionNorm);
+    parts(l.qkv);
+    parts(l.o);
+    parts(l.gateUp);
+    parts(l.down);
+  }
+}

@@ -1,85 +1,70 @@
-// A forward pass over a model's files for engine tests that drive LlamaForward directly: the
-// weights loaded (in storage or textures), a KV cache and block pool sized for a few slots, and
-// `reserve` to give a slot its blocks on every layer and greedy sampling; and greedyDecode, a
-// prompt then a few decode steps over several slots, recording tokens and logits.
+// An engine over a model directory for engine tests that drive the forward pass step by step:
+// opened through Engine.load (the weights in storage or textures, no warm-up), a block pool sized
+// for a few slots, and `reserve` to give a slot its blocks on every layer and greedy sampling; and
+// greedyDecode, a prompt then a few decode steps over several slots, recording tokens and logits.
 
-import type { Gpu } from "../../engine/gpu/device.ts";
+import { Engine, type Gpu, type StepRow, type TableWrite } from "../../engine/engine.ts";
 import type { WeightLayout } from "../../engine/gpu/weight_texture.ts";
-import { DeviceKv } from "../../engine/kv/device_kv.ts";
 import { BlockPool } from "../../runtime/kv/block_pool.ts";
-import { type ForwardBenchOptions, LlamaForward } from "../../engine/forward/forward.ts";
-import type { ModelFiles } from "../../engine/formats/model_files.ts";
-import { loadWeights } from "../../engine/weights/load_weights.ts";
-import type { ModelWeights } from "../../engine/weights/model_weights.ts";
-import type { StepRow } from "../../engine/forward/step.ts";
 import { assert } from "./testing.ts";
 import { rng } from "./random.ts";
 
 export interface TinyForwardOptions {
   maxSlots: number;
   maxRows: number;
-  /** Positions a slot may hold (default 64). */
-  maxContext?: number;
   maxTopLogprobs?: number;
   layout?: WeightLayout;
-  bench?: ForwardBenchOptions;
 }
 
 export interface TinyForward {
-  forward: LlamaForward;
-  weights: ModelWeights;
-  /** Slot `slot` gets blocks for `positions` positions on every layer, and greedy sampling. */
+  engine: Engine;
+  /**
+   * Slot `slot` gets blocks for `positions` positions on every layer, and greedy sampling: both
+   * go with the next step (`pending`).
+   */
   reserve(slot: number, positions: number): void;
-  /** Waits for the GPU, then frees the pass, the KV and the weights. */
+  /** Tables and sampling `reserve` set since the last step, for the next one; then empties. */
+  pending(): { tables: TableWrite[]; sampling: { slot: number; params: typeof GREEDY }[] };
+  /** Waits for the GPU, then frees the engine. */
   destroy(): Promise<void>;
 }
 
+const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+
 export async function tinyForward(
   gpu: Gpu,
-  files: ModelFiles,
+  dir: string,
   options: TinyForwardOptions,
 ): Promise<TinyForward> {
-  const cfg = files.config;
-  const weights = await loadWeights(gpu, files, undefined, options.layout ?? "storage");
-  const layout = DeviceKv.layoutForBudget(
+  const engine = await Engine.load({
+    modelDir: dir,
     gpu,
-    { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim },
-    4 << 20,
-    options.maxSlots,
-    options.maxContext ?? 64,
-    16,
-  );
-  const kv = new DeviceKv(gpu, layout);
-  const pool = new BlockPool(layout);
-  const forward = new LlamaForward(gpu, cfg, weights, kv, {
-    maxRows: options.maxRows,
+    gpuKvMb: 4,
     maxSlots: options.maxSlots,
+    maxRows: options.maxRows,
     maxTopLogprobs: options.maxTopLogprobs ?? 0,
     ringSize: 2,
-  }, options.bench);
-  const matrices = [
-    weights.embed,
-    weights.lmHead,
-    ...weights.layers.flatMap((l) => [l.qkv, l.o, l.gateUp, l.down]),
-  ];
+    matmulKernel: options.layout ?? "storage",
+    skipWarmUp: true,
+  });
+  const pool = new BlockPool(engine.info);
+  let tables: TableWrite[] = [];
+  let sampling: { slot: number; params: typeof GREEDY }[] = [];
   return {
-    forward,
-    weights,
+    engine,
     reserve(slot, positions) {
-      for (let l = 0; l < cfg.numLayers; l++) {
-        assert(pool.grow(slot, l, positions), "test pool too small");
-        kv.writeTable(slot, l, pool.table(slot, l));
+      for (let layer = 0; layer < engine.info.numLayers; layer++) {
+        assert(pool.grow(slot, layer, positions), "test pool too small");
+        tables.push({ slot, layer, first: 0, blocks: pool.table(slot, layer) });
       }
-      forward.setSampling(slot, { temperature: 0, topK: 0, topP: 1, seed: 0 });
+      sampling.push({ slot, params: GREEDY });
     },
-    async destroy() {
-      await forward.idle();
-      forward.destroy();
-      kv.destroy();
-      for (const m of new Set(matrices)) {
-        for (const p of m.parts) (p.buffer ?? p.texture).destroy();
-      }
+    pending() {
+      const p = { tables, sampling };
+      tables = [], sampling = [];
+      return p;
     },
+    destroy: () => engine.close(),
   };
 }
 
@@ -96,7 +81,6 @@ export interface GreedyRun {
  */
 export async function greedyDecode(
   tf: TinyForward,
-  files: ModelFiles,
   { batch, prompt, decode, seed, afterStep }: {
     batch: number;
     prompt: number;
@@ -105,15 +89,20 @@ export async function greedyDecode(
     afterStep?: () => Promise<void>;
   },
 ): Promise<GreedyRun> {
-  const vocab = files.config.vocabSize;
+  const vocab = tf.engine.info.vocabSize;
   const next = rng(seed);
   const run: GreedyRun = { tokens: Array.from({ length: batch }, () => []), logits: [] };
   for (let slot = 0; slot < batch; slot++) tf.reserve(slot, prompt + decode);
   const step = async (rows: StepRow[], sampled: number[]) => {
     const samples = sampled.map((row) => ({ row }));
-    const records = await tf.forward.submit({ rows, samples, wantTopLogprobs: false });
+    const records = await tf.engine.step({
+      ...tf.pending(),
+      rows,
+      samples,
+      wantTopLogprobs: false,
+    });
     await afterStep?.();
-    for (const l of await tf.forward.readLogits(samples.length)) {
+    for (const l of await tf.engine.readLogits(samples.length)) {
       run.logits.push(new Uint32Array(Float32Array.from(l).buffer));
     }
     records.forEach((r, i) => run.tokens[i].push(r.id));

@@ -1,7 +1,7 @@
 // Binds the greedy sampler: argmax_partials.wgsl spreads each row's argmax over many workgroups,
 // sample_greedy.wgsl merges the chunk winners and writes the same records as sample.wgsl with
 // K = 0 (bit for bit, tests/engine/gpu/kernels/sample_test.ts). The forward pass takes it for a
-// step whose sample rows are all greedy and ask no top logprobs (samplerFor in forward.ts).
+// step whose sample rows are all greedy and ask no top logprobs (samplerFor in forward/pass.ts).
 
 import type { Gpu } from "../device.ts";
 import { type BoundKernel, ParamsUniform } from "../kernel.ts";

@@ -1,16 +1,11 @@
-// Whole-model checks: GPU logits against the float64 reference forward pass of the same generated
-// checkpoint, for every architecture variant the loader must handle, on both dtype paths; and,
-// through Engine.step, two requests whose layers' blocks interleave in one shared pool.
+// Whole-model checks, through Engine.step: GPU logits against the float64 reference forward pass of
+// the same generated checkpoint, for every architecture variant the loader must handle, on both
+// dtype paths; and two requests whose layers' blocks interleave in one shared pool.
 
-import { Engine, type StepRow as EngineRow, type TableWrite } from "../../../engine/engine.ts";
-import { DeviceKv } from "../../../engine/kv/device_kv.ts";
+import { Engine, type Gpu, type StepRow, type TableWrite } from "../../../engine/engine.ts";
 import { BlockPool, type SeqId } from "../../../runtime/kv/block_pool.ts";
-import { LlamaForward } from "../../../engine/forward/forward.ts";
-import type { StepRow } from "../../../engine/forward/step.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { type TinyModelSpec, writeTinyModel } from "../../../engine/sources/tiny_model.ts";
-import { loadWeights } from "../../../engine/weights/load_weights.ts";
-import type { Gpu } from "../../../engine/gpu/device.ts";
 import { assertClose } from "../../helpers/compare.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { testGpus } from "../../helpers/gpu.ts";
@@ -78,9 +73,8 @@ const VARIANTS: { name: string; spec: Omit<TinyModelSpec, "seed"> }[] = [
 const BOUND = { f32: 2e-4, f16: 2e-2 };
 
 interface Harness {
-  forward: LlamaForward;
+  engine: Engine;
   pool: BlockPool;
-  kv: DeviceKv;
 }
 
 async function harness(
@@ -89,39 +83,33 @@ async function harness(
   maxSlots = 32,
   maxRows = 64,
 ): Promise<Harness & { ids: (n: number, seed: number) => number[] }> {
-  const files = await openModelDir(dir);
-  const cfg = files.config;
-  const weights = await loadWeights(gpu, files);
-  const layout = DeviceKv.layoutForBudget(
+  const engine = await Engine.load({
+    modelDir: dir,
     gpu,
-    { numLayers: cfg.numLayers, numKvHeads: cfg.numKvHeads, headDim: cfg.headDim },
-    4 << 20,
+    gpuKvMb: 4,
     maxSlots,
-    256,
-    16,
-  );
-  const kv = new DeviceKv(gpu, layout);
-  const pool = new BlockPool(layout);
-  const forward = new LlamaForward(gpu, cfg, weights, kv, {
     maxRows,
-    maxSlots,
     maxTopLogprobs: 5,
     ringSize: 2,
+    skipWarmUp: true,
   });
+  const pool = new BlockPool(engine.info);
   const ids = (n: number, seed: number) => {
     const next = rng(seed);
-    return Array.from({ length: n }, () => Math.floor(next() * cfg.vocabSize));
+    return Array.from({ length: n }, () => Math.floor(next() * engine.info.vocabSize));
   };
-  return { forward, pool, kv, ids };
+  return { engine, pool, ids };
 }
 
-/** Reserves KV for `tokens` positions of sequence `seqId` in `slot` on every layer. */
-function reserve(h: Harness, seqId: number, slot: number, tokens: number): void {
-  const layers = h.forward.cfg.numLayers;
+/** KV for `tokens` positions of sequence `seqId` in `slot` on every layer: the table writes. */
+function reserve(h: Harness, seqId: number, slot: number, tokens: number): TableWrite[] {
+  const layers = h.engine.info.numLayers;
+  const writes: TableWrite[] = [];
   for (let l = 0; l < layers; l++) {
     if (!h.pool.grow(seqId, l, tokens)) throw new Error("test pool too small");
-    h.kv.writeTable(slot, l, h.pool.table(seqId, l));
+    writes.push({ slot, layer: l, first: 0, blocks: h.pool.table(seqId, l) });
   }
+  return writes;
 }
 
 Deno.test("GPU logits match the float64 reference forward pass", async (t) => {
@@ -136,19 +124,26 @@ Deno.test("GPU logits match the float64 reference forward pass", async (t) => {
         await t.step(`${variant.name} (${label})`, async () => {
           const h = await harness(gpu, dir);
           const prompt = h.ids(19, seed + 1);
-          reserve(h, 1, 0, prompt.length);
-          h.forward.setSampling(0, { temperature: 0, topK: 0, topP: 1, seed: 0 });
           // Chunked prefill: 8 rows without samples, then the rest sampling at every row.
           const rows = (from: number, to: number): StepRow[] =>
             prompt.slice(from, to).map((token, i) => ({ slot: 0, pos: from + i, token }));
-          await h.forward.submit({ rows: rows(0, 8), samples: [], wantTopLogprobs: false });
+          await h.engine.step({
+            tables: reserve(h, 1, 0, prompt.length),
+            sampling: [{ slot: 0, params: { temperature: 0, topK: 0, topP: 1, seed: 0 } }],
+            rows: rows(0, 8),
+            samples: [],
+            wantTopLogprobs: false,
+          });
           const tail = rows(8, prompt.length);
-          await h.forward.submit({
+          await h.engine.step({
+            tables: [],
+            sampling: [],
             rows: tail,
             samples: tail.map((_, row) => ({ row })),
             wantTopLogprobs: false,
           });
-          const got = await h.forward.readLogits(tail.length);
+          const got = await h.engine.readLogits(tail.length);
+          await h.engine.close();
           const want = await referenceForward(files, prompt);
           tail.forEach((r, i) => {
             assertClose(
@@ -238,7 +233,7 @@ async function runInterleaved(
   /** One step: chunk [from, to) of each listed request (id = slot), every row sampled. */
   const step = async (chunks: { id: number; from: number; to: number }[]) => {
     const writes: TableWrite[] = [];
-    const rows: EngineRow[] = [];
+    const rows: StepRow[] = [];
     for (const { id, from, to } of chunks) {
       const added = pool.growAll(id, to);
       assert(added, "the test pool is too small");

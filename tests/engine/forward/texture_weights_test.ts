@@ -6,12 +6,10 @@
 // the engine loads as --matmul-kernel says (auto times the model's own formats, GGUF blocks too);
 // and quantized GGUF models, moved into textures once loaded, decode alike.
 
-import { openModelDir } from "../../../engine/formats/open_model.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import type { ModelWeights } from "../../../engine/weights/model_weights.ts";
 import type { WeightLayout } from "../../../engine/gpu/weight_texture.ts";
 import type { Gpu } from "../../../engine/gpu/device.ts";
-import type { ModelFiles } from "../../../engine/formats/model_files.ts";
 import { Engine } from "../../../engine/engine.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { testGpu, testGpus } from "../../helpers/gpu.ts";
@@ -34,24 +32,24 @@ function matrices(w: ModelWeights) {
  */
 async function greedy(
   gpu: Gpu,
-  files: ModelFiles,
+  dir: string,
   layout: WeightLayout,
   batch: number,
   seed: number,
 ): Promise<GreedyRun> {
-  const tf = await tinyForward(gpu, files, {
+  const tf = await tinyForward(gpu, dir, {
     maxSlots: SLOTS,
     maxRows: SLOTS * PROMPT,
     maxTopLogprobs: 5,
     layout,
   });
   try {
-    for (const m of matrices(tf.weights)) {
+    for (const m of matrices(tf.engine.weights)) {
       for (const p of m.parts) {
         assert(layout === "texture" ? p.texture && !p.buffer : p.buffer && !p.texture, layout);
       }
     }
-    return await greedyDecode(tf, files, { batch, prompt: PROMPT, decode: DECODE_STEPS, seed });
+    return await greedyDecode(tf, { batch, prompt: PROMPT, decode: DECODE_STEPS, seed });
   } finally {
     await tf.destroy();
   }
@@ -72,12 +70,11 @@ for (const tied of [true, false]) {
         dtype: "F32",
         seed,
       });
-      const files = await openModelDir(dir);
       for (const { label, gpu } of await testGpus()) {
         for (const batch of [1, SLOTS]) {
           await t.step(`${label}, ${batch} decode rows`, async () => {
-            const storage = await greedy(gpu, files, "storage", batch, seed + 1);
-            const texture = await greedy(gpu, files, "texture", batch, seed + 1);
+            const storage = await greedy(gpu, dir, "storage", batch, seed + 1);
+            const texture = await greedy(gpu, dir, "texture", batch, seed + 1);
             const what = `${label} batch ${batch} seed ${seed}`;
             assertEquals(texture.tokens, storage.tokens, `${what}: tokens differ`);
             assertEquals(texture.logits.length, batch * (DECODE_STEPS + 1));
@@ -114,11 +111,10 @@ for (const type of ["Q8_0", "Q4_0"] as const) {
         dtype: "F32",
         seed,
       }, { type });
-      const files = await openModelDir(gguf.path);
       for (const batch of [1, SLOTS]) {
         await t.step(`${batch} decode rows`, async () => {
-          const storage = await greedy(gpu, files, "storage", batch, seed + 1);
-          const texture = await greedy(gpu, files, "texture", batch, seed + 1);
+          const storage = await greedy(gpu, gguf.path, "storage", batch, seed + 1);
+          const texture = await greedy(gpu, gguf.path, "texture", batch, seed + 1);
           const what = `${type} batch ${batch} seed ${seed}`;
           assertEquals(texture.tokens, storage.tokens, `${what}: tokens differ`);
           texture.logits.forEach((bits, i) =>

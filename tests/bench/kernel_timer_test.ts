@@ -1,32 +1,27 @@
-// The kernel timer (gpu/kernel_timer.ts), used by bench decode's step split: a forward pass built
-// with it runs each kernel in a timed pass of its own and must still give the untimed pass's tokens
-// and logits bit for bit; it times every kernel the step encodes, labelled by kind, in encoding
+// The kernel timer (bench/common/kernel_timer.ts), used by bench decode's step split: an engine
+// given its kernel list wrapped by it runs each kernel in a timed pass of its own and must still
+// give the untimed pass's tokens and logits bit for bit; it times every kernel the step encodes, labelled by kind, in encoding
 // order; and a kernel that does more work takes more time. Skipped where the adapter has no
 // timestamp queries.
 
-import { openModelDir } from "../../../engine/formats/open_model.ts";
-import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
-import { type KernelTime, KernelTimer } from "../../../engine/gpu/kernel_timer.ts";
-import type { ModelFiles } from "../../../engine/formats/model_files.ts";
-import { assert, assertEquals } from "../../helpers/testing.ts";
-import { testGpu } from "../../helpers/gpu.ts";
-import { testSeed } from "../../helpers/random.ts";
-import { greedyDecode, tinyForward } from "../../helpers/tiny_forward.ts";
+import { writeTinyModel } from "../../engine/sources/tiny_model.ts";
+import { type KernelTime, KernelTimer, timedKernels } from "../../bench/common/kernel_timer.ts";
+import { assert, assertEquals } from "../helpers/testing.ts";
+import { testGpu } from "../helpers/gpu.ts";
+import { testSeed } from "../helpers/random.ts";
+import { greedyDecode, tinyForward } from "../helpers/tiny_forward.ts";
 
 const gpu = await testGpu();
 const ignore = !KernelTimer.available(gpu);
 const SLOTS = 3, PROMPT = 5, DECODE = 4;
 
 /** Greedy decoding of SLOTS slots; with a timer, what it read after each step. */
-async function greedy(files: ModelFiles, timer: KernelTimer | undefined, seed: number) {
-  const tf = await tinyForward(gpu, files, {
-    maxSlots: SLOTS,
-    maxRows: SLOTS * PROMPT,
-    bench: { timer },
-  });
+async function greedy(dir: string, timer: KernelTimer | undefined, seed: number) {
+  const tf = await tinyForward(gpu, dir, { maxSlots: SLOTS, maxRows: SLOTS * PROMPT });
+  if (timer) tf.engine.useKernels(timedKernels(tf.engine.kernels, timer));
   const times: KernelTime[][] = [];
   try {
-    const run = await greedyDecode(tf, files, {
+    const run = await greedyDecode(tf, {
       batch: SLOTS,
       prompt: PROMPT,
       decode: DECODE,
@@ -37,7 +32,7 @@ async function greedy(files: ModelFiles, timer: KernelTimer | undefined, seed: n
         }
         : undefined,
     });
-    return { ...run, times, dispatchesPerStep: tf.forward.dispatchesPerStep };
+    return { ...run, times, dispatchesPerStep: tf.engine.info.dispatchesPerStep };
   } finally {
     await tf.destroy();
   }
@@ -60,10 +55,9 @@ Deno.test({
         dtype: "F32",
         seed,
       });
-      const files = await openModelDir(dir);
-      const plain = await greedy(files, undefined, seed + 1);
+      const plain = await greedy(dir, undefined, seed + 1);
       const timer = new KernelTimer(gpu, 256);
-      const timed = await greedy(files, timer, seed + 1);
+      const timed = await greedy(dir, timer, seed + 1);
       timer.destroy();
       assertEquals(timed.tokens, plain.tokens, `seed ${seed}: tokens differ`);
       assertEquals(timed.logits, plain.logits, `seed ${seed}: logits differ`);
@@ -120,7 +114,6 @@ Deno.test({
         pass.dispatchWorkgroups(groups);
         pass.end();
       }
-      timer.resolve(encoder);
       gpu.device.queue.submit([encoder.finish()]);
       const times = await timer.read();
       assertEquals(times.map((t) => t.label), ["light", "heavy"]);

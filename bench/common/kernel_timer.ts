@@ -1,9 +1,10 @@
 // GPU time per kernel, for benchmarks, on adapters with the `timestamp-query` feature. WebGPU
 // writes timestamps only where a pass begins and ends, so a timed step runs each kernel in a compute
-// pass of its own; that adds a pass boundary per kernel, which is why the figures serve to split a
-// step among kernels, while the step itself is timed untimed (bench decode).
+// pass of its own (timedKernels wraps an engine's kernel list so); that adds a pass boundary per
+// kernel, which is why the figures serve to split a step among kernels, while the step itself is
+// timed untimed (bench decode).
 
-import type { Gpu } from "./device.ts";
+import type { BoundKernel, ForwardKernels, Gpu } from "../../engine/engine.ts";
 
 /** One timed kernel: what it was and how long the GPU spent between its pass's two timestamps. */
 export interface KernelTime {
@@ -55,19 +56,21 @@ export class KernelTimer {
     });
   }
 
-  /** Copies the timestamps so far out, at the end of `encoder`'s commands (before its submit). */
-  resolve(encoder: GPUCommandEncoder): void {
-    const n = 2 * this.labels.length;
-    if (n === 0) return;
-    encoder.resolveQuerySet(this.querySet, 0, n, this.resolved, 0);
-    encoder.copyBufferToBuffer(this.resolved, 0, this.readback, 0, n * 8);
-  }
-
-  /** Each timed kernel's GPU time, in encoding order, once the submission is done; then empties. */
+  /**
+   * Each timed kernel's GPU time, in encoding order, once the submissions that timed them are
+   * done; then empties. Call it after submitting them.
+   */
   async read(): Promise<KernelTime[]> {
     const labels = this.labels;
     this.labels = [];
     if (labels.length === 0) return [];
+    // Resolved in a submission of its own, queued after the timed ones: a query set keeps its
+    // results across submissions, so the timed steps need no command of the timer's.
+    const n = 2 * labels.length;
+    const encoder = this.gpu.device.createCommandEncoder();
+    encoder.resolveQuerySet(this.querySet, 0, n, this.resolved, 0);
+    encoder.copyBufferToBuffer(this.resolved, 0, this.readback, 0, n * 8);
+    this.gpu.device.queue.submit([encoder.finish()]);
     await this.readback.mapAsync(GPUMapMode.READ, 0, labels.length * 16);
     const stamps = new BigUint64Array(this.readback.getMappedRange(0, labels.length * 16).slice(0));
     this.readback.unmap();
@@ -83,4 +86,35 @@ export class KernelTimer {
     this.resolved.destroy();
     this.readback.destroy();
   }
+}
+
+/**
+ * `kernels` with every kernel, the sampling controls' too, in a pass of its own timed by `timer`
+ * and labelled by its kind ("other" when it has none). Give it to the engine (useKernels), run
+ * steps, then read the timer.
+ */
+export function timedKernels(kernels: ForwardKernels, timer: KernelTimer): ForwardKernels {
+  const timed = (k: BoundKernel): BoundKernel => ({
+    kind: k.kind,
+    variantRows: k.variantRows,
+    encode: (pass, rows) => k.encode(pass, rows),
+    encodeApart: (encoder, rows) => {
+      const pass = timer.beginPass(encoder, k.kind ?? "other");
+      k.encode(pass, rows);
+      pass.end();
+    },
+  });
+  const { head, layers, tail, adjust, samplers, count } = kernels;
+  return {
+    head: head.map(timed),
+    layers: layers.map((l) => l.map(timed)),
+    tail: tail.map(timed),
+    adjust: timed(adjust),
+    samplers: {
+      plain: timed(samplers.plain),
+      top: timed(samplers.top),
+      greedy: timed(samplers.greedy),
+    },
+    count: timed(count),
+  };
 }
