@@ -11,7 +11,7 @@ import { assert, assertEquals } from "../helpers/testing.ts";
 import { isRunning, waitGone } from "./processes.ts";
 
 const ROOT = resolve(new URL("../..", import.meta.url).pathname);
-const RUNTIME_SOURCES = ["main.ts", "engine", "runtime", "server"];
+const RUNTIME_SOURCES = ["main.ts", "cli", "engine", "runtime", "server"];
 
 /** The compile task's arguments after `deno`, from deno.json. */
 function compileArgs(): string[] {
