@@ -31,7 +31,8 @@ export {
 export { randomHalves } from "./forward/matmul_choice.ts";
 export { greedyChunks } from "./gpu/kernels/sample_greedy.ts";
 
-// KV: the pool's shape, the cost model's arithmetic, the profile's steps and timing (bench kv).
-export { blocksPerLayer } from "./kv/pool_shape.ts";
-export { copyMs, gbPerS, type StepLoad } from "./kv/cost_model.ts";
+// KV: the pool's shape, the cost model's arithmetic (bench kv; sim/ fits a GPU profile's), the
+// profile's steps and timing.
+export { blocksPerLayer, NOT_RESIDENT } from "./kv/pool_shape.ts";
+export { copyMs, gbPerS, lineOf, type StepLoad, sumsOf } from "./kv/cost_model.ts";
 export { type ProfileTarget, queueMs, roundTripMs } from "./kv/cost_profile.ts";

@@ -17,7 +17,7 @@
 // contiguous runs (kv/block_runs.ts).
 
 import { blocksPerLayer, layersPerArena, type PoolShape } from "../../engine/kv/pool_shape.ts";
-import { countRuns, pickRuns } from "./block_runs.ts";
+import { countRuns, FreeBlocks, pickRuns } from "./block_runs.ts";
 
 export type SeqId = number | string;
 
@@ -28,7 +28,7 @@ export class BlockPool {
   readonly numLayers: number;
   readonly blockSize: number;
   readonly layerArena: readonly number[];
-  private readonly freeMap: Uint8Array[]; // [arena][block] 1: no holder and not cached
+  private readonly freeMap: FreeBlocks[]; // [arena]: blocks with no holder, not cached
   private readonly freeCount: number[];
   private readonly refs: Uint32Array[]; // tables holding each block
   private readonly cachedMap: Uint8Array[]; // 1: the prefix index keeps the block
@@ -45,7 +45,7 @@ export class BlockPool {
     this.numLayers = shape.layerArena.length;
     this.blockSize = shape.blockSize;
     this.layerArena = shape.layerArena;
-    this.freeMap = shape.blocksPerArena.map((n) => new Uint8Array(n).fill(1));
+    this.freeMap = shape.blocksPerArena.map((n) => new FreeBlocks(n));
     this.freeCount = [...shape.blocksPerArena];
     this.refs = shape.blocksPerArena.map((n) => new Uint32Array(n));
     this.cachedMap = shape.blocksPerArena.map((n) => new Uint8Array(n));
@@ -166,7 +166,7 @@ export class BlockPool {
     if (need <= 0) return [];
     const arena = this.layerArena[layer];
     if (!this.reserve(arena, need)) return null;
-    const free = this.freeMap[arena];
+    const free = this.freeMap[arena].map;
     const added: number[] = [];
     // Extend the last run in place while the blocks after it are free.
     if (held.length > 0 && drops === 0 && held[held.length - 1] >= 0) {
@@ -174,7 +174,7 @@ export class BlockPool {
       for (let b = last + 1; b < free.length && added.length < need && free[b]; b++) added.push(b);
       this.take(arena, added);
     }
-    if (need > added.length) added.push(...this.take(arena, pickRuns(free, need - added.length)));
+    added.push(...this.take(arena, pickRuns(this.freeMap[arena], need - added.length)));
     const table = this.layersOf(seqId)[layer];
     // Dropped entries first, where they are (the leading ones, or those after aliased ones).
     let next = 0;
@@ -301,7 +301,7 @@ export class BlockPool {
     this.requireLayer(layer);
     const arena = this.layerArena[layer];
     for (const b of blocks) {
-      requireIndex("block", b, this.freeMap[arena].length);
+      requireIndex("block", b, this.freeMap[arena].size);
       if (this.refs[arena][b] === 0 && !this.cachedMap[arena][b]) {
         throw new Error(`block ${b} of arena ${arena} is free: nothing to share`);
       }
@@ -328,7 +328,7 @@ export class BlockPool {
     this.cachedMap[arena][block] = 0;
     if (this.refs[arena][block] === 0) {
       this.idleCount[arena]--;
-      this.freeMap[arena][block] = 1;
+      this.freeMap[arena].set(block, true);
       this.freeCount[arena]++;
     }
   }
@@ -401,7 +401,7 @@ export class BlockPool {
   /** Allocates free `blocks` of `arena`, each held by `holders` tables; returns them. */
   private take(arena: number, blocks: number[], holders = 1): number[] {
     for (const b of blocks) {
-      this.freeMap[arena][b] = 0;
+      this.freeMap[arena].set(b, false);
       this.refs[arena][b] = holders;
     }
     this.freeCount[arena] -= blocks.length;
@@ -410,7 +410,7 @@ export class BlockPool {
 
   /** Drops one table's hold on a block; 1 when that made it free. */
   private unhold(arena: number, b: number): number {
-    if (this.freeMap[arena][b] || this.refs[arena][b] === 0) {
+    if (this.freeMap[arena].map[b] || this.refs[arena][b] === 0) {
       throw new Error(`block ${b} of arena ${arena} freed twice`);
     }
     if (--this.refs[arena][b] > 0) return 0;
@@ -418,7 +418,7 @@ export class BlockPool {
       this.idleCount[arena]++;
       return 0;
     }
-    this.freeMap[arena][b] = 1;
+    this.freeMap[arena].set(b, true);
     this.freeCount[arena]++;
     return 1;
   }
@@ -446,5 +446,5 @@ function requireIndex(name: string, value: number, bound: number): void {
 
 /** VACANT entries of a table: its oldest, or those after entries shared across its layers. */
 function dropsIn(table: readonly number[]): number {
-  return table.reduce((n, b) => n + (b === VACANT ? 1 : 0), 0);
+  return table.filter((b) => b === VACANT).length;
 }

@@ -3,6 +3,7 @@
 // double frees; and a property test over random operation sequences.
 
 import { BlockPool, type SeqId } from "../../../runtime/kv/block_pool.ts";
+import type { FreeBlocks } from "../../../runtime/kv/block_runs.ts";
 import { OFFLOADED } from "../../../runtime/kv/offload.ts";
 import type { PoolShape } from "../../../engine/kv/pool_shape.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
@@ -249,8 +250,8 @@ Deno.test("double frees are harmless through the API and detected in the free ma
 
   // A block marked free while a table still holds it (bookkeeping gone wrong) is caught on release.
   pool.growAll("b", 2);
-  const freeMap = (pool as unknown as { freeMap: Uint8Array[] }).freeMap;
-  freeMap[0][pool.table("b", 1)[1]] = 1;
+  const freeMap = (pool as unknown as { freeMap: FreeBlocks[] }).freeMap;
+  freeMap[0].set(pool.table("b", 1)[1], true);
   assertThrows(() => pool.release("b"), /block 3 of arena 0 freed twice/);
 });
 
