@@ -1,5 +1,5 @@
-// A StepEngine with no GPU, for runtime tests: a toy "model" whose next token is a hash of every
-// token before it, read back through the block tables the runtime uploads. A wrong table entry,
+// A StepEngine with no GPU, for runtime tests and the simulation (sim/): a toy "model" whose next
+// token is a hash of every token before it, read back through the block tables the runtime uploads. A wrong table entry,
 // a block reused too early, a position written twice or a stale slot all change its output, so
 // tests can compare each request's tokens with the ones its prompt alone determines. A sample
 // with a token mask (constrained decoding) draws, by the same hash, among the ids the mask allows:
@@ -12,8 +12,8 @@ import type {
   SampleRecord,
   StepEngine,
   StepPlan,
-} from "../../engine/engine.ts";
-import { blocksPerLayer, NOT_RESIDENT } from "../../engine/kv/pool_shape.ts";
+} from "../engine/engine.ts";
+import { blocksPerLayer, NOT_RESIDENT } from "../engine/bench_api.ts";
 
 export interface FakeEngineShape {
   numLayers?: number;
@@ -39,6 +39,13 @@ export interface FakeEngineShape {
   greedyIgnoresSeed?: boolean;
   /** Top logprobs a sample may ask for (default 4): each is the sampled id's, then lower ones. */
   maxTopLogprobs?: number;
+  /**
+   * Whether a sample reads its whole context in every layer (default true), which checks every
+   * block it attends to. false: only its own position, so a GPU-sized simulation (thousands of
+   * positions, dozens of layers, hundreds of thousands of tokens) costs time linear in its rows;
+   * its tokens then hash the position and the last token instead of the whole context.
+   */
+  readsWholeContext?: boolean;
   /** A cost model "profiled at load" (none by default), and the bytes of a block it prices. */
   costModel?: CostModel;
   kvBlockBytes?: number;
@@ -144,6 +151,7 @@ export class FakeEngine implements StepEngine {
   private readonly seeds: number[];
   private unread = 0;
   private readonly greedyIgnoresSeed: boolean;
+  private readonly readsWholeContext: boolean;
   /** Per step whose records have not resolved, the slots it samples. */
   private readonly unresolved: Set<number>[] = [];
 
@@ -159,6 +167,7 @@ export class FakeEngine implements StepEngine {
     const layerArena = shape.layerArena ?? new Array(numLayers).fill(0);
     const perLayer = blocksPerLayer({ blocksPerArena, layerArena });
     this.greedyIgnoresSeed = shape.greedyIgnoresSeed ?? false;
+    this.readsWholeContext = shape.readsWholeContext ?? true;
     this.info = {
       architecture: "llama",
       slidingWindow: shape.slidingWindow ?? null,
@@ -346,7 +355,15 @@ export class FakeEngine implements StepEngine {
       if (rowTokens[i] < 0) throw new Error(`slot ${r.slot} has no sampled id to decode from`);
       this.highestPos[r.slot] = Math.max(this.highestPos[r.slot], r.pos);
     });
-    const seen = plan.samples.map((s) => new Array(rows[s.row].pos + 1).fill(-1));
+    // Positions each sample reads: from its window's start (or 0), or only its own.
+    const firstRead = (pos: number) => {
+      const window = this.info.slidingWindow;
+      if (!this.readsWholeContext) return pos;
+      return window ? Math.max(0, pos - window + 1) : 0;
+    };
+    const seen = plan.samples.map((s) =>
+      this.readsWholeContext ? new Array(rows[s.row].pos + 1).fill(-1) : [] as number[]
+    );
     for (let l = 0; l < numLayers; l++) {
       const arena = this.kv[this.info.layerArena[l]];
       for (const p of (plan.prefetch ?? []).filter((p) => p.layer === l)) {
@@ -361,13 +378,12 @@ export class FakeEngine implements StepEngine {
         const row = rows[s.row];
         // With a sliding window, like the attention kernel: the positions before it are not read
         // (their blocks may be freed and taken by others); they stay -1 in the context.
-        const window = this.info.slidingWindow;
-        for (let pos = window ? Math.max(0, row.pos - window + 1) : 0; pos <= row.pos; pos++) {
+        for (let pos = firstRead(row.pos); pos <= row.pos; pos++) {
           const at = this.key(l, row.slot, pos);
           const layer = arena.layer[at], token = arena.token[at];
           if (layer === -1) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);
           if (layer !== l) throw new Error(`layer ${l} reads a block layer ${layer} wrote`);
-          if (seen[i][pos] !== -1 && seen[i][pos] !== token) {
+          if ((seen[i][pos] ?? -1) !== -1 && seen[i][pos] !== token) {
             throw new Error(`slot ${row.slot} pos ${pos}: layers disagree`);
           }
           seen[i][pos] = token;
@@ -379,9 +395,10 @@ export class FakeEngine implements StepEngine {
       const row = rows[s.row];
       const { vocabSize } = this.info;
       const mask = masks.get(i);
+      const context = this.readsWholeContext ? seen[i] : [row.pos, seen[i][row.pos]];
       const id = mask
-        ? toyMaskedToken(seen[i], this.seeds[row.slot], vocabSize, mask)
-        : toyNextToken(seen[i], this.seeds[row.slot], vocabSize);
+        ? toyMaskedToken(context, this.seeds[row.slot], vocabSize, mask)
+        : toyNextToken(context, this.seeds[row.slot], vocabSize);
       this.nextIds[row.slot] = id;
       // A toy distribution: the sampled id is the likeliest, the ids after it each less likely.
       const top: [number, number][] = plan.wantTopLogprobs

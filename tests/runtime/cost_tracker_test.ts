@@ -7,7 +7,7 @@ import { predictStepMs } from "../../engine/kv/cost_model.ts";
 import { CostTracker } from "../../runtime/cost_tracker.ts";
 import { Runtime } from "../../runtime/service.ts";
 import type { BuiltStep } from "../../runtime/step_builder.ts";
-import { FakeEngine } from "../helpers/fake_engine.ts";
+import { FakeEngine } from "../../sim/fake_engine.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { stage, testRequest } from "../helpers/requests.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";

@@ -5,7 +5,7 @@
 // a group as the GPU does and refuses rows at positions whose blocks were not given, so a group
 // that outran its requests' blocks fails here.
 
-import { FakeEngine, type FakeEngineShape, toyGeneration } from "../helpers/fake_engine.ts";
+import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../sim/fake_engine.ts";
 import type { SampleRecord, StepEngine, StepPlan } from "../../engine/engine.ts";
 import { groupSize } from "../../runtime/decode_group.ts";
 import { Runtime } from "../../runtime/service.ts";

@@ -6,8 +6,8 @@
 // when it finishes, is cancelled or paused; and over random workloads every request gets the
 // tokens it gets with layer-wise prefill off (which are the tokens its prompt alone determines).
 
-import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
-import type { FakeEngineShape } from "../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../sim/fake_engine.ts";
+import type { FakeEngineShape } from "../../sim/fake_engine.ts";
 import type { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { Scheduler } from "../../runtime/scheduler.ts";
 import { OFFLOADED, type Offloader } from "../../runtime/kv/offload.ts";

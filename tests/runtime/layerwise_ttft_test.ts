@@ -5,7 +5,7 @@
 
 import { PROFILE_WEIGHT, sumsOf } from "../../engine/kv/cost_model.ts";
 import type { CostModel } from "../../engine/engine.ts";
-import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../sim/fake_engine.ts";
 import { assert, assertEquals, useFakeTime } from "../helpers/testing.ts";
 import { Runtime } from "../../runtime/service.ts";
 import type { PolicyName } from "../../runtime/policy/index.ts";

@@ -4,10 +4,10 @@
 // reordered, cancels end streams, and the pool is empty once everything has ended.
 
 import { distancePlanner } from "../helpers/distance_planner.ts";
-import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../sim/fake_engine.ts";
 import type { CostModel, StepPlan } from "../../engine/engine.ts";
 import { sumsOf } from "../../engine/kv/cost_model.ts";
-import type { FakeEngineShape } from "../helpers/fake_engine.ts";
+import type { FakeEngineShape } from "../../sim/fake_engine.ts";
 import { Refused, Runtime } from "../../runtime/service.ts";
 import type { PolicyName } from "../../runtime/policy/index.ts";
 import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";

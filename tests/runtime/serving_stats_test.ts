@@ -3,7 +3,7 @@
 // before (recomputed tokens), and TokenFlow's effective tokens from each buffer's occupancy at
 // every deposit.
 
-import { FakeEngine, type FakeEngineShape } from "../helpers/fake_engine.ts";
+import { FakeEngine, type FakeEngineShape } from "../../sim/fake_engine.ts";
 import { effectiveTokens, tokenWeight } from "../../runtime/effective_tokens.ts";
 import { Runtime, type TokenEvent } from "../../runtime/service.ts";
 import { TokenPacer } from "../../runtime/request/token_buffer.ts";

@@ -5,8 +5,8 @@
 // every layer, recomputed in the same steps as other requests' decode rows, with exactly the
 // tokens they get without it, and no block left once they end.
 
-import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
-import type { FakeEngineShape } from "../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../sim/fake_engine.ts";
+import type { FakeEngineShape } from "../../sim/fake_engine.ts";
 import type { StepPlan } from "../../engine/engine.ts";
 import { Runtime } from "../../runtime/service.ts";
 import { chooseUncached, type TokenCacheInput } from "../../runtime/token_cache.ts";

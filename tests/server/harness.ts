@@ -23,7 +23,7 @@ import { shutdown } from "../../server/shutdown.ts";
 import type { ServerState } from "../../server/state/server_state.ts";
 import { assert, assertEquals, assertMatch } from "../helpers/testing.ts";
 import { testGpu } from "../helpers/gpu.ts";
-import { FakeEngine } from "../helpers/fake_engine.ts";
+import { FakeEngine } from "../../sim/fake_engine.ts";
 
 export const MODEL_ID = "tiny-test";
 

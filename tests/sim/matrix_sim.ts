@@ -25,7 +25,7 @@ import { Runtime } from "../../runtime/service.ts";
 import type { RuntimeOptions } from "../../runtime/options.ts";
 import type { RuntimeStats } from "../../runtime/stats.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";
-import { FakeEngine } from "../helpers/fake_engine.ts";
+import { FakeEngine } from "../../sim/fake_engine.ts";
 import { useFakeTime } from "../helpers/testing.ts";
 
 /** What a step costs in the simulation, in ms: the demo model on the 2-core development machine,

@@ -4,7 +4,7 @@
 
 import { Grammars } from "../../../runtime/grammar/grammars.ts";
 import { type GrammarSpec, InvalidRequest, type Runtime } from "../../../runtime/service.ts";
-import { toyGeneration } from "../../helpers/fake_engine.ts";
+import { toyGeneration } from "../../../sim/fake_engine.ts";
 import { greedy } from "../../helpers/requests.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { grammarRuntime, LOGITS, matcherCounts, tinyTokenizer } from "./setup.ts";

@@ -7,7 +7,7 @@ import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { loadXGrammar } from "../../../runtime/grammar/xgrammar.ts";
 import { Runtime, type RuntimeOptions } from "../../../runtime/service.ts";
-import { FakeEngine, type FakeEngineShape } from "../../helpers/fake_engine.ts";
+import { FakeEngine, type FakeEngineShape } from "../../../sim/fake_engine.ts";
 
 export const LOGITS = 544;
 

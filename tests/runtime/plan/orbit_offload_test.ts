@@ -13,7 +13,7 @@ import type { Outcome } from "../../../runtime/plan/planner_client.ts";
 import { Request } from "../../../runtime/request/request.ts";
 import type { BuiltStep } from "../../../runtime/step_builder.ts";
 import { Runtime, type RuntimeOptions } from "../../../runtime/service.ts";
-import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../../sim/fake_engine.ts";
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 import { costModelWithLayer } from "../../helpers/cost_models.ts";
 import { greedy, stage, testRequest } from "../../helpers/requests.ts";

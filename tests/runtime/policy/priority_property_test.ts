@@ -5,7 +5,7 @@
 // one not cancelled finishes within a bound (no starvation), nothing is left on either KV tier,
 // and with every priority equal the wrapper takes the very same steps as the policy it wraps.
 
-import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../helpers/fake_engine.ts";
+import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../../sim/fake_engine.ts";
 import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import type { StepEngine, StepPlan } from "../../../engine/engine.ts";

@@ -3,7 +3,7 @@
 // wakes the loop, and with --preempt swap and swap reuse a request paused a second time moves only
 // the KV it made since its last swap.
 
-import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../../sim/fake_engine.ts";
 import { assert, assertEquals, assertThrows, useFakeTime } from "../../helpers/testing.ts";
 import { stage, testRequest } from "../../helpers/requests.ts";
 import { fcfsPolicy } from "../../../runtime/policy/fcfs.ts";

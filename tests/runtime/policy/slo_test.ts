@@ -3,7 +3,7 @@
 // that without a cost model it is fcfs step for step, then random arrivals, readers, SLOs and
 // cancels in fake time: every request ends with exactly its tokens, and no block is left held.
 
-import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../helpers/fake_engine.ts";
+import { FakeEngine, type FakeEngineShape, toyGeneration } from "../../../sim/fake_engine.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { rng } from "../../helpers/random.ts";
 import { greedy, stage, testRequest } from "../../helpers/requests.ts";

@@ -3,7 +3,7 @@
 // readers at 20, 30 and 25 tokens/s.
 
 import { PROFILE_WEIGHT, sumsOf } from "../../../engine/kv/cost_model.ts";
-import { FakeEngine, toyGeneration } from "../../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../../sim/fake_engine.ts";
 import { rng } from "../../helpers/random.ts";
 import { assert, assertEquals, useFakeTime } from "../../helpers/testing.ts";
 import { type Scene, stage, testRequest } from "../../helpers/requests.ts";

@@ -1,0 +1,106 @@
+// The simulation's GPU profiles reproduce the cost figures their sources give (sim/gpu_profiles.ts
+// says where each constant comes from): OrbitFlow's transfer-to-compute ratios, FastSwitch's swap
+// times, the budgets the papers' setups leave, and the premise every paper rests on (decode bound
+// by bytes, so a step of 32 rows costs little more than one; prefill bound by compute).
+
+import { GpuEngine } from "../../sim/gpu_engine.ts";
+import { GPUS, modelSizes, PROFILES } from "../../sim/gpu_profiles.ts";
+import { blockBytes, copiesMs, gpuStepMs, layerMs } from "../../sim/gpu_step_cost.ts";
+import type { KvCopy, StepPlan } from "../../engine/engine.ts";
+import { fakeClock } from "../../sim/replay.ts";
+import { assert, assertEquals } from "../helpers/testing.ts";
+
+const within = (actual: number, expected: number, share: number, what: string) =>
+  assert(
+    Math.abs(actual - expected) <= share * expected,
+    `${what}: ${actual.toFixed(3)} is not within ${share * 100}% of ${expected}`,
+  );
+
+function decodePlan(rows: number, pos: number): StepPlan {
+  return {
+    rows: Array.from({ length: rows }, (_, slot) => ({ slot, pos, token: null })),
+    samples: Array.from({ length: rows }, (_, row) => ({ row })),
+    sampling: [],
+    tables: [],
+  } as unknown as StepPlan;
+}
+
+Deno.test("profiles: OrbitFlow Fig. 2b, one layer's KV transfer over its compute (A6000, batch 4)", () => {
+  const a6000 = { ...PROFILES.orbitflow, gpu: GPUS.a6000 };
+  const perToken = modelSizes(a6000.model).kvBytesPerTokenLayer;
+  const ratio = (tokens: number) => {
+    const rows = Array.from({ length: 4 }, (_, slot) => ({ slot, pos: tokens - 1 }));
+    const transferMs = 4 * tokens * perToken / (a6000.gpu.linkGBs * 1e6);
+    return transferMs / layerMs(a6000, rows);
+  };
+  within(ratio(2048), 1.9, 0.05, "at 2K tokens");
+  within(ratio(16384), 6.1, 0.05, "at 16K tokens");
+});
+
+Deno.test("profiles: FastSwitch Table 1, swap-out time per operation (LLaMA-8B, A10)", () => {
+  const p = PROFILES.fastswitch;
+  // One operation: a group of n contiguous blocks, copied out layer by layer.
+  const operation = (n: number): KvCopy[] =>
+    Array.from({ length: p.model.layers }, (_, layer) => ({
+      direction: "out",
+      layer,
+      deviceBlocks: Array.from({ length: n }, (_, i) => 100 + i),
+      hostBlocks: Array.from({ length: n }, (_, i) => 500 + i),
+    }));
+  assertEquals(blockBytes(p) * p.model.layers, 2 * 1024 ** 2, "a 16-token block is 2 MiB");
+  within(copiesMs(p, operation(9.3)), 15_500 / 13_076, 0.15, "vLLM-style, 9.3 blocks/op (ms)");
+  within(copiesMs(p, operation(5.43)), 6_700 / 10_713, 0.3, "with reuse, 5.43 blocks/op (ms)");
+});
+
+Deno.test("profiles: the KV budgets the papers' setups leave", () => {
+  assertEquals(PROFILES.orbitflow.kvTokens, 16_384); // OrbitFlow's footnote: ~16K tokens
+  within(PROFILES.fastswitch.kvTokens, 39_000, 0.1, "FastSwitch A10: 35–43K tokens");
+  within(PROFILES.tokenflow.kvTokens, 40_000, 0.05, "TokenFlow 4090: ~40K tokens");
+  within(PROFILES.layerkv.kvTokens, 55_000, 0.05, "LayerKV L20: ~55K tokens");
+  within(PROFILES.ellm.kvTokens, 58_000, 0.05, "eLLM A100: 56–60K tokens");
+});
+
+Deno.test("profiles: decode is bound by bytes, prefill by compute", () => {
+  for (const p of Object.values(PROFILES)) {
+    const one = gpuStepMs(p, decodePlan(1, 255)).ms, many = gpuStepMs(p, decodePlan(32, 255)).ms;
+    assert(many < 2 * one, `${p.id}: 32 short decode rows ${many} ms, one ${one} ms`);
+    const weights = modelSizes(p.model).weightBytes / (p.gpu.bandwidthGBs * 1e6);
+    assert(one > weights, `${p.id}: a decode step reads every weight (${one} > ${weights} ms)`);
+    const rows = Array.from({ length: 2048 }, (_, pos) => ({ slot: 0, pos }));
+    const flops = 2 * modelSizes(p.model).layerParams * 2048;
+    within(
+      layerMs(p, rows),
+      flops / (p.gpu.tflops * 1e9 * p.efficiency.compute),
+      0.15,
+      `${p.id}: a 2K prefill layer at its compute share`,
+    );
+  }
+});
+
+Deno.test("profiles: the GPU engine's steps take what the cost model says", async () => {
+  const clock = fakeClock(0);
+  try {
+    const engine = new GpuEngine(PROFILES.tokenflow, { maxSlots: 4, maxContext: 64 });
+    const plan = {
+      rows: [{ slot: 0, pos: 0, token: 7 }],
+      samples: [{ row: 0 }],
+      sampling: [{ slot: 0, params: { temperature: 0, topP: 1, topK: 0, seed: 1 } }],
+      tables: Array.from({ length: PROFILES.tokenflow.model.layers }, (_, layer) => ({
+        layer,
+        slot: 0,
+        first: 0,
+        blocks: [layer],
+      })),
+    } as unknown as StepPlan;
+    // The fake clock counts whole ms; the engine carries the fractions from step to step.
+    const expected = gpuStepMs(PROFILES.tokenflow, plan).ms;
+    let done = false;
+    engine.step(plan).then(() => done = true);
+    await clock.tickAsync(Math.floor(expected) - 1);
+    assert(!done, "the step ended early");
+    await clock.tickAsync(1);
+    assert(done, "the step did not end on time");
+  } finally {
+    clock.uninstall();
+  }
+});
