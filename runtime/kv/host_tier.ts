@@ -129,10 +129,24 @@ export class HostTier {
 
   /**
    * Drops `req`'s queued copies in: it leaves before they have run, so its host copy, untouched,
-   * stays whole. (Its copies out stay: they run first.)
+   * stays whole. (Its copies out stay: they run first.) True when there were any.
    */
-  dropCopiesIn(req: Request): void {
+  dropCopiesIn(req: Request): boolean {
+    const before = this.swaps.length;
     this.swaps = this.swaps.filter((c) => c.req !== req || c.copy.direction === "out");
+    return this.swaps.length < before;
+  }
+
+  /**
+   * Drops `req`'s queued copies out (a write-through) and their landings: a swap-out that copies
+   * everything again writes the same host blocks, and a step may write a host block only once.
+   * Returns the blocks they would have moved.
+   */
+  dropCopiesOut(req: Request): number {
+    const dropped = this.swaps.filter((c) => c.req === req && c.copy.direction === "out");
+    this.swaps = this.swaps.filter((c) => !dropped.includes(c));
+    this.swapLandings = this.swapLandings.filter((l) => l.req !== req);
+    return dropped.reduce((n, c) => n + c.copy.deviceBlocks.length, 0);
   }
 
   /** Frees `req`'s host blocks (it finished, or its host copy is no longer wanted). */

@@ -47,10 +47,15 @@ export class Swapper {
   swapOut(req: Request): boolean {
     if (this.tier.filling(req)) return false;
     const tokens = req.computed;
-    // A request swapped in by this very step leaves before its copies in have run.
-    this.tier.dropCopiesIn(req);
+    // A request swapped in by this very step leaves before its copies in have run: its device
+    // blocks hold nothing yet, and its host copy, untouched, is whole.
+    const swappedInNow = this.tier.dropCopiesIn(req);
     if (!this.tier.pool.growAll(req.id, tokens)) return false;
-    if (!this.reuse) req.restartHostCopy();
+    if (!this.reuse && !swappedInNow) {
+      // Everything is copied again, in place of this step's write-through to the same blocks.
+      this.stats.blocksWrittenThrough -= this.tier.dropCopiesOut(req);
+      req.restartHostCopy();
+    }
     // Blocks the device has changed since the host copy: from its last partial block on.
     const moved = tokens > req.hostIssued
       ? this.tier.copyOut(req, Math.floor(req.hostIssued / this.tier.pool.blockSize), tokens)

@@ -1,7 +1,8 @@
 // Swapper (runtime/kv/swap.ts): a swap-out copies what the host lacks and refuses, changing
 // nothing, when the host is full or a cache copy in has not filled the request's blocks yet; with
-// reuse a second swap-out moves only the KV made since the first; write-through mirrors full
-// blocks ahead of time, only into free host blocks.
+// reuse a second swap-out moves only the KV made since the first, and without it copies everything
+// again, but never a host block twice in one step nor device blocks a swap-in has not filled yet;
+// write-through mirrors full blocks ahead of time, only into free host blocks.
 
 import { BlockPool } from "../../../runtime/kv/block_pool.ts";
 import { HostTier } from "../../../runtime/kv/host_tier.ts";
@@ -69,6 +70,44 @@ Deno.test("swap: with reuse a second swap-out moves only from the last partial b
     assertEquals(moved, reuse ? 2 * 2 : 2 * 4, `reuse ${reuse}`);
     assertEquals([swapper.stats.repeatSwapsOut, swapper.stats.repeatBlocksOut], [1, moved]);
   }
+});
+
+Deno.test("swap: without reuse, a swap-out after this step's write-through copies everything once", () => {
+  const { device, tier, swapper } = setup(32, false);
+  const req = computed(device, 1, 10);
+  swapper.swapOut(req);
+  deliver(tier);
+  device.growAll(req.id, 26);
+  req.admit(0, 1, 26); // blocks 0-5 full, block 6 partial
+  swapper.writeThrough(req, 4); // blocks 2-5 of each layer, queued in the step being built
+  assert(swapper.swapOut(req));
+  const step = tier.take();
+  const written = step.copies.flatMap((c) => c.hostBlocks);
+  assertEquals(written.length, new Set(written).size, "no host block written twice");
+  assertEquals(step.copies.map((c) => [c.direction, c.deviceBlocks.length]), [
+    ["out", 7],
+    ["out", 7],
+  ]);
+  tier.land(step.landings);
+  assertEquals([req.hostIssued, req.hostTokens], [26, 26]);
+  assertEquals(swapper.stats.blocksWrittenThrough, 0, "the write-through never ran");
+});
+
+Deno.test("swap: without reuse, a request swapped in and out by one step keeps its host copy", () => {
+  const { device, tier, swapper } = setup(32, false);
+  const req = computed(device, 1, 10);
+  swapper.swapOut(req);
+  deliver(tier);
+  device.release(req.id);
+  req.pause(true);
+  // Admitted by swapping in, then preempted while the step is built: its device blocks were
+  // never filled, so nothing is copied out of them.
+  device.growAll(req.id, 9);
+  swapper.swapIn(req, 9);
+  req.admit(0, 1, 9);
+  assert(swapper.swapOut(req));
+  assertEquals(tier.take(), { copies: [], landings: [], afterLayer: [] });
+  assertEquals([req.hostIssued, req.hostTokens], [10, 10]);
 });
 
 Deno.test("swap: a full host tier refuses, changing nothing", () => {
