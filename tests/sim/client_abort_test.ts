@@ -8,7 +8,8 @@
 import { CELLS, cellWorkload } from "../../bench/matrix/cells.ts";
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
-import { BUDGET_BLOCKS, DEFAULT, FCFS_VLLM, type SimConfig, simulate } from "./matrix_sim.ts";
+import { BUDGET_BLOCKS, DEFAULT, FCFS_VLLM, simulate } from "./matrix_sim.ts";
+import type { SimConfig } from "../../sim/replay.ts";
 
 const SWAP: SimConfig = {
   name: "swap",

@@ -5,7 +5,8 @@
 
 import { CELLS } from "../../bench/matrix/cells.ts";
 import { assert } from "../helpers/testing.ts";
-import { DEFAULT, FCFS_VLLM, type SimConfig, simulateCell } from "./matrix_sim.ts";
+import { DEFAULT, FCFS_VLLM, simulateCell } from "./matrix_sim.ts";
+import type { SimConfig } from "../../sim/replay.ts";
 
 const GUARDED: SimConfig = {
   name: "guarded",

@@ -7,7 +7,8 @@
 //   deno run -A --config tests/deno.json tests/sim/mechanism_fingerprint.ts [config names...]
 
 import { applyOverrides, CELLS, cellWorkload } from "../../bench/matrix/cells.ts";
-import { BUDGET_BLOCKS, DEFAULT, FCFS_VLLM, type SimConfig, simulate } from "./matrix_sim.ts";
+import { BUDGET_BLOCKS, DEFAULT, FCFS_VLLM, simulate } from "./matrix_sim.ts";
+import type { SimConfig } from "../../sim/replay.ts";
 
 const H = 65_536;
 const configs: SimConfig[] = [

@@ -6,7 +6,8 @@
 
 import { applyOverrides, CELLS, cellWorkload } from "../../bench/matrix/cells.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
-import { BUDGET_BLOCKS, type SimConfig, simulate } from "./matrix_sim.ts";
+import { BUDGET_BLOCKS, simulate } from "./matrix_sim.ts";
+import type { SimConfig } from "../../sim/replay.ts";
 
 const SWAP_NO_REUSE_WT: SimConfig = {
   name: "swap-noreuse-wt",
