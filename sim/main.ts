@@ -1,0 +1,75 @@
+// `deno task sim <what> [--scale X] [--out FILE]`: the papers' experiments on GPU-cost
+// simulations (sim/papers/), and the profiles' step times. Deterministic: the same command prints
+// the same report. docs/benchmarks/papers.md holds the reports and what differs from each paper.
+//
+//   profiles     each GPU profile's step times, beside the figures they are checked against
+//   tokenflow    TokenFlow's setups a–d and its Table 2 ablation (RTX 4090, Llama3-8B)
+//   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B)
+
+import { parseArgs } from "node:util";
+import { PROFILES } from "./gpu_profiles.ts";
+import { gpuStepMs } from "./gpu_step_cost.ts";
+import type { StepPlan } from "../engine/engine.ts";
+import { tokenflowReport } from "./papers/tokenflow.ts";
+import { layerkvReport } from "./papers/layerkv.ts";
+
+const USAGE = "usage: deno task sim <profiles|tokenflow|layerkv> [--scale X] [--out FILE]";
+
+function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
+  return {
+    rows: rows.map((r) => ({ ...r, token: null })),
+    samples: Array.from({ length: samples }, (_, i) => ({ row: rows.length - samples + i })),
+    sampling: [],
+    tables: [],
+  } as unknown as StepPlan;
+}
+
+function profilesReport(): string {
+  const decode = (n: number, ctx: number) =>
+    plan(Array.from({ length: n }, (_, slot) => ({ slot, pos: ctx - 1 })), n);
+  const prefill = (n: number) => plan(Array.from({ length: n }, (_, pos) => ({ slot: 0, pos })), 1);
+  const lines = [
+    "| profile | KV tokens | decode 1 row @1K ms | decode 32 rows @1K ms | ratio | prefill 2K ms |",
+    "| --- | --- | --- | --- | --- | --- |",
+  ];
+  for (const p of Object.values(PROFILES)) {
+    const one = gpuStepMs(p, decode(1, 1024)).ms, many = gpuStepMs(p, decode(32, 1024)).ms;
+    lines.push(
+      `| ${p.id}: ${p.gpu.name}, ${p.model.name} | ${p.kvTokens} | ${one.toFixed(1)} | ${
+        many.toFixed(1)
+      } | ${(many / one).toFixed(2)} | ${gpuStepMs(p, prefill(2048)).ms.toFixed(0)} |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+if (import.meta.main) {
+  const { values, positionals } = parseArgs({
+    args: Deno.args,
+    options: { scale: { type: "string", default: "1" }, out: { type: "string" } },
+    allowPositionals: true,
+  });
+  const scale = Number(values.scale);
+  if (positionals.length !== 1 || !(scale > 0 && scale <= 1)) {
+    console.error(USAGE);
+    Deno.exit(2);
+  }
+  const log = (line: string) => console.error(line);
+  let report: string;
+  switch (positionals[0]) {
+    case "profiles":
+      report = profilesReport();
+      break;
+    case "tokenflow":
+      report = await tokenflowReport(scale, log);
+      break;
+    case "layerkv":
+      report = await layerkvReport(scale, log);
+      break;
+    default:
+      console.error(USAGE);
+      Deno.exit(2);
+  }
+  if (values.out) Deno.writeTextFileSync(values.out, report + "\n");
+  console.log(report);
+}
