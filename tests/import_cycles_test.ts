@@ -10,7 +10,14 @@ import { assert, assertEquals } from "./helpers/testing.ts";
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 
 Deno.test("no import cycles among the files or folders of engine/, runtime/, server/, cli/, bench/", async () => {
-  const { edges } = await importGraph(ROOT, ["engine", "runtime", "server", "cli", "bench", "main.ts"]);
+  const { edges } = await importGraph(ROOT, [
+    "engine",
+    "runtime",
+    "server",
+    "cli",
+    "bench",
+    "main.ts",
+  ]);
   assert(edges.size > 300, `only ${edges.size} files found`);
   const relative = (cycles: string[][]) => cycles.map((c) => c.map((f) => f.slice(ROOT.length)));
   assertEquals(relative(cyclesOf(edges)), [], "files");
