@@ -21,6 +21,7 @@ import { displayTimes } from "../../bench/serve/playout.ts";
 import { seededRandom } from "../../bench/serve/random.ts";
 import type { RequestRecord } from "../../bench/serve/record.ts";
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
+import { InlinePlanner } from "../../runtime/plan/inline_planner.ts";
 import { Runtime } from "../../runtime/service.ts";
 import type { RuntimeOptions } from "../../runtime/options.ts";
 import type { RuntimeStats } from "../../runtime/stats.ts";
@@ -152,12 +153,14 @@ export async function simulate(
   const clock = useFakeTime(0);
   try {
     const engine = new SimEngine(budgetBlocks, config.hostBlocks, costs);
+    // OrbitFlow's planner solves inline: its Worker runs on the wall clock, which fake time
+    // outruns, so its plans would land at steps that differ from run to run.
     const rt = new Runtime(engine, {
       ...config.options,
       maxQueue: 1000,
       maxTokensLimit: 4096,
       eosIds: [],
-    });
+    }, { planSource: new InlinePlanner() });
     const records: RequestRecord[] = [];
     const done: Promise<void>[] = [];
     const t0 = Date.now();
