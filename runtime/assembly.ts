@@ -14,7 +14,7 @@ import { choosePreset } from "./policy/index.ts";
 import { Scheduler } from "./scheduler.ts";
 
 /** Parts a caller makes itself, in place of those the runtime's options would make. */
-export type RuntimeParts = Pick<KvSpaceOptions, "planner">;
+export type RuntimeParts = Pick<KvSpaceOptions, "planner" | "planSource">;
 
 /** A runtime's parts. */
 export interface Assembly {
@@ -51,6 +51,7 @@ export function assemble(
       tokenCache: preset.tokenCache,
       orbitWindowMax: options.orbitWindowMax,
       planner: parts.planner,
+      planSource: parts.planSource,
     },
     limits: info,
     policy: preset.policy,

@@ -27,7 +27,7 @@ import { RemovableCache, type RemovableStats } from "./kv/removable.ts";
 import { Swapper } from "./kv/swap.ts";
 import { Placement } from "./placement.ts";
 import type { OffloadPlanner } from "./plan/offload_planner.ts";
-import { OrbitOffload } from "./plan/orbit_offload.ts";
+import { OrbitOffload, type PlanSource } from "./plan/orbit_offload.ts";
 import type { PolicyContext } from "./policy/policy.ts";
 import { type Placing, type PreemptRule, RECOMPUTE } from "./policy/preset.ts";
 import type { PreemptKind } from "./preempt_choice.ts";
@@ -70,6 +70,11 @@ export interface KvSpaceOptions {
    * planner, or uniform's one distance): any OffloadPlanner. Needs `placing` to offload.
    */
   planner?: OffloadPlanner;
+  /**
+   * Where OrbitFlow's planner gets its plans (default: its Worker, plan/planner_client.ts). A run
+   * in fake time gives it plan/inline_planner.ts, which does not read the wall clock.
+   */
+  planSource?: PlanSource;
 }
 
 /** What the space asks of its scheduler, read when needed. */
@@ -137,6 +142,7 @@ export class KvSpace {
         region: this.offloader!,
         costs: () => hooks.costModel(), // re-fitted every step
         maxWindow: o.orbitWindowMax,
+        client: o.planSource,
       })
       : null;
     this.swapper = this.host ? new Swapper(this.host, o.swapReuse ?? true) : null;

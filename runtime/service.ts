@@ -116,7 +116,10 @@ export class Runtime {
   private readonly streams = new Set<Request>();
   private readonly grammars: Grammars;
 
-  /** `parts`: what the caller makes itself (an offload planner of its own), for the options'. */
+  /**
+   * `parts`: what the caller makes itself (an offload planner of its own, or where OrbitFlow's
+   * plans come from), for the options'.
+   */
   constructor(
     private readonly engine: StepEngine,
     private readonly options: RuntimeOptions,

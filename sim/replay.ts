@@ -16,6 +16,7 @@ import {
   type RuntimeParts,
   type RuntimeStats,
 } from "../runtime/service.ts";
+import { InlinePlanner } from "../runtime/bench_api.ts";
 
 /** A configuration: its name and the runtime options its flags stand for. */
 export interface SimConfig {
@@ -57,7 +58,11 @@ export interface ReplayOptions extends SimClients {
   maxQueue?: number;
   /** Largest max_tokens a request may ask (default 4096). */
   maxTokensLimit?: number;
-  /** What the runtime is given beyond its options (an offload planner of the caller's). */
+  /**
+   * What the runtime is given beyond its options (an offload planner of the caller's). Default:
+   * OrbitFlow's planner solves inline, since its Worker runs on the wall clock, which fake time
+   * outruns, so its plans would land at steps that differ from run to run.
+   */
   parts?: RuntimeParts;
 }
 
@@ -85,7 +90,7 @@ export async function replay(
       maxQueue: o.maxQueue ?? 1000,
       maxTokensLimit: o.maxTokensLimit ?? 4096,
       eosIds: [],
-    }, o.parts);
+    }, o.parts ?? { planSource: new InlinePlanner() });
     const records: RequestRecord[] = [];
     const done: Promise<void>[] = [];
     /** Each open client's hang-up, with why it gave up (its record's outcome). */

@@ -21,6 +21,15 @@ export interface PlannerClientOptions {
 /** What became of a request. */
 export type Outcome = "planned" | "kept-last" | "abandoned" | "superseded" | "failed";
 
+/**
+ * Whether an answer replaces the plan in force: a feasible plan does, and so does one naming a
+ * request to pause. No answer in time, or no plan at all without someone to pause, is nothing
+ * better to go on.
+ */
+export function replacesPlan(plan: Plan): boolean {
+  return plan.feasible || plan.pause !== undefined;
+}
+
 interface Pending {
   seq: number;
   input: PlanInput;
@@ -139,11 +148,10 @@ export class PlannerClient {
       this.failed++;
       this.lastError = msg.error;
       p.done("failed");
-    } else if (msg.plan.feasible || msg.plan.pause !== undefined) {
+    } else if (replacesPlan(msg.plan)) {
       this.newest = { seq: msg.seq, plan: msg.plan };
       p.done("planned");
     } else {
-      // No answer in time, or no plan at all without someone to pause: nothing better to go on.
       p.done("kept-last");
     }
     this.pump();

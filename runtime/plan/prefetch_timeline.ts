@@ -7,6 +7,11 @@
 // first); a request's next prefetch may start only once its previous host layer has computed (it
 // reuses that request's part of the prefetch region); a layer starts when the layer before it has
 // finished and its own prefetches have landed. The wait is the stall.
+//
+// The paper's Algorithm 1 splits the link evenly among the copies in flight instead. That split
+// gives Figure 3's Placement C 6 and 7 stall units where the figure shows 0 and 2; serving the
+// copy needed first gives the figure's numbers for every placement, so this follows the figure
+// (figure3_test.ts).
 
 import { isOffloaded, type Placed } from "../kv/offload_pattern.ts";
 
