@@ -104,6 +104,10 @@ export async function replay(
       if (wait > 0) await clock.tickAsync(wait);
       const sent = Date.now() - t0;
       const arrivals: number[] = [];
+      // When each token entered the server's buffer, as the bench reads it from sluice_timing:
+      // the pacer releases tokens at the reader's pace, so only these show a buffer filling up.
+      const generated: number[] = [];
+      const sentAt = performance.now();
       const record = (outcome: RequestRecord["outcome"]) =>
         records.push({
           id: w.id,
@@ -112,6 +116,7 @@ export async function replay(
           endAtMs: Date.now() - t0,
           arrivalsMs: arrivals,
           displayMs: displayTimes(arrivals, w.readingRate),
+          generatedMs: generated,
           readingRate: w.readingRate,
           sloTtftMs: w.sloTtftMs,
           sloTbtMs: w.sloTbtMs,
@@ -141,8 +146,9 @@ export async function replay(
       done.push((async () => {
         let outcome: RequestRecord["outcome"] = "ok";
         try {
-          for await (const _ of h.tokens) {
+          for await (const token of h.tokens) {
             arrivals.push(Date.now() - t0 - sent);
+            generated.push(token.generatedAt - sentAt);
             if (arrivals.length === w.cancelAfterTokens) giveUp("cancelled");
           }
           const finish = await h.done;
