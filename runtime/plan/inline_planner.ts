@@ -9,36 +9,13 @@
 
 import { orbitPlan } from "./orbit_planner.ts";
 import type { PlanSource } from "./orbit_offload.ts";
-import { type Outcome, replacesPlan } from "./planner_client.ts";
-import type { Plan, PlanInput } from "./plan_types.ts";
+import { type Pending, PlanRequests } from "./plan_requests.ts";
+import type { PlanInput } from "./plan_types.ts";
 
-interface Pending {
-  seq: number;
-  input: PlanInput;
-  done: (o: Outcome) => void;
-  settled: Promise<Outcome>;
-}
-
-export class InlinePlanner implements PlanSource {
-  /** Always 0: with no deadline nothing is abandoned. */
-  readonly abandoned = 0;
-  /** Solves that threw (their message in lastError). */
-  failed = 0;
-  lastError?: string;
-  // As in PlannerClient: one solve at a time, and of the requests made meanwhile only the newest
-  // waits, so the two sources answer the same requests.
-  private running?: Pending;
-  private next?: Pending;
-  private newest?: { seq: number; plan: Plan };
-  private seq = 0;
-  private closed = false;
-
-  /** Asks for a plan of `input`; returns its sequence number at once. */
+export class InlinePlanner extends PlanRequests implements PlanSource {
   request(input: PlanInput): number {
     if (this.closed) throw new Error("inline planner is closed");
-    let done!: (o: Outcome) => void;
-    const settled = new Promise<Outcome>((resolve) => (done = resolve));
-    const p: Pending = { seq: ++this.seq, input, done, settled };
+    const p = this.pending(input);
     if (this.running) {
       this.next?.done("superseded");
       this.next = p;
@@ -49,24 +26,6 @@ export class InlinePlanner implements PlanSource {
     return p.seq;
   }
 
-  latest(): Plan | undefined {
-    return this.newest?.plan;
-  }
-
-  get latestSeq(): number {
-    return this.newest?.seq ?? 0;
-  }
-
-  get busy(): boolean {
-    return this.running !== undefined || this.next !== undefined;
-  }
-
-  settled(seq: number): Promise<Outcome> {
-    for (const p of [this.running, this.next]) if (p?.seq === seq) return p.settled;
-    return Promise.resolve(seq <= this.latestSeq ? "planned" : "superseded");
-  }
-
-  /** Pending requests settle as superseded; later requests throw. */
   close(): void {
     this.closed = true;
     for (const p of [this.running, this.next]) p?.done("superseded");
@@ -76,24 +35,18 @@ export class InlinePlanner implements PlanSource {
   /** Solves the running request, then the one that waited behind it. */
   private solveAll(): void {
     while (this.running) {
-      const p = this.running;
-      p.done(this.solve(p));
+      this.solve(this.running);
       this.running = this.next;
       this.next = undefined;
     }
   }
 
-  private solve(p: Pending): Outcome {
+  private solve(p: Pending): void {
     try {
       // No deadline: a wall-clock limit would make the answer depend on the machine's load.
-      const plan = orbitPlan({ ...p.input, timeoutMs: Infinity });
-      if (!replacesPlan(plan)) return "kept-last";
-      this.newest = { seq: p.seq, plan };
-      return "planned";
+      this.answer(p, { plan: orbitPlan({ ...p.input, timeoutMs: Infinity }) });
     } catch (err) {
-      this.failed++;
-      this.lastError = err instanceof Error ? err.message : String(err);
-      return "failed";
+      this.answer(p, { error: err instanceof Error ? err.message : String(err) });
     }
   }
 }

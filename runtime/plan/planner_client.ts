@@ -5,7 +5,8 @@
 // a fresh one takes the next request, and the last plan stays in force. A solve's deadline runs
 // from when its Worker is ready (loading one takes longer than a solve on a cold start).
 
-import type { Plan, PlanInput } from "./plan_types.ts";
+import { type Pending, PlanRequests } from "./plan_requests.ts";
+import type { PlanInput } from "./plan_types.ts";
 import type { FromPlanner, ToPlanner } from "./planner_protocol.ts";
 
 export interface PlannerClientOptions {
@@ -18,72 +19,22 @@ export interface PlannerClientOptions {
   graceMs?: number;
 }
 
-/** What became of a request. */
-export type Outcome = "planned" | "kept-last" | "abandoned" | "superseded" | "failed";
-
-/**
- * Whether an answer replaces the plan in force: a feasible plan does, and so does one naming a
- * request to pause. No answer in time, or no plan at all without someone to pause, is nothing
- * better to go on.
- */
-export function replacesPlan(plan: Plan): boolean {
-  return plan.feasible || plan.pause !== undefined;
-}
-
-interface Pending {
-  seq: number;
-  input: PlanInput;
-  done: (o: Outcome) => void;
-  settled: Promise<Outcome>;
-}
-
-export class PlannerClient {
-  /** Solves abandoned past their deadline. */
-  abandoned = 0;
-  /** Solves that threw in the Worker (their message in lastError). */
-  failed = 0;
-  lastError?: string;
+export class PlannerClient
+  extends PlanRequests<Pending & { timer?: ReturnType<typeof setTimeout> }> {
   private worker?: Worker;
-  private running?: Pending & { timer?: ReturnType<typeof setTimeout> };
   private workerReady = false;
-  private next?: Pending;
-  private newest?: { seq: number; plan: Plan };
-  private seq = 0;
-  private closed = false;
 
-  constructor(private readonly opts: PlannerClientOptions = {}) {}
+  constructor(private readonly opts: PlannerClientOptions = {}) {
+    super();
+  }
 
-  /** Asks for a plan of `input`; returns its sequence number at once. */
   request(input: PlanInput): number {
     if (this.closed) throw new Error("planner client is closed");
-    let done!: (o: Outcome) => void;
-    const settled = new Promise<Outcome>((resolve) => (done = resolve));
-    const p: Pending = { seq: ++this.seq, input, done, settled };
+    const p = this.pending(input);
     this.next?.done("superseded");
     this.next = p;
     this.pump();
     return p.seq;
-  }
-
-  /** The newest finished plan, if any. */
-  latest(): Plan | undefined {
-    return this.newest?.plan;
-  }
-
-  /** The sequence number of the request the newest plan answers (0: none yet). */
-  get latestSeq(): number {
-    return this.newest?.seq ?? 0;
-  }
-
-  /** Whether a solve is running or waiting. */
-  get busy(): boolean {
-    return this.running !== undefined || this.next !== undefined;
-  }
-
-  /** Resolves when request `seq` is answered, abandoned or replaced (for tests and benches). */
-  settled(seq: number): Promise<Outcome> {
-    for (const p of [this.running, this.next]) if (p?.seq === seq) return p.settled;
-    return Promise.resolve(seq <= this.latestSeq ? "planned" : "superseded");
   }
 
   /** Stops the Worker and every timer; pending requests settle as superseded. */
@@ -144,16 +95,7 @@ export class PlannerClient {
     if (!p || p.seq !== msg.seq) return; // from a Worker already abandoned
     clearTimeout(p.timer);
     this.running = undefined;
-    if ("error" in msg) {
-      this.failed++;
-      this.lastError = msg.error;
-      p.done("failed");
-    } else if (replacesPlan(msg.plan)) {
-      this.newest = { seq: msg.seq, plan: msg.plan };
-      p.done("planned");
-    } else {
-      p.done("kept-last");
-    }
+    this.answer(p, msg);
     this.pump();
   }
 

@@ -9,7 +9,7 @@ import type { CostModel } from "../../../engine/engine.ts";
 import { orbitPlan } from "../../../runtime/plan/orbit_planner.ts";
 import { OrbitOffload, type PlanSource } from "../../../runtime/plan/orbit_offload.ts";
 import type { Plan, PlanInput } from "../../../runtime/plan/plan_types.ts";
-import type { Outcome } from "../../../runtime/plan/planner_client.ts";
+import type { Outcome } from "../../../runtime/plan/plan_requests.ts";
 import { Request } from "../../../runtime/request/request.ts";
 import type { BuiltStep } from "../../../runtime/step_builder.ts";
 import { Runtime, type RuntimeOptions } from "../../../runtime/service.ts";
