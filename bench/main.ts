@@ -1,8 +1,8 @@
 // `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, speed, kv, serve, matrix,
-// constrained, capacity, plan, responsiveness, greedy-rate, huge-prompts, connection-flood, startup):
-// runs one benchmark, prints its Markdown report and saves it under bench/reports/. `--help` prints a
-// bench's usage and runs nothing; a bad flag prints one line and the usage (exit 2) before any work
-// starts.
+// constrained, capacity, plan, responsiveness, head-of-line, greedy-rate, huge-prompts,
+// connection-flood, startup): runs one benchmark, prints its Markdown report and saves it under
+// bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
+// the usage (exit 2) before any work starts.
 
 import { UsageError } from "./common/cli.ts";
 import { ensureRuntimeDir } from "../engine/bench_api.ts";
@@ -125,6 +125,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./responsiveness.ts");
       return { usage: m.USAGE, run: m.benchResponsiveness };
+    },
+  },
+  "head-of-line": {
+    summary: "a short stream's first token while a long prompt prefills, against idle",
+    load: async () => {
+      const m = await import("./head_of_line.ts");
+      return { usage: m.USAGE, run: m.benchHeadOfLine };
     },
   },
   "connection-flood": {

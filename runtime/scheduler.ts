@@ -5,9 +5,9 @@
 //               the batch, their streams playing on from their buffers;
 //   3. admit:   in the policy's order (default: the queue's, paused requests first), while a slot
 //               is free and the space can give the policy's admission KV;
-//   4. build:   a decode row for every decoding request, then prefill chunks in admission order,
-//               each given its blocks first (the space preempts the policy's victims when the
-//               pool is short). A step with nothing to decide and nothing for the host between
+//   4. build:   a decode row for every decoding request, then prefill chunks sharing the rows
+//               left (prefill_share.ts), each given its blocks first (the space preempts the
+//               policy's victims when the pool is short). A step with nothing to decide and nothing for the host between
 //               steps becomes a decode group: k steps of its rows in one submission;
 //   5. deliver: once the engine has run the step, its sampled tokens go to their requests.
 //
@@ -21,6 +21,7 @@ import { DecodeGroups, type DecodeSteps } from "./decode_group.ts";
 import { KvSpace, type KvSpaceOptions } from "./kv_space.ts";
 import { policyContext } from "./policy/context.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
+import { prefillShares } from "./prefill_share.ts";
 import { batchSeats, type Seats } from "./preemption.ts";
 import type { Request } from "./request/request.ts";
 import { type BuiltStep, deliverRecords, StepBuilder, type StepLimits } from "./step_builder.ts";
@@ -199,10 +200,14 @@ export class Scheduler {
       }
       this.decode(req);
     }
-    for (const req of [...this.running]) {
-      if (this.step.room <= 0) break;
-      if (req.state === "prefilling") this.prefill(req);
-    }
+    // Prefills share the rows the decodes leave (prefill_share.ts): a newcomer need not wait
+    // behind all of a long prompt's chunks.
+    const prefilling = this.running.filter((r) => r.state === "prefilling");
+    const shares = prefillShares(prefilling.map((r) => this.prefillWants(r)), this.step.room);
+    prefilling.forEach((req, i) => {
+      // An earlier prefill's growth may have preempted it.
+      if (shares[i] > 0 && req.state === "prefilling") this.prefill(req, shares[i]);
+    });
     this.space.afterRows(this.step.inStep);
     const copies = this.space.takeCopies();
     // A group only when this step made no decision and nothing in it needs the host in between.
@@ -244,15 +249,24 @@ export class Scheduler {
     this.step.sample(req);
   }
 
-  /** A prefill chunk for `req`: dropped oldest positions first, then its next positions. */
-  private prefill(req: Request): void {
+  /** Rows `req`'s prefill could run in this step: a constrained request's last waits for its mask. */
+  private prefillWants(req: Request): number {
+    return Math.max(0, req.prefillRowsLeft - (req.maySample ? 0 : 1));
+  }
+
+  /**
+   * A prefill chunk of at most `share` rows for `req`: dropped oldest positions first, then its
+   * next positions.
+   */
+  private prefill(req: Request, share: number): void {
     if (req.refill) {
       // The oldest positions, dropped while it was paused, are computed again first.
-      const { from, to } = req.takeRefill(this.step.room);
+      const { from, to } = req.takeRefill(share);
       this.rows(req, from, to);
       if (req.refill) return;
+      share -= to - from;
     }
-    let n = Math.min(req.prefillTarget - req.computed, this.step.room);
+    let n = Math.min(req.prefillTarget - req.computed, share);
     // The last position's row samples: a constrained request's waits for its mask.
     if (!req.maySample) n = Math.min(n, req.prefillTarget - 1 - req.computed);
     if (n <= 0) return;

@@ -44,13 +44,6 @@ export function prefillRows(req: Request): number {
   return target;
 }
 
-/** Rows a running request still has to prefill (0 once it decodes). */
-function rowsLeft(req: Request): number {
-  if (req.state !== "prefilling") return 0;
-  const refill = req.refill ? req.refill.end - req.refill.next : 0;
-  return refill + req.prefillTarget - req.computed;
-}
-
 /** Running requests that will sample again (a decode row in each coming step). */
 function decodes(req: Request): boolean {
   return req.state === "decoding" && req.issued < req.spec.maxTokens;
@@ -120,7 +113,7 @@ export const sloPolicy: SchedulingPolicy = {
     if (protectedReqs.length === 0) return true;
     // Prefilling requests decode by the time this prefill's rows run: count their decode rows.
     const decodeRows = running.filter((r) => decodes(r) || r.state === "prefilling").length;
-    const rows = running.reduce((n, r) => n + rowsLeft(r), prefillRows(req));
+    const rows = running.reduce((n, r) => n + r.prefillRowsLeft, prefillRows(req));
     const steps = prefillSteps(rows, decodeRows, ctx);
     const holdMs = ctx.stepMs(decodeRows, decodeRows);
     if (steps === null || holdMs === null) return true; // no cost model: fcfs

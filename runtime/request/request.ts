@@ -151,6 +151,14 @@ export class Request {
     return this.promptLength + this.generated.length;
   }
 
+  /** Rows its prefill still has to run: dropped positions to compute again, then the rest (0
+   * unless it is prefilling). */
+  get prefillRowsLeft(): number {
+    if (this.state !== "prefilling") return 0;
+    const refill = this.refill ? this.refill.end - this.refill.next : 0;
+    return refill + this.prefillTarget - this.computed;
+  }
+
   /** The token at `pos` of prompt + generated ids. */
   tokenAt(pos: number): number {
     const p = this.promptLength;
