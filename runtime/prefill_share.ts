@@ -11,6 +11,19 @@
 // first, as before: sharing between long prompts would only make every one of them finish late.
 // Shares move rows between requests and never leave one unused, so a step costs what it did.
 
+import type { Request } from "./request/request.ts";
+
+/**
+ * The prefilling requests of `running` (in admission order) that get rows of `room`, with their
+ * shares. A constrained request's last row waits for its mask, so it does not ask for it.
+ */
+export function sharePrefillRows(running: readonly Request[], room: number): [Request, number][] {
+  const prefilling = running.filter((r) => r.state === "prefilling");
+  const wants = prefilling.map((r) => Math.max(0, r.prefillRowsLeft - (r.maySample ? 0 : 1)));
+  const shares = prefillShares(wants, room);
+  return prefilling.flatMap((r, i) => shares[i] > 0 ? [[r, shares[i]] as [Request, number]] : []);
+}
+
 /**
  * The rows each prefill takes of `room`, given the rows each still wants (`wants`, in admission
  * order: the oldest first).

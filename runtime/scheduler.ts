@@ -7,8 +7,8 @@
 //               is free and the space can give the policy's admission KV;
 //   4. build:   a decode row for every decoding request, then prefill chunks sharing the rows
 //               left (prefill_share.ts), each given its blocks first (the space preempts the
-//               policy's victims when the pool is short). A step with nothing to decide and nothing for the host between
-//               steps becomes a decode group: k steps of its rows in one submission;
+//               policy's victims when the pool is short). A step with nothing to decide and
+//               nothing for the host between steps becomes a decode group: k steps in one go;
 //   5. deliver: once the engine has run the step, its sampled tokens go to their requests.
 //
 // It keeps the batch (batch.ts), the policy, the step builder and decode groups (decode_group.ts);
@@ -21,13 +21,12 @@ import { DecodeGroups, type DecodeSteps } from "./decode_group.ts";
 import { KvSpace, type KvSpaceOptions } from "./kv_space.ts";
 import { policyContext } from "./policy/context.ts";
 import type { PolicyContext, SchedulingPolicy } from "./policy/policy.ts";
-import { prefillShares } from "./prefill_share.ts";
+import { sharePrefillRows } from "./prefill_share.ts";
 import { batchSeats, type Seats } from "./preemption.ts";
 import type { Request } from "./request/request.ts";
 import { type BuiltStep, deliverRecords, StepBuilder, type StepLimits } from "./step_builder.ts";
 
-/** Batch slots, and a step's rows and table entries (maxRows bounds how long a prefill chunk
- * can stall the running decodes). */
+/** Batch slots, a step's rows and table entries (maxRows bounds a prefill chunk's stall). */
 export type SchedulerLimits = StepLimits & { maxSlots: number };
 
 /** What a scheduler is made of. */
@@ -36,8 +35,7 @@ export interface SchedulerParts {
   kv: KvSpaceOptions;
   limits: SchedulerLimits;
   policy: SchedulingPolicy;
-  /** The runtime's clock (ms; default performance.now) and the engine's cost model as last
-   * re-fitted (default: none). */
+  /** The runtime's clock (ms; default performance.now), the cost model as last re-fitted. */
   time?: { now?: () => number; costModel?: () => CostModel | undefined };
   /** Multi-step decode: most steps per group and the time a group may take (default: none). */
   decodeSteps?: DecodeSteps;
@@ -200,14 +198,10 @@ export class Scheduler {
       }
       this.decode(req);
     }
-    // Prefills share the rows the decodes leave (prefill_share.ts): a newcomer need not wait
-    // behind all of a long prompt's chunks.
-    const prefilling = this.running.filter((r) => r.state === "prefilling");
-    const shares = prefillShares(prefilling.map((r) => this.prefillWants(r)), this.step.room);
-    prefilling.forEach((req, i) => {
-      // An earlier prefill's growth may have preempted it.
-      if (shares[i] > 0 && req.state === "prefilling") this.prefill(req, shares[i]);
-    });
+    // Prefills share the rows the decodes leave; one may be preempted by an earlier one's growth.
+    for (const [req, share] of sharePrefillRows(this.running, this.step.room)) {
+      if (req.state === "prefilling") this.prefill(req, share);
+    }
     this.space.afterRows(this.step.inStep);
     const copies = this.space.takeCopies();
     // A group only when this step made no decision and nothing in it needs the host in between.
@@ -249,15 +243,7 @@ export class Scheduler {
     this.step.sample(req);
   }
 
-  /** Rows `req`'s prefill could run in this step: a constrained request's last waits for its mask. */
-  private prefillWants(req: Request): number {
-    return Math.max(0, req.prefillRowsLeft - (req.maySample ? 0 : 1));
-  }
-
-  /**
-   * A prefill chunk of at most `share` rows for `req`: dropped oldest positions first, then its
-   * next positions.
-   */
+  /** A prefill chunk of `share` rows at most: dropped oldest positions first, then its next. */
   private prefill(req: Request, share: number): void {
     if (req.refill) {
       // The oldest positions, dropped while it was paused, are computed again first.

@@ -6,9 +6,10 @@
 import { prefillShares } from "../../runtime/prefill_share.ts";
 import { Runtime } from "../../runtime/service.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";
-import { FakeEngine, toyGeneration } from "../helpers/fake_engine.ts";
+import { FakeEngine, toyGeneration } from "../../sim/fake_engine.ts";
 import { assert, assertEquals, useFakeTime } from "../helpers/testing.ts";
-import { DEFAULT, FCFS_VLLM, type SimConfig } from "../sim/matrix_sim.ts";
+import { DEFAULT, FCFS_VLLM } from "../sim/matrix_sim.ts";
+import type { SimConfig } from "../../sim/replay.ts";
 
 Deno.test("prefill shares: a newcomer shorter than what the oldest has left shares the rows evenly, and leaves what it does not need", () => {
   assertEquals(prefillShares([1700, 60], 128), [68, 60]);

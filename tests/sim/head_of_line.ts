@@ -7,7 +7,8 @@
 
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
 import type { RequestRecord } from "../../bench/serve/record.ts";
-import { BUDGET_BLOCKS, DEFAULT, FCFS_VLLM, type SimConfig, simulate } from "./matrix_sim.ts";
+import { BUDGET_BLOCKS, DEFAULT, FCFS_VLLM, simulate } from "./matrix_sim.ts";
+import type { SimConfig } from "../../sim/replay.ts";
 
 /** The real server's case: an 1,800-token prompt, then a 60-token stream one second later. */
 export const CASE = { longPrompt: 1800, shortPrompt: 60, arrivalS: 1 };
