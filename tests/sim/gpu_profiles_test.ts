@@ -48,8 +48,9 @@ Deno.test("profiles: FastSwitch Table 1, swap-out time per operation (LLaMA-8B, 
       hostBlocks: Array.from({ length: n }, (_, i) => 500 + i),
     }));
   assertEquals(blockBytes(p) * p.model.layers, 2 * 1024 ** 2, "a 16-token block is 2 MiB");
-  within(copiesMs(p, operation(9.3)), 15_500 / 13_076, 0.15, "vLLM-style, 9.3 blocks/op (ms)");
-  within(copiesMs(p, operation(5.43)), 6_700 / 10_713, 0.3, "with reuse, 5.43 blocks/op (ms)");
+  // The table's averages, 9.3 and 5.43 blocks per operation, rounded to whole blocks.
+  within(copiesMs(p, operation(9)), 15_500 / 13_076, 0.15, "vLLM-style, 9.3 blocks/op (ms)");
+  within(copiesMs(p, operation(5)), 6_700 / 10_713, 0.3, "with reuse, 5.43 blocks/op (ms)");
 });
 
 Deno.test("profiles: the KV budgets the papers' setups leave", () => {
