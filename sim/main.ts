@@ -4,7 +4,8 @@
 //
 //   profiles     each GPU profile's step times, beside the figures they are checked against
 //   tokenflow    TokenFlow's setups a–d and its Table 2 ablation (RTX 4090, Llama3-8B)
-//   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B)
+//   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B); --kv-share X runs it with
+//                that share of the derived KV budget (the paper does not state its own)
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -13,7 +14,8 @@ import type { StepPlan } from "../engine/engine.ts";
 import { tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
 
-const USAGE = "usage: deno task sim <profiles|tokenflow|layerkv> [--scale X] [--out FILE]";
+const USAGE =
+  "usage: deno task sim <profiles|tokenflow|layerkv> [--scale X] [--kv-share X] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -46,11 +48,16 @@ function profilesReport(): string {
 if (import.meta.main) {
   const { values, positionals } = parseArgs({
     args: Deno.args,
-    options: { scale: { type: "string", default: "1" }, out: { type: "string" } },
+    options: {
+      scale: { type: "string", default: "1" },
+      "kv-share": { type: "string", default: "1" },
+      out: { type: "string" },
+    },
     allowPositionals: true,
   });
   const scale = Number(values.scale);
-  if (positionals.length !== 1 || !(scale > 0 && scale <= 1)) {
+  const kvShare = Number(values["kv-share"]);
+  if (positionals.length !== 1 || !(scale > 0 && scale <= 1) || !(kvShare > 0 && kvShare <= 1)) {
     console.error(USAGE);
     Deno.exit(2);
   }
@@ -64,7 +71,7 @@ if (import.meta.main) {
       report = await tokenflowReport(scale, log);
       break;
     case "layerkv":
-      report = await layerkvReport(scale, log);
+      report = await layerkvReport(scale, log, kvShare);
       break;
     default:
       console.error(USAGE);

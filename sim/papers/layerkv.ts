@@ -105,13 +105,19 @@ function violations(o: SimOutcome): number | null {
   return m.requests === 0 ? null : 1 - m.sloGoodRequests / m.requests;
 }
 
+/**
+ * Runs the sweep and returns its Markdown report. `scale` shrinks the request counts; `kvShare`
+ * the device KV budget, which the paper does not state (1: what the setup leaves, derived).
+ */
 export async function layerkvReport(
   scale = 1,
   log: (line: string) => void = () => {},
+  kvShare = 1,
 ): Promise<string> {
   const setups = layerkvSetups(scale);
+  const profile = { ...PROFILE, kvTokens: Math.round(PROFILE.kvTokens * kvShare) };
   const rows = await runExperiment(
-    PROFILE,
+    profile,
     setups,
     SYSTEMS,
     (o) => log(`layerkv ${o.setup} ${o.system}: ${o.wallS.toFixed(1)} s of wall clock`),
@@ -119,7 +125,8 @@ export async function layerkvReport(
   const get = (rate: string, system: SimSystem) =>
     rows.find((o) => o.setup === rate && o.system === system.config.name)!;
   const lines = [
-    `Profile: ${PROFILE.about}. SLOs: TTFT ${SLO.ttftMs} ms, TPOT ${SLO.tpotMs} ms.`,
+    `Profile: ${PROFILE.about}; device KV ${profile.kvTokens} tokens (${kvShare} of that).`,
+    `SLOs: TTFT ${SLO.ttftMs} ms, TPOT ${SLO.tpotMs} ms.`,
     "",
     "| rate | system | mean TTFT s | P99 TTFT s | throughput req/s | SLO violations | preemptions |",
     "| --- | --- | --- | --- | --- | --- | --- |",
