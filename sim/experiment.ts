@@ -28,8 +28,6 @@ export interface SimOutcome {
   system: string;
   summary: RunSummary;
   stats: RuntimeStats;
-  /** Layers' waits on prefetched KV, ms (offloading systems). */
-  stallMs: number;
   /** Wall-clock seconds the simulation took. */
   wallS: number;
 }
@@ -45,11 +43,10 @@ export async function runExperiment(
   for (const setup of setups) {
     for (const system of systems) {
       const started = performance.now();
-      let engine: GpuEngine | null = null;
       const { records, stats } = await replay(
         setup.workload,
         () =>
-          engine = new GpuEngine(profile, {
+          new GpuEngine(profile, {
             maxContext: 8192,
             ...system.limits,
             hostBlocks: system.config.hostBlocks,
@@ -62,7 +59,6 @@ export async function runExperiment(
         system: system.config.name,
         summary: summarize(records),
         stats,
-        stallMs: (engine as GpuEngine | null)?.stallMs ?? 0,
         wallS: (performance.now() - started) / 1000,
       };
       progress(outcome);
@@ -70,11 +66,6 @@ export async function runExperiment(
     }
   }
   return out;
-}
-
-/** Host blocks for `tokens` of host KV on `profile` (all layers). */
-export function hostBlocksFor(profile: SimProfile, tokens: number): number {
-  return Math.floor(tokens / 16) * profile.model.layers;
 }
 
 export const fmt = (x: number | null | undefined, digits = 1): string =>

@@ -6,7 +6,13 @@
 import type { SampleRecord, StepPlan } from "../engine/engine.ts";
 import { FakeEngine } from "./fake_engine.ts";
 import type { SimProfile } from "./gpu_profiles.ts";
-import { blockBytes, gpuStepMs, profiledCostModel, SIM_BLOCK_SIZE } from "./gpu_step_cost.ts";
+import {
+  blockBytes,
+  blocksFor,
+  gpuStepMs,
+  profiledCostModel,
+  SIM_BLOCK_SIZE,
+} from "./gpu_step_cost.ts";
 
 export interface GpuEngineLimits {
   /** Requests in flight at once (vLLM's max_num_seqs; default 256). */
@@ -20,8 +26,6 @@ export interface GpuEngineLimits {
 }
 
 export class GpuEngine extends FakeEngine {
-  /** Time the layers spent waiting on prefetched KV (OrbitFlow's stalls), ms. */
-  stallMs = 0;
   private plan: StepPlan | null = null;
   /** The fake clock's timers count whole ms: the fractions carried to the next step. */
   private carriedMs = 0;
@@ -33,13 +37,12 @@ export class GpuEngine extends FakeEngine {
       {
         numLayers: layers,
         blockSize: SIM_BLOCK_SIZE,
-        blocksPerArena: [Math.floor(profile.kvTokens / SIM_BLOCK_SIZE) * layers],
+        blocksPerArena: [blocksFor(profile, profile.kvTokens)],
         maxSlots: limits.maxSlots ?? 256,
         maxRows: limits.maxRows ?? 2048,
         maxBlocksPerSeq: Math.ceil(maxContext / SIM_BLOCK_SIZE),
         ringSize: 1,
-        hostBlocks: limits.hostBlocks ??
-          Math.floor(profile.hostKvTokens / SIM_BLOCK_SIZE) * layers,
+        hostBlocks: limits.hostBlocks ?? blocksFor(profile, profile.hostKvTokens),
         costModel: profiledCostModel(profile),
         kvBlockBytes: blockBytes(profile),
         vocabSize: 32000,
@@ -55,8 +58,7 @@ export class GpuEngine extends FakeEngine {
   }
 
   private takeStepMs(): number {
-    const { ms, stallMs } = gpuStepMs(this.profile, this.plan!);
-    this.stallMs += stallMs;
+    const ms = gpuStepMs(this.profile, this.plan!);
     const whole = Math.floor(ms + this.carriedMs);
     this.carriedMs += ms - whole;
     return whole;

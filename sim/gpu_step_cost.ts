@@ -67,6 +67,11 @@ export function headMs(p: SimProfile, samples: number): number {
   );
 }
 
+/** Blocks (all layers, as the pool counts them) that hold `tokens` tokens' KV on `p`. */
+export function blocksFor(p: SimProfile, tokens: number): number {
+  return Math.floor(tokens / SIM_BLOCK_SIZE) * p.model.layers;
+}
+
 /** Bytes of one block of one layer. */
 export function blockBytes(p: SimProfile): number {
   return SIM_BLOCK_SIZE * modelSizes(p.model).kvBytesPerTokenLayer;
@@ -91,20 +96,19 @@ export function copiesMs(p: SimProfile, copies: readonly KvCopy[]): number {
   );
 }
 
-/** How long `plan` takes on the profiled GPU, ms, and how much of it layers spent stalled. */
-export function gpuStepMs(p: SimProfile, plan: StepPlan): { ms: number; stallMs: number } {
+/** How long `plan` takes on the profiled GPU, ms. */
+export function gpuStepMs(p: SimProfile, plan: StepPlan): number {
   const steps = plan.group?.steps ?? 1;
   const perLayer = layerMs(p, plan.rows);
   const head = headMs(p, plan.samples.length);
   const layers = p.model.layers;
   let t = copiesMs(p, plan.copies ?? []);
-  let inBus = t, outBus = t, stallMs = 0, regionFreeAt = t;
+  let inBus = t, outBus = t, regionFreeAt = t;
   for (let l = 0; l < layers; l++) {
     const prefetch = (plan.prefetch ?? []).filter((x) => x.layer === l);
     if (prefetch.length > 0) {
       const copies = prefetch.map((x) => ({ direction: "in" as const, ...x }));
       inBus = Math.max(inBus, regionFreeAt) + copiesMs(p, copies);
-      stallMs += Math.max(0, inBus - t);
       t = Math.max(t, inBus);
     }
     t += perLayer;
@@ -113,7 +117,7 @@ export function gpuStepMs(p: SimProfile, plan: StepPlan): { ms: number; stallMs:
     if (after.length > 0) outBus = Math.max(outBus, t) + copiesMs(p, after);
   }
   const compute = t + head + (steps - 1) * (layers * perLayer + head);
-  return { ms: p.efficiency.stepOverheadMs + Math.max(compute, outBus), stallMs };
+  return p.efficiency.stepOverheadMs + Math.max(compute, outBus);
 }
 
 /**

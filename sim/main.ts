@@ -35,11 +35,11 @@ function profilesReport(): string {
     "| --- | --- | --- | --- | --- | --- |",
   ];
   for (const p of Object.values(PROFILES)) {
-    const one = gpuStepMs(p, decode(1, 1024)).ms, many = gpuStepMs(p, decode(32, 1024)).ms;
+    const one = gpuStepMs(p, decode(1, 1024)), many = gpuStepMs(p, decode(32, 1024));
     lines.push(
       `| ${p.id}: ${p.gpu.name}, ${p.model.name} | ${p.kvTokens} | ${one.toFixed(1)} | ${
         many.toFixed(1)
-      } | ${(many / one).toFixed(2)} | ${gpuStepMs(p, prefill(2048)).ms.toFixed(0)} |`,
+      } | ${(many / one).toFixed(2)} | ${gpuStepMs(p, prefill(2048)).toFixed(0)} |`,
     );
   }
   return lines.join("\n");

@@ -4,8 +4,8 @@
 // reach them as the pacer releases them, and they give up as the bench's do) and the bench's
 // metrics judge them.
 
-import FakeTimers from "@sinonjs/fake-timers";
 import type { StepEngine } from "../engine/engine.ts";
+import { fakeClock } from "./fake_clock.ts";
 import { displayTimes } from "../bench/serve/playout.ts";
 import { seededRandom } from "../bench/serve/random.ts";
 import type { RequestRecord } from "../bench/serve/record.ts";
@@ -24,14 +24,6 @@ export interface SimConfig {
   options: Omit<RuntimeOptions, "maxQueue" | "maxTokensLimit" | "eosIds">;
   /** Host KV tier blocks the configuration has (0: none). */
   hostBlocks: number;
-}
-
-/** Installs a fake clock over Date, timers and performance until `uninstall()`. */
-export function fakeClock(now = 0) {
-  return FakeTimers.install({
-    now,
-    toFake: ["Date", "setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"],
-  });
 }
 
 function promptIds(w: WorkloadRequest): number[] {

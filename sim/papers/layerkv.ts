@@ -16,11 +16,11 @@
 //   - default: Sluice's default (`tokenflow`), with `--layerwise-prefill`.
 
 import { PROFILES } from "../gpu_profiles.ts";
+import { blocksFor } from "../gpu_step_cost.ts";
 import { paperWorkload } from "../paper_workload.ts";
 import type { SimConfig } from "../replay.ts";
 import {
   fmt,
-  hostBlocksFor,
   runExperiment,
   type SimOutcome,
   type SimSetup,
@@ -29,7 +29,7 @@ import {
 } from "../experiment.ts";
 
 const PROFILE = PROFILES.layerkv;
-const HOST_BLOCKS = hostBlocksFor(PROFILE, 2 * PROFILE.kvTokens);
+const HOST_BLOCKS = blocksFor(PROFILE, 2 * PROFILE.kvTokens);
 const SLO = { ttftMs: 3000, tpotMs: 200 };
 
 const FCFS: SimConfig["options"] = {

@@ -16,12 +16,12 @@
 
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
 import { PROFILES } from "../gpu_profiles.ts";
+import { blocksFor } from "../gpu_step_cost.ts";
 import { paperWorkload } from "../paper_workload.ts";
 import type { SimConfig } from "../replay.ts";
 import {
   change,
   fmt,
-  hostBlocksFor,
   runExperiment,
   type SimOutcome,
   type SimSetup,
@@ -31,7 +31,7 @@ import {
 const PROFILE = PROFILES.tokenflow;
 /** Host KV for the systems that have a host tier: four times the device's (ample; the paper's
  * host memory is not stated). */
-const HOST_BLOCKS = hostBlocksFor(PROFILE, 4 * PROFILE.kvTokens);
+const HOST_BLOCKS = blocksFor(PROFILE, 4 * PROFILE.kvTokens);
 
 const FCFS: SimConfig["options"] = {
   policy: "fcfs",

@@ -11,12 +11,7 @@ export {
   throws as assertThrows,
 } from "node:assert/strict";
 
-import FakeTimers from "@sinonjs/fake-timers";
+import { fakeClock } from "../../sim/fake_clock.ts";
 
 /** Installs a fake clock over Date, setTimeout and friends; call `uninstall()` when done. */
-export function useFakeTime(now = 0) {
-  return FakeTimers.install({
-    now,
-    toFake: ["Date", "setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"],
-  });
-}
+export const useFakeTime = fakeClock;

@@ -7,7 +7,7 @@ import { GpuEngine } from "../../sim/gpu_engine.ts";
 import { GPUS, modelSizes, PROFILES } from "../../sim/gpu_profiles.ts";
 import { blockBytes, copiesMs, gpuStepMs, layerMs } from "../../sim/gpu_step_cost.ts";
 import type { KvCopy, StepPlan } from "../../engine/engine.ts";
-import { fakeClock } from "../../sim/replay.ts";
+import { fakeClock } from "../../sim/fake_clock.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 
 const within = (actual: number, expected: number, share: number, what: string) =>
@@ -63,7 +63,7 @@ Deno.test("profiles: the KV budgets the papers' setups leave", () => {
 
 Deno.test("profiles: decode is bound by bytes, prefill by compute", () => {
   for (const p of Object.values(PROFILES)) {
-    const one = gpuStepMs(p, decodePlan(1, 255)).ms, many = gpuStepMs(p, decodePlan(32, 255)).ms;
+    const one = gpuStepMs(p, decodePlan(1, 255)), many = gpuStepMs(p, decodePlan(32, 255));
     assert(many < 2 * one, `${p.id}: 32 short decode rows ${many} ms, one ${one} ms`);
     const weights = modelSizes(p.model).weightBytes / (p.gpu.bandwidthGBs * 1e6);
     assert(one > weights, `${p.id}: a decode step reads every weight (${one} > ${weights} ms)`);
@@ -94,7 +94,7 @@ Deno.test("profiles: the GPU engine's steps take what the cost model says", asyn
       })),
     } as unknown as StepPlan;
     // The fake clock counts whole ms; the engine carries the fractions from step to step.
-    const expected = gpuStepMs(PROFILES.tokenflow, plan).ms;
+    const expected = gpuStepMs(PROFILES.tokenflow, plan);
     let done = false;
     engine.step(plan).then(() => done = true);
     await clock.tickAsync(Math.floor(expected) - 1);
