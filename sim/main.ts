@@ -4,6 +4,8 @@
 //
 //   profiles     each GPU profile's step times, beside the figures they are checked against
 //   tokenflow    TokenFlow's setups a–d and its Table 2 ablation (RTX 4090, Llama3-8B)
+//   tokenflow-poisson  why its Poisson gains fall short: setup c at 0.5–4 req/s and three reading
+//                rates, TokenFlow against SGLang
 //   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B); --kv-share X runs it with
 //                that share of the derived KV budget (the paper does not state its own)
 
@@ -11,11 +13,11 @@ import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
 import { gpuStepMs } from "./gpu_step_cost.ts";
 import type { StepPlan } from "../engine/engine.ts";
-import { tokenflowReport } from "./papers/tokenflow.ts";
+import { tokenflowPoissonReport, tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
 
 const USAGE =
-  "usage: deno task sim <profiles|tokenflow|layerkv> [--scale X] [--kv-share X] [--out FILE]";
+  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv> [--scale X] [--kv-share X] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -69,6 +71,9 @@ if (import.meta.main) {
       break;
     case "tokenflow":
       report = await tokenflowReport(scale, log);
+      break;
+    case "tokenflow-poisson":
+      report = await tokenflowPoissonReport(scale, log);
       break;
     case "layerkv":
       report = await layerkvReport(scale, log, kvShare);
