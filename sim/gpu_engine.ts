@@ -23,6 +23,8 @@ export interface GpuEngineLimits {
   maxContext?: number;
   /** Host KV blocks (default: the profile's host tier; 0 for none). */
   hostBlocks?: number;
+  /** One copy call per block, as vLLM v0 swaps (default: one per run of blocks; gpu_step_cost.ts). */
+  copyPerBlock?: boolean;
 }
 
 export class GpuEngine extends FakeEngine {
@@ -30,7 +32,7 @@ export class GpuEngine extends FakeEngine {
   /** The fake clock's timers count whole ms: the fractions carried to the next step. */
   private carriedMs = 0;
 
-  constructor(readonly profile: SimProfile, limits: GpuEngineLimits = {}) {
+  constructor(readonly profile: SimProfile, private readonly limits: GpuEngineLimits = {}) {
     const layers = profile.model.layers;
     const maxContext = limits.maxContext ?? 4096;
     super(
@@ -58,7 +60,7 @@ export class GpuEngine extends FakeEngine {
   }
 
   private takeStepMs(): number {
-    const ms = gpuStepMs(this.profile, this.plan!);
+    const ms = gpuStepMs(this.profile, this.plan!, { perBlock: this.limits.copyPerBlock });
     const whole = Math.floor(ms + this.carriedMs);
     this.carriedMs += ms - whole;
     return whole;
