@@ -6,7 +6,8 @@
 //   tokenflow    TokenFlow's setups a–d and its Table 2 ablation (RTX 4090, Llama3-8B)
 //   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B); --kv-share X runs it with
 //                that share of the derived KV budget (the paper does not state its own)
-//   fastswitch   FastSwitch's multi-turn comparison with priority churn (A10, LLaMA-8B)
+//   fastswitch   FastSwitch's multi-turn comparison with priority churn (A10, LLaMA-8B); --kv-share
+//                as layerkv's
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -76,7 +77,7 @@ if (import.meta.main) {
       report = await layerkvReport(scale, log, kvShare);
       break;
     case "fastswitch":
-      report = await fastswitchReport(scale, log);
+      report = await fastswitchReport(scale, log, kvShare);
       break;
     default:
       console.error(USAGE);

@@ -26,7 +26,7 @@ import type { RuntimeStats } from "../../runtime/service.ts";
 import { conversationWorkload } from "../conversations.ts";
 import { fmt } from "../experiment.ts";
 import { GpuEngine } from "../gpu_engine.ts";
-import { PROFILES } from "../gpu_profiles.ts";
+import { PROFILES, type SimProfile } from "../gpu_profiles.ts";
 import { blocksFor } from "../gpu_step_cost.ts";
 import { type ChurnPattern, priorityChurn } from "../priority_churn.ts";
 import { replay, type SimRequest } from "../replay.ts";
@@ -114,6 +114,7 @@ interface Run {
 }
 
 async function runOne(
+  profile: SimProfile,
   workload: readonly SimRequest[],
   pattern: ChurnPattern,
   system: SimSystem,
@@ -121,7 +122,7 @@ async function runOne(
   const { records, stats } = await replay(
     workload,
     () =>
-      new GpuEngine(PROFILE, {
+      new GpuEngine(profile, {
         maxContext: 8192,
         ...system.limits,
         hostBlocks: system.config.hostBlocks,
@@ -151,17 +152,23 @@ async function runOne(
 const speedup = (base: number | null, x: number | null) =>
   base === null || x === null || x === 0 ? "–" : `${(base / x).toFixed(2)}×`;
 
-/** Runs the experiment and returns its Markdown report. `scale` shrinks the conversation count. */
+/**
+ * Runs the experiment and returns its Markdown report. `scale` shrinks the conversation count;
+ * `kvShare` runs it with that share of the derived device KV budget (the paper does not state its
+ * own).
+ */
 export async function fastswitchReport(
   scale = 1,
   log: (line: string) => void = () => {},
+  kvShare = 1,
 ): Promise<string> {
+  const profile = { ...PROFILE, kvTokens: Math.round(PROFILE.kvTokens * kvShare) };
   const workload = fastswitchWorkload(scale);
   const runs: Run[] = [];
   for (const pattern of ["markov", "random"] as const) {
     for (const system of SYSTEMS) {
       const started = performance.now();
-      runs.push(await runOne(workload, pattern, system));
+      runs.push(await runOne(profile, workload, pattern, system));
       log(
         `fastswitch ${pattern} ${system.config.name}: ${
           ((performance.now() - started) / 1000).toFixed(1)
@@ -173,7 +180,7 @@ export async function fastswitchReport(
     runs.find((r) => r.pattern === pattern && r.system === system.config.name)!;
   const conversations = new Set(workload.filter((w) => !w.after).map((w) => w.id)).size;
   const lines = [
-    `Profile: ${PROFILE.about}. ${conversations} conversations, ${workload.length} turns; ` +
+    `Profile: ${PROFILE.about}; device KV ${profile.kvTokens} tokens (${kvShare} of that). ${conversations} conversations, ${workload.length} turns; ` +
     `priorities updated every ${Math.round(1 / FREQUENCY)} iterations.`,
     "",
     "| pattern | system | P95 TTFT s | P99 TTFT s | P99.9 TTFT s | P99.9 TBT ms | tok/s | " +
