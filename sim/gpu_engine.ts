@@ -25,6 +25,8 @@ export interface GpuEngineLimits {
   hostBlocks?: number;
   /** One copy call per block, as vLLM v0 swaps (default: one per run of blocks; gpu_step_cost.ts). */
   copyPerBlock?: boolean;
+  /** µs a copy call costs, in place of the profile's (default: the profile's). */
+  copyCallUs?: number;
 }
 
 export class GpuEngine extends FakeEngine {
@@ -60,7 +62,10 @@ export class GpuEngine extends FakeEngine {
   }
 
   private takeStepMs(): number {
-    const ms = gpuStepMs(this.profile, this.plan!, { perBlock: this.limits.copyPerBlock });
+    const ms = gpuStepMs(this.profile, this.plan!, {
+      perBlock: this.limits.copyPerBlock,
+      callUs: this.limits.copyCallUs,
+    });
     const whole = Math.floor(ms + this.carriedMs);
     this.carriedMs += ms - whole;
     return whole;

@@ -93,6 +93,8 @@ function callsOf(blocks: readonly number[]): number {
  */
 export interface CopyIssue {
   perBlock?: boolean;
+  /** µs a call, in place of the profile's (a sweep of that unsettled constant). */
+  callUs?: number;
 }
 
 /** ms of copying `copies` over the link, one after another. */
@@ -102,10 +104,11 @@ export function copiesMs(
   issue: CopyIssue = {},
 ): number {
   const r = ratesOf(p), bytes = blockBytes(p);
+  const callMs = issue.callUs === undefined ? r.callMs : issue.callUs / 1000;
   return copies.reduce(
     (t, c) =>
       t +
-      (issue.perBlock ? 2 * c.deviceBlocks.length : callsOf(c.deviceBlocks)) * r.callMs +
+      (issue.perBlock ? 2 * c.deviceBlocks.length : callsOf(c.deviceBlocks)) * callMs +
       c.deviceBlocks.length * bytes / r.linkBytesPerMs,
     0,
   );

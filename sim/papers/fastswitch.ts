@@ -103,7 +103,7 @@ const PAPER: Record<ChurnPattern, number[]> = {
   random: [4.3, 3.7, 2.5, 2.7],
 };
 
-interface Run {
+export interface Run {
   pattern: ChurnPattern;
   system: string;
   ttft: (number | null)[];
@@ -113,7 +113,8 @@ interface Run {
   turns: number;
 }
 
-async function runOne(
+/** One system on one pattern (exported for sweeps of what the paper leaves open). */
+export async function fastswitchRun(
   profile: SimProfile,
   workload: readonly SimRequest[],
   pattern: ChurnPattern,
@@ -168,7 +169,7 @@ export async function fastswitchReport(
   for (const pattern of ["markov", "random"] as const) {
     for (const system of SYSTEMS) {
       const started = performance.now();
-      runs.push(await runOne(profile, workload, pattern, system));
+      runs.push(await fastswitchRun(profile, workload, pattern, system));
       log(
         `fastswitch ${pattern} ${system.config.name}: ${
           ((performance.now() - started) / 1000).toFixed(1)
