@@ -23,6 +23,10 @@ export interface GpuEngineLimits {
   maxContext?: number;
   /** Host KV blocks (default: the profile's host tier; 0 for none). */
   hostBlocks?: number;
+  /** One copy call per block, as vLLM v0 swaps (default: one per run of blocks; gpu_step_cost.ts). */
+  copyPerBlock?: boolean;
+  /** µs a copy call costs, in place of the profile's (default: the profile's). */
+  copyCallUs?: number;
 }
 
 export class GpuEngine extends FakeEngine {
@@ -30,7 +34,7 @@ export class GpuEngine extends FakeEngine {
   /** The fake clock's timers count whole ms: the fractions carried to the next step. */
   private carriedMs = 0;
 
-  constructor(readonly profile: SimProfile, limits: GpuEngineLimits = {}) {
+  constructor(readonly profile: SimProfile, private readonly limits: GpuEngineLimits = {}) {
     const layers = profile.model.layers;
     const maxContext = limits.maxContext ?? 4096;
     super(
@@ -58,7 +62,10 @@ export class GpuEngine extends FakeEngine {
   }
 
   private takeStepMs(): number {
-    const ms = gpuStepMs(this.profile, this.plan!);
+    const ms = gpuStepMs(this.profile, this.plan!, {
+      perBlock: this.limits.copyPerBlock,
+      callUs: this.limits.copyCallUs,
+    });
     const whole = Math.floor(ms + this.carriedMs);
     this.carriedMs += ms - whole;
     return whole;

@@ -86,35 +86,53 @@ function callsOf(blocks: readonly number[]): number {
   return 2 * runs;
 }
 
+/**
+ * How the engine issues a step's KV copies: one call per run of consecutive blocks (FastSwitch's
+ * block groups; Sluice's pool allocates in runs, kv/block_runs.ts), or one per block, K and V
+ * each, as vLLM v0's swap_blocks does whatever the blocks' addresses.
+ */
+export interface CopyIssue {
+  perBlock?: boolean;
+  /** µs a call, in place of the profile's (a sweep of that unsettled constant). */
+  callUs?: number;
+}
+
 /** ms of copying `copies` over the link, one after another. */
-export function copiesMs(p: SimProfile, copies: readonly KvCopy[]): number {
+export function copiesMs(
+  p: SimProfile,
+  copies: readonly KvCopy[],
+  issue: CopyIssue = {},
+): number {
   const r = ratesOf(p), bytes = blockBytes(p);
+  const callMs = issue.callUs === undefined ? r.callMs : issue.callUs / 1000;
   return copies.reduce(
     (t, c) =>
-      t + callsOf(c.deviceBlocks) * r.callMs + c.deviceBlocks.length * bytes / r.linkBytesPerMs,
+      t +
+      (issue.perBlock ? 2 * c.deviceBlocks.length : callsOf(c.deviceBlocks)) * callMs +
+      c.deviceBlocks.length * bytes / r.linkBytesPerMs,
     0,
   );
 }
 
 /** How long `plan` takes on the profiled GPU, ms. */
-export function gpuStepMs(p: SimProfile, plan: StepPlan): number {
+export function gpuStepMs(p: SimProfile, plan: StepPlan, issue: CopyIssue = {}): number {
   const steps = plan.group?.steps ?? 1;
   const perLayer = layerMs(p, plan.rows);
   const head = headMs(p, plan.samples.length);
   const layers = p.model.layers;
-  let t = copiesMs(p, plan.copies ?? []);
+  let t = copiesMs(p, plan.copies ?? [], issue);
   let inBus = t, outBus = t, regionFreeAt = t;
   for (let l = 0; l < layers; l++) {
     const prefetch = (plan.prefetch ?? []).filter((x) => x.layer === l);
     if (prefetch.length > 0) {
       const copies = prefetch.map((x) => ({ direction: "in" as const, ...x }));
-      inBus = Math.max(inBus, regionFreeAt) + copiesMs(p, copies);
+      inBus = Math.max(inBus, regionFreeAt) + copiesMs(p, copies, issue);
       t = Math.max(t, inBus);
     }
     t += perLayer;
     if (prefetch.length > 0) regionFreeAt = t;
     const after = (plan.copiesAfterLayer ?? []).filter((c) => c.layer === l);
-    if (after.length > 0) outBus = Math.max(outBus, t) + copiesMs(p, after);
+    if (after.length > 0) outBus = Math.max(outBus, t) + copiesMs(p, after, issue);
   }
   const compute = t + head + (steps - 1) * (layers * perLayer + head);
   return p.efficiency.stepOverheadMs + Math.max(compute, outBus);

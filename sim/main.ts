@@ -8,6 +8,8 @@
 //                rates, TokenFlow against SGLang
 //   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B); --kv-share X runs it with
 //                that share of the derived KV budget (the paper does not state its own)
+//   fastswitch   FastSwitch's multi-turn comparison with priority churn (A10, LLaMA-8B); --kv-share
+//                as layerkv's
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -15,9 +17,10 @@ import { gpuStepMs } from "./gpu_step_cost.ts";
 import type { StepPlan } from "../engine/engine.ts";
 import { tokenflowPoissonReport, tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
+import { fastswitchReport } from "./papers/fastswitch.ts";
 
 const USAGE =
-  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv> [--scale X] [--kv-share X] [--out FILE]";
+  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch> [--scale X] [--kv-share X] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -77,6 +80,9 @@ if (import.meta.main) {
       break;
     case "layerkv":
       report = await layerkvReport(scale, log, kvShare);
+      break;
+    case "fastswitch":
+      report = await fastswitchReport(scale, log, kvShare);
       break;
     default:
       console.error(USAGE);

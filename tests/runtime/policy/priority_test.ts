@@ -356,3 +356,58 @@ Deno.test("flip cost: with swap reuse, the second flip moves only the blocks mad
   assertEquals(copyAll.firstOut, firstOut);
   assertEquals(copyAll.secondOut, firstOut + (more / 4) * numLayers);
 });
+
+/**
+ * FastSwitch's churn (§4.4): at a priority update, when memory is short, the running request that
+ * is now of the worst priority is swapped out for a better waiting one. Three requests of priority
+ * 1 run and fill the pool; a fourth of priority 1 waits. `drop` lowers the oldest, `a`, to 2: it,
+ * not the newest running one (the victim by queue order), steps out, by swap, for the waiting one.
+ * Without the drop the waiting one is raised to 0 instead, and the newest, `c`, steps out.
+ */
+async function churnVictim(drop: boolean) {
+  const clock = useFakeTime(0);
+  try {
+    const engine = steppedEngine({
+      numLayers: 2,
+      blockSize: 4,
+      blocksPerArena: [56], // 28 a layer: three requests of 24 + 12 positions (9 blocks each)
+      hostBlocks: 128,
+      maxSlots: 4,
+      maxRows: 128, // all three prefill in one step, and decode in step with each other
+    });
+    const rt = runtimeOver(engine, { preempt: "swap", swapReuse: true });
+    const prompt = (first: number) => Array.from({ length: 24 }, (_, i) => first + i);
+    const [a, b, c] = [1, 2, 3].map((first) => run(rt, prompt(first), 12, 1));
+    // 8 tokens each: 32 positions, 8 blocks a layer each, 4 left: too few for another 24.
+    await until(clock, () => [a, b, c].every((r) => generatedBy(rt, r.handle) >= 8));
+    const d = run(rt, prompt(4), 12, 1);
+    await clock.tickAsync(2 * STEP_MS);
+    assertEquals(stateOf(rt, d.handle), "waiting", "d does not fit and is no better");
+    assertEquals(rt.stats().preemptions, 0);
+    if (drop) assert(a.handle.setPriority(2));
+    else assert(d.handle.setPriority(0));
+    await until(clock, () => rt.stats().preemptions > 0);
+    const paused = [a, b, c].filter((r) => stateOf(rt, r.handle) === "paused");
+    const swaps = { ...rt.stats().swaps! };
+    await until(clock, () => rt.openRequests === 0);
+    for (const [r, first] of [[a, 1], [b, 2], [c, 3], [d, 4]] as const) {
+      assertEquals(await r.tokens, toyGeneration(prompt(first), 12, first, engine.info.vocabSize));
+    }
+    assertEquals(rt.stats().kvBlocksUsed, 0);
+    assertEquals(rt.stats().hostBlocksUsed, 0);
+    await rt.close();
+    return { paused: paused.map((r) => r.handle.id), swapsOut: swaps.swapsOut, a, c };
+  } finally {
+    clock.uninstall();
+  }
+}
+
+Deno.test("churn: the running request whose priority drops is the one swapped out", async () => {
+  const dropped = await churnVictim(true);
+  assertEquals(dropped.paused, [dropped.a.handle.id]);
+  assertEquals(dropped.swapsOut, 1);
+  // The control: the same pressure without the drop takes the newest.
+  const raised = await churnVictim(false);
+  assertEquals(raised.paused, [raised.c.handle.id]);
+  assertEquals(raised.swapsOut, 1);
+});
