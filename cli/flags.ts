@@ -102,10 +102,11 @@ export const ENGINE = section("engine and scheduling", {
   sched: flag({
     schema: z.enum(Object.keys(PRESETS) as [PolicyName, ...PolicyName[]]).default("tokenflow"),
     usage: [
-      "--sched reserve|fcfs|slo|tokenflow",
+      "--sched reserve|fcfs|slo|layerkv|tokenflow",
       "scheduling policy (default tokenflow: pause and resume",
-      "requests by their readers' buffers); slo (LayerKV): admit a prefill only",
-      "while every decoding request keeps its TBT SLO through it",
+      "requests by their readers' buffers); slo: admit a prefill only",
+      "while every decoding request keeps its TBT SLO through it; layerkv:",
+      "LayerKV's rule, while it fits every decode's TPOT slack (Eq. 1-2)",
     ],
     runtime: "policy",
   }),
@@ -276,18 +277,18 @@ export const ENGINE = section("engine and scheduling", {
     runtime: "orbitWindowMax",
   }),
   // Off by default: it measured worse than slo's admission alone (docs/benchmarks/policies.md).
-  // Only slo and tokenflow take it, with a host tier (checked).
+  // Only slo, layerkv and tokenflow take it, with a host tier (checked).
   "layerwise-prefill": flag({
     schema: onOff.default("off"),
     usage: [
       "--layerwise-prefill on|off",
-      "slo or tokenflow, with --host-kv-mb (LayerKV): every prefill is",
-      "given a layer split by the cost model, the free blocks and a forecast of",
-      "the running requests' growth: the layers whose KV stays on the device,",
-      "the rest offloaded to the host tier as its prefill writes them (through",
-      "the prefetch region even with --offload none); a queued prompt starts",
-      "without waiting for a whole request's blocks (default off: measured",
-      "worse before the split rule here: docs/benchmarks/policies.md)",
+      "slo, layerkv or tokenflow, with --host-kv-mb (LayerKV): every prefill",
+      "keeps on the device the fewest layers whose copies to the host tier hide",
+      "under its compute, the rest offloaded as its prefill writes them (through",
+      "the prefetch region even with --offload none); when a forecast of the",
+      "running requests' growth runs short, the newest ones' kept layers go to",
+      "the host too; a queued prompt starts without waiting for a whole",
+      "request's blocks (default off: docs/benchmarks/policies.md)",
     ],
     runtime: to("layerwisePrefill", isOn),
   }),

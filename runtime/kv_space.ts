@@ -219,6 +219,11 @@ export class KvSpace {
     return this.placement?.prefillSplits ?? 0;
   }
 
+  /** Kept layers LayerKV's Eq. 5 relief sent to the host (placement.ts). */
+  get reliefLayers(): number {
+    return this.placement?.reliefLayers ?? 0;
+  }
+
   // ---- the verbs ----
 
   /** Frees what `req` held on both tiers; `running`: it held a slot, and placement and caching. */

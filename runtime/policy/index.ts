@@ -5,6 +5,7 @@
 // file exporting its PresetEntry, and a line here.
 
 import { fcfs } from "./fcfs.ts";
+import { layerkv } from "./layerkv.ts";
 import { reserve } from "./reserve.ts";
 import { slo } from "./slo.ts";
 import { tokenflow } from "./tokenflow.ts";
@@ -19,7 +20,10 @@ import {
 export type { Preset, PresetOptions };
 export type { SchedulingPolicy } from "./policy.ts";
 
-export const PRESETS = { fcfs, reserve, slo, tokenflow } satisfies Record<string, PresetEntry>;
+export const PRESETS = { fcfs, reserve, slo, layerkv, tokenflow } satisfies Record<
+  string,
+  PresetEntry
+>;
 export type PolicyName = keyof typeof PRESETS;
 
 /** What the memory tiers offer a preset. */

@@ -45,7 +45,7 @@ export function prefillRows(req: Request): number {
 }
 
 /** Running requests that will sample again (a decode row in each coming step). */
-function decodes(req: Request): boolean {
+export function decodes(req: Request): boolean {
   return req.state === "decoding" && req.issued < req.spec.maxTokens;
 }
 

@@ -61,6 +61,8 @@ export interface PacerStats {
   stallMs: number;
   /** Number of distinct stalls, including one in progress. */
   stalls: number;
+  /** Clock time of the first deposit (the server's first token), or null before it. */
+  firstDepositAt: number | null;
   /** Clock time of the first release, or null before it. */
   firstReleaseAt: number | null;
   /** Clock time of the latest release, or null before the first. */
@@ -100,6 +102,7 @@ export class TokenPacer<T> implements AsyncIterable<T> {
   #depositOccupancy: number[] = [];
   #stallMs = 0;
   #stalls = 0;
+  #firstDepositAt: number | null = null;
   #firstReleaseAt: number | null = null;
   #lastReleaseAt: number | null = null;
   #resolveClosed!: () => void;
@@ -132,6 +135,7 @@ export class TokenPacer<T> implements AsyncIterable<T> {
     if (this.#aborted) return;
     if (this.#ended) throw new Error("TokenPacer.deposit after end()");
     if (this.#buffered() === 0) this.#closeStall(this.#clock.now());
+    this.#firstDepositAt ??= this.#clock.now();
     this.#depositOccupancy.push(this.#buffered());
     this.#items.push(item);
     this.#deposited++;
@@ -181,6 +185,7 @@ export class TokenPacer<T> implements AsyncIterable<T> {
       deposited: this.#deposited,
       stallMs: this.#stallMs + open,
       stalls: this.#stalls + (open > 0 ? 1 : 0),
+      firstDepositAt: this.#firstDepositAt,
       firstReleaseAt: this.#firstReleaseAt,
       lastReleaseAt: this.#lastReleaseAt,
     };

@@ -10,10 +10,9 @@
 // 32K context) and prefix caching (off: 0.5.5's default). Readers take tokens as they come.
 // Systems as Sluice runs them:
 //   - vllm-0.5.5: `fcfs`, recompute, no prefix cache, whole prompts in one step;
-//   - fcfs-vllm: vLLM V1 with prefix caching, chunks of 2,048 rows;
-//   - layerkv: `--sched slo --layerwise-prefill` with a host tier (LayerKV's split and its
-//     SLO-aware admission);
-//   - default: Sluice's default (`tokenflow`), with `--layerwise-prefill`.
+//   - layerkv: `--sched layerkv --layerwise-prefill` with a host tier, whole prompts in one step as
+//     vLLM 0.5.5 (which LayerKV plugs into): its split (the fewest layers kept whose copies hide),
+//     Eq. 5's offload of kept layers when the forecast runs short, and Algorithm 1's admission;
 
 import { PROFILES } from "../gpu_profiles.ts";
 import { blocksFor } from "../gpu_step_cost.ts";
@@ -45,15 +44,11 @@ const VLLM_055: SimSystem = {
   limits: { maxRows: 8192 },
   about: "vLLM 0.5.5: FCFS, whole prompts in one step, recompute, no prefix cache",
 };
-const FCFS_VLLM: SimSystem = {
-  config: { name: "fcfs-vllm", options: { ...FCFS, prefixCache: true }, hostBlocks: 0 },
-  about: "vLLM V1 with prefix caching: chunks of 2,048 rows",
-};
 const LAYERKV: SimSystem = {
   config: {
     name: "layerkv",
     options: {
-      policy: "slo",
+      policy: "layerkv",
       priority: false,
       prefixCache: false,
       layerwisePrefill: true,
@@ -61,24 +56,13 @@ const LAYERKV: SimSystem = {
     },
     hostBlocks: HOST_BLOCKS,
   },
-  about: "LayerKV: layer-wise prefill and SLO-aware admission (`--sched slo`)",
+  limits: { maxRows: 8192 },
+  about:
+    "LayerKV on vLLM 0.5.5: layer-wise prefill, Eq. 5 offload, Algorithm 1 (`--sched layerkv`)",
 };
-const DEFAULT: SimSystem = {
-  config: {
-    name: "default+layerwise",
-    options: {
-      policy: "tokenflow",
-      prefixCache: true,
-      recompute: "auto",
-      writeThrough: true,
-      swapReuse: true,
-      layerwisePrefill: true,
-    },
-    hostBlocks: HOST_BLOCKS,
-  },
-  about: "Sluice's default with `--layerwise-prefill`",
-};
-const SYSTEMS = [VLLM_055, FCFS_VLLM, LAYERKV, DEFAULT];
+// The paper's comparison only: fcfs-vllm and the default with `--layerwise-prefill` ran beside
+// them before (bench/results/papers-31 at d28f6ca), and doubled a sweep's time.
+const SYSTEMS = [VLLM_055, LAYERKV];
 
 export function layerkvSetups(scale = 1): SimSetup[] {
   const requests = Math.max(8, Math.round(300 * scale));
@@ -128,8 +112,8 @@ export async function layerkvReport(
     `Profile: ${PROFILE.about}; device KV ${profile.kvTokens} tokens (${kvShare} of that).`,
     `SLOs: TTFT ${SLO.ttftMs} ms, TPOT ${SLO.tpotMs} ms.`,
     "",
-    "| rate | system | mean TTFT s | P99 TTFT s | throughput req/s | SLO violations | preemptions |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
+    "| rate | system | mean TTFT s | P99 TTFT s | mean TPOT ms | throughput req/s | SLO violations | preemptions | layer-wise admissions |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const s of setups) {
     for (const system of SYSTEMS) {
@@ -137,9 +121,9 @@ export async function layerkvReport(
       lines.push(
         `| ${s.id} | ${system.config.name} | ${fmt(m.ttftMs.mean! / 1000, 2)} | ${
           fmt(m.ttftMs.p99! / 1000, 2)
-        } | ${fmt(m.completed / m.spanS, 2)} | ${
+        } | ${fmt(m.tpotMs.mean, 0)} | ${fmt(m.completed / m.spanS, 2)} | ${
           fmt(100 * violations(o)!, 1)
-        }% | ${o.stats.preemptions} |`,
+        }% | ${o.stats.preemptions} | ${o.stats.layerwiseAdmissions ?? "–"} |`,
       );
     }
   }
@@ -148,18 +132,16 @@ export async function layerkvReport(
     "LayerKV's ratios to vLLM 0.5.5 per rate (paper: mean TTFT up to 69×, P99 up to 45× lower;",
     "throughput within 3%; violations 17.7–28.7 points lower):",
     "",
-    "| rate | mean TTFT ÷ | P99 TTFT ÷ | throughput × | violations (points) | default: mean TTFT ÷ | default: P99 ÷ |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
+    "| rate | mean TTFT ÷ | P99 TTFT ÷ | throughput × | violations (points) |",
+    "| --- | --- | --- | --- | --- |",
   );
   for (const s of setups) {
-    const b = get(s.id, VLLM_055), l = get(s.id, LAYERKV), d = get(s.id, DEFAULT);
+    const b = get(s.id, VLLM_055), l = get(s.id, LAYERKV);
     const thr = (o: SimOutcome) => o.summary.completed / o.summary.spanS;
     lines.push(
       `| ${s.id} | ${times(b.summary.ttftMs.mean, l.summary.ttftMs.mean)} | ${
         times(b.summary.ttftMs.p99, l.summary.ttftMs.p99)
-      } | ${times(thr(l), thr(b))} | ${fmt(100 * (violations(b)! - violations(l)!), 1)} | ${
-        times(b.summary.ttftMs.mean, d.summary.ttftMs.mean)
-      } | ${times(b.summary.ttftMs.p99, d.summary.ttftMs.p99)} |`,
+      } | ${times(thr(l), thr(b))} | ${fmt(100 * (violations(b)! - violations(l)!), 1)} |`,
     );
   }
   return lines.join("\n");

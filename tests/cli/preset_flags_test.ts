@@ -22,7 +22,7 @@ Deno.test("flags: --tokenflow-safety and --tokenflow-interval-s are tokenflow's"
 
 Deno.test("flags: the offload, layer-wise and preemption rules, each on its flag", () => {
   assertEquals(problems({ sched: "fcfs", "layerwise-prefill": "on" }), [
-    "layerwise-prefill: is part of --sched slo or tokenflow",
+    "layerwise-prefill: is part of --sched slo or layerkv or tokenflow",
   ]);
   // The default preset takes it (with a host tier).
   assertEquals(problems({ "layerwise-prefill": "on", "host-kv-mb": "64" }), []);

@@ -1,10 +1,12 @@
-// LayerKV's split rule and Eq. 5 forecast (runtime/layer_split.ts) against cases worked by hand.
+// LayerKV's split rule, Eq. 5 forecast and relief (runtime/layer_split.ts) against cases worked by
+// hand.
 
 import {
   forecastLowest,
-  forecastReserve,
   type Grower,
+  type Keeper,
   layerSplit,
+  relieve,
   type SplitInput,
 } from "../../runtime/layer_split.ts";
 import { candidateDistances, offloadedCount } from "../../runtime/kv/offload_pattern.ts";
@@ -14,14 +16,13 @@ import { assertEquals } from "../helpers/testing.ts";
 const CHOICES = candidateDistances(4).map((d) => offloadedCount(d, 4));
 
 /** A prompt of 10 blocks a layer (3 while offloaded), 100 ms of prefill, 20 ms of copy a layer. */
-function split(over: Partial<SplitInput>): number | null {
+function split(over: Partial<SplitInput>) {
   return layerSplit({
     numLayers: 4,
     offloadChoices: CHOICES,
     residentBlocks: 10,
     offloadedBlocks: 3,
     freeBlocks: 40,
-    reservedBlocks: 0,
     prefillMs: 100,
     offloadMs: (layers) => 20 * layers,
     ...over,
@@ -32,33 +33,47 @@ Deno.test("layer split: the offloader's choices for 4 layers are 0, 1, 2 and 4 l
   assertEquals(CHOICES, [0, 1, 2, 4]);
 });
 
-Deno.test("layer split: keeps every layer when the whole prompt fits beside the forecast", () => {
-  // 4 × 10 = 40 blocks ≤ 40 free.
-  assertEquals(split({}), 4);
+Deno.test("layer split (§3.1.1): keeps the fewest layers whose copies hide under the prefill, however much room there is", () => {
+  // All 4 offloaded copy in 80 ≤ 100 ms: x = 0, 4 × 3 = 12 blocks, though the whole prompt fits.
+  assertEquals(split({}), { kept: 0, blocks: 12 });
+  // 50 ms of prefill hides 2 layers' copies (40 ms), not 4 (80): x = 2, 2 × 10 + 2 × 3 = 26.
+  assertEquals(split({ prefillMs: 50 }), { kept: 2, blocks: 26 });
+  assertEquals(split({ prefillMs: 50, freeBlocks: 26 }), { kept: 2, blocks: 26 });
+  // 10 ms hides no copy: the whole prompt stays (40 blocks).
+  assertEquals(split({ prefillMs: 10 }), { kept: 4, blocks: 40 });
 });
 
-Deno.test("layer split: offloads the fewest layers that fit, while their copies hide under the prefill", () => {
-  // 39 free: 0 offloaded needs 40; 1 offloaded needs 3 × 10 + 3 = 33 ≤ 39, copy 20 ≤ 100 ms.
-  assertEquals(split({ freeBlocks: 39 }), 3);
-  // The forecast keeps 10 back: room 29; 1 offloaded (33) does not fit, 2 do (2 × 10 + 2 × 3 = 26),
-  // copy 40 ≤ 100 ms.
-  assertEquals(split({ freeBlocks: 39, reservedBlocks: 10 }), 2);
-  // Room 12: only all 4 offloaded fit (4 × 3 = 12), copy 80 ≤ 100 ms: nothing stays.
-  assertEquals(split({ freeBlocks: 12 }), 0);
+Deno.test("layer split: waits, saying what it waits for, when the split that hides its copies does not fit", () => {
+  // x = 2 needs 26; offloading more to fit 25 would leave copies exposed.
+  assertEquals(split({ prefillMs: 50, freeBlocks: 25 }), { kept: null, blocks: 26 });
+  assertEquals(split({ prefillMs: 10, freeBlocks: 39 }), { kept: null, blocks: 40 });
+  assertEquals(split({ freeBlocks: 11 }), { kept: null, blocks: 12 });
 });
 
-Deno.test("layer split: waits when the split that fits would leave its copies exposed, or nothing fits", () => {
-  // Room 29 needs 2 layers offloaded: 40 ms of copy over a 30 ms prefill.
-  assertEquals(split({ freeBlocks: 39, reservedBlocks: 10, prefillMs: 30 }), null);
-  // Room 11: even 4 offloaded layers (12 blocks) do not fit.
-  assertEquals(split({ freeBlocks: 11 }), null);
-  // The whole prompt fitting needs no copy at all, however slow copies are.
-  assertEquals(split({ prefillMs: 1 }), 4);
+Deno.test("layer split: without a cost model memory alone decides, keeping the most layers that fit", () => {
+  assertEquals(split({ freeBlocks: 40, prefillMs: null }), { kept: 4, blocks: 40 });
+  // 1 offloaded: 3 × 10 + 3 = 33 ≤ 39.
+  assertEquals(split({ freeBlocks: 39, prefillMs: null }), { kept: 3, blocks: 33 });
+  assertEquals(split({ freeBlocks: 12, offloadMs: () => null }), { kept: 0, blocks: 12 });
+  assertEquals(split({ freeBlocks: 11, prefillMs: null }), { kept: null, blocks: 12 });
 });
 
-Deno.test("layer split: without a cost model memory alone decides", () => {
-  assertEquals(split({ freeBlocks: 12, prefillMs: null }), 0);
-  assertEquals(split({ freeBlocks: 12, offloadMs: () => null, prefillMs: 1 }), 0);
+Deno.test("Eq. 5 relief: the newest requests' kept layers go to the host, x/2 of each first, then all x", () => {
+  const two: Keeper[] = [{ kept: 4, blocksPerLayer: 10 }, { kept: 4, blocksPerLayer: 10 }];
+  // 15 short: the newest gives up half its 4 layers (20 blocks), the older keeps all.
+  assertEquals(relieve(two, 15), [2, 4]);
+  // 35 short: half of each (40).
+  assertEquals(relieve(two, 35), [2, 2]);
+  // 50 short: half of each is not enough, so the newest gives up its other 2 (60).
+  assertEquals(relieve(two, 50), [0, 2]);
+  // 100 short: everything, and still short: it gives what there is.
+  assertEquals(relieve(two, 100), [0, 0]);
+  // Nothing short: nothing moves; a request with no full block to free is passed over.
+  assertEquals(relieve(two, 0), [4, 4]);
+  assertEquals(relieve([{ kept: 3, blocksPerLayer: 0 }, { kept: 3, blocksPerLayer: 5 }], 4), [
+    3,
+    1,
+  ]);
 });
 
 Deno.test("Eq. 5 forecast: a growing request's blocks come off the free count until it finishes and releases them", () => {
@@ -67,7 +82,6 @@ Deno.test("Eq. 5 forecast: a growing request's blocks come off the free count un
   // releases its 12 blocks (28). Lowest 16.
   const a: Grower = { held: 8, positions: 8, left: 5, blocksPerBlock: 2 };
   assertEquals(forecastLowest(20, [a], 4, 100), 16);
-  assertEquals(forecastReserve(20, [a], 4, 100), 4);
   // Looking only 2 stages ahead sees just the first block.
   assertEquals(forecastLowest(20, [a], 4, 2), 18);
 });
@@ -83,18 +97,9 @@ Deno.test("Eq. 5 forecast: one request's release funds another's growth", () => 
 });
 
 Deno.test("Eq. 5 forecast: nothing running, or nothing left to write, keeps back nothing", () => {
-  assertEquals(forecastReserve(20, [], 4, 100), 0);
+  assertEquals(forecastLowest(20, [], 4, 100), 20);
   assertEquals(
     forecastLowest(20, [{ held: 8, positions: 8, left: 0, blocksPerBlock: 2 }], 4, 100),
     20,
   );
-});
-
-Deno.test("Eq. 5 forecast: blocks a request will take back at once come off at the first stage", () => {
-  // 4 due (offloaded layers coming back) and a block (−2) at stage 1: 14; −2 at stage 5: 12;
-  // stage 6 releases 16: 28.
-  const a: Grower = { held: 8, positions: 8, left: 5, blocksPerBlock: 2, due: 4 };
-  assertEquals(forecastLowest(20, [a], 4, 100), 12);
-  // Nothing left to write: it ends at the first stage, giving back all it holds.
-  assertEquals(forecastLowest(20, [{ ...a, left: 0 }], 4, 100), 20);
 });

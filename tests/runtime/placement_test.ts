@@ -1,7 +1,8 @@
 // Placement (runtime/placement.ts): each step gives running requests the distance asked for (a
 // planner's before a uniform one); layer-wise prefill grows every admission at its layer split
-// (the fewest layers offloaded that fit beside the Eq. 5 forecast), keeps at least that distance
-// while it prefills, and stops its blocks being offered to the prefix cache.
+// (without a cost model: the most layers kept that fit), keeps at least that distance while it
+// prefills, and stops its blocks being offered to the prefix cache; a split refused makes the
+// Eq. 5 forecast short, and the newest requests' kept layers go to the host, x/2 then x.
 
 import { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { HostTier } from "../../runtime/kv/host_tier.ts";
@@ -81,7 +82,8 @@ Deno.test("placement: layer-wise prefill splits at the fewest offloaded layers t
   req.computeTo(8);
   cache.offer(req);
   assertEquals(cache.stats().entries, 0);
-  // While it prefills nothing asks for less offloading; once it decodes, distance 0 takes over.
+  // While it prefills nothing asks for less offloading; once it decodes with room to spare, its
+  // offloaded layer comes back.
   placement.beforeStep([req]);
   assertEquals(offloader.distanceOf(req), 4);
   req.startDecoding();
@@ -94,35 +96,41 @@ Deno.test("placement: layer-wise prefill splits at the fewest offloaded layers t
   assertEquals(placement.prefillSplits, 2);
 });
 
-Deno.test("placement: the Eq. 5 forecast of a running request's growth makes a split offload more, or wait", () => {
-  const { pool, placement } = setup(76, { layerwisePrefill: true }, 16);
+Deno.test("placement: a refused split makes the Eq. 5 forecast short: the newest requests' kept layers go to the host, x/2 then x", () => {
+  const { pool, offloader, placement } = setup(76, { layerwisePrefill: true }, 16);
   const ctx = contextOf(pool);
-  // A running request holds 4 blocks (4 positions a layer) and will write 8 more: 2 more blocks
-  // a layer, 8 in all, before it finishes. 56 free, 48 once it has grown.
-  const running = testRequest(1, { ids: [1, 2, 3, 4], maxTokens: 8 });
-  pool.growAll(running.id, 4);
-  running.admit(0, 0, 0);
-  // A 52-token prompt (13 blocks a layer): whole it needs 52 ≤ 56 but > 48: one layer offloaded
-  // (9 blocks) needs 3 × 13 + 9 = 48.
-  const req = testRequest(2, { ids: Array.from({ length: 52 }, (_, i) => i) });
-  assertEquals(placement.growSplit(req, [], 52, [running], ctx), 4);
-  assertEquals(placement.splitOf(req), 3);
-  pool.release(req.id);
-  // A 64-token prompt (16 blocks a layer): 2 offloaded (2 × 16 + 2 × 9 = 50) do not fit 48,
-  // 4 (4 × 9 = 36) do.
-  const long = testRequest(3, { ids: Array.from({ length: 64 }, (_, i) => i) });
-  assertEquals(placement.growSplit(long, [], 64, [running], ctx), 1);
-  assertEquals(placement.splitOf(long), 0);
-  pool.release(long.id);
-  // Without the running request's growth counted, 2 offloaded fit 56.
-  assertEquals(placement.growSplit(long, [], 64, [], ctx), 2);
-  pool.release(long.id);
-  // A second running request that will write 48 more positions (12 blocks a layer): 52 free, 8
-  // left after both have grown: no split fits, and nothing is grown.
-  const big = testRequest(4, { ids: [1, 2, 3, 4], maxTokens: 48 });
-  pool.growAll(big.id, 4);
-  big.admit(1, 1, 0);
-  assertEquals(placement.growSplit(long, [], 64, [running, big], ctx), null);
-  assertEquals(pool.heldBy(long.id), 0);
-  assertEquals(placement.prefillSplits, 3);
+  // Two decoding requests of 24 positions (6 blocks a layer, 24 in all), admitted in turn, each
+  // to write 4 more: 12 of 60 blocks free.
+  const [a, c] = [1, 2].map((id, order) => {
+    const r = testRequest(id, { ids: Array.from({ length: 24 }, (_, i) => i), maxTokens: 4 });
+    pool.growAll(r.id, 24);
+    r.admit(order, order, 0);
+    r.computeTo(24);
+    r.startDecoding();
+    return r;
+  });
+  // A 64-token prompt (16 blocks a layer): even all 4 layers offloaded (4 × 9 = 36) do not fit.
+  const b = testRequest(3, { ids: Array.from({ length: 64 }, (_, i) => i) });
+  assertEquals(placement.growSplit(b, [], 64, [a, c], ctx), null);
+  // The forecast: each takes a block a layer at once (12 − 8 = 4 lowest), 32 short of the 36 the
+  // split needs. Half of c's 4 layers (12 blocks), half of a's (12), then c's other 2 (12): 36.
+  placement.beforeStep([a, c]);
+  assertEquals([offloader.distanceOf(c), offloader.distanceOf(a)], [1, 2]);
+  assertEquals(placement.reliefLayers, 6);
+  // Their copies have not landed, but the blocks leaving count as free: nothing more goes, and
+  // nothing comes back, however often it is asked.
+  assertEquals(placement.growSplit(b, [], 64, [a, c], ctx), null);
+  placement.beforeStep([a, c]);
+  assertEquals([offloader.distanceOf(c), offloader.distanceOf(a), placement.reliefLayers], [
+    1,
+    2,
+    6,
+  ]);
+  // Once nobody waits, the forecast has room to spare (48 free or leaving, 8 of growth) for the
+  // 36 blocks they offloaded: their layers stay on the device after all, once they have settled
+  // (8 steps where the rule put them: moving them back at once would only spend the link).
+  for (let i = 0; i < 6; i++) placement.beforeStep([a, c]);
+  assertEquals([offloader.distanceOf(c), offloader.distanceOf(a)], [1, 2]);
+  placement.beforeStep([a, c]);
+  assertEquals([offloader.distanceOf(c), offloader.distanceOf(a)], [0, 0]);
 });

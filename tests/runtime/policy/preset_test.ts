@@ -59,7 +59,7 @@ Deno.test("presets: the rules on options that go together, each once", () => {
     "offload-distance (ignored): is the distance of --offload uniform",
   ]);
   assertEquals(flags("fcfs", { layerwisePrefill: true }), [
-    "layerwise-prefill: is part of --sched slo or tokenflow",
+    "layerwise-prefill: is part of --sched slo or layerkv or tokenflow",
     "layerwise-prefill: needs a host KV tier: pass --host-kv-mb MB",
   ]);
   assertEquals(flags("slo", { layerwisePrefill: true, prefetchBlocks: 4 }, HOST), []);
@@ -99,7 +99,7 @@ Deno.test("presets: choosePreset throws the first problem that cannot work, and 
   });
   assertThrows(
     () => choosePreset("fcfs", { layerwisePrefill: true }, HOST),
-    /--layerwise-prefill: is part of --sched slo or tokenflow/,
+    /--layerwise-prefill: is part of --sched slo or layerkv or tokenflow/,
   );
   assertEquals(
     choosePreset("tokenflow", { layerwisePrefill: true }, HOST).placing.layerwisePrefill,

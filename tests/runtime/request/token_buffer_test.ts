@@ -107,6 +107,7 @@ Deno.test("pacer: a burst of 50 then nothing drains at pace, stalls only once em
       deposited: 50,
       stallMs: 500,
       stalls: 1,
+      firstDepositAt: 0,
       firstReleaseAt: 0,
       lastReleaseAt: 2450,
     });
