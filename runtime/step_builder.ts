@@ -47,6 +47,9 @@ export class StepBuilder {
   private samples: StepPlan["samples"] = [];
   private masks: NonNullable<StepPlan["masks"]> = [];
   private owners: Request[] = [];
+  /** Landings of a step that carried nothing: the next step takes them, so they land only after
+   * every step before it is delivered (their copies may be in one still in flight). */
+  private carriedLandings: Landing[] = [];
   /** Requests with rows in the step being built. */
   readonly inStep = new Set<Request>();
 
@@ -164,8 +167,13 @@ export class StepBuilder {
     offload: { prefetch: KvPrefetch[]; tables: TableWrite[] },
     group?: DecodeGroup,
   ): BuiltStep | null {
-    const { copies, landings, afterLayer = [] } = moves;
-    if (this.rows.length === 0 && copies.length === 0 && landings.length === 0) return null;
+    const { copies, afterLayer = [] } = moves;
+    const landings = [...this.carriedLandings, ...moves.landings];
+    if (this.rows.length === 0 && copies.length === 0) {
+      this.carriedLandings = landings;
+      return null;
+    }
+    this.carriedLandings = [];
     const plan: StepPlan = {
       copies,
       prefetch: offload.prefetch,

@@ -81,3 +81,23 @@ Deno.test("step builder: a seated request with penalties seeds its slot's counts
   builder.row(penalized, 1, 8);
   assertEquals(builder.finish(NOTHING.moves, NOTHING.offload)!.plan.penaltySeeds, undefined);
 });
+
+Deno.test("step builder: a step with landings but no rows or copies is not built; the next step carries them", () => {
+  const pool = new BlockPool({ blocksPerArena: [16], layerArena: [0], blockSize: 2 });
+  const builder = new StepBuilder(pool, { maxRows: 4, maxBlocksPerSeq: 4 });
+  const req = testRequest(1, { ids: [5, 6] });
+  pool.growAll(req.id, 2);
+  req.admit(0, 0, 0);
+  builder.seated(req);
+  const first = { landed: () => {} }, second = { landed: () => {} };
+  builder.begin();
+  // Landings alone would reach the engine as a step of no rows, which it refuses.
+  assertEquals(builder.finish({ copies: [], landings: [first] }, NOTHING.offload), null);
+  builder.begin();
+  builder.row(req, 0, 5);
+  const step = builder.finish({ copies: [], landings: [second] }, NOTHING.offload)!;
+  assertEquals(step.landings, [first, second]);
+  builder.begin();
+  builder.row(req, 1, 6);
+  assertEquals(builder.finish(NOTHING.moves, NOTHING.offload)!.landings, [], "carried once");
+});
