@@ -158,8 +158,8 @@ export async function orbitflowReport(
       sloMs.toFixed(1)
     } ms, one decode step of a request holding the whole 16K-token budget.`,
     "",
-    "| system | TBT attainment (paper) | TBT attainment | P99 TBT ms | throughput req/min | completed | mean TTFT s | blocks prefetched | pauses | resumes | preemptions |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| system | TBT attainment (paper) | TBT attainment | P99 TBT ms | throughput req/min | completed | pauses | resumes | preemptions |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   runs.forEach(({ system, o }, i) => {
     const m = o.summary, p = o.stats.planner;
