@@ -276,6 +276,24 @@ export const ENGINE = section("engine and scheduling", {
     ],
     runtime: "orbitWindowMax",
   }),
+  "orbit-plan": flag({
+    schema: z.enum(["request", "batch"]).optional(),
+    usage: [
+      "--orbit-plan request|batch",
+      "orbit: one offload distance per request (default) or one for the whole",
+      "batch (OrbitFlow Fig. 14a's Batch-Uniform baseline)",
+    ],
+    runtime: "orbitPlan",
+  }),
+  "orbit-pause": flag({
+    schema: onOff.optional(),
+    usage: [
+      "--orbit-pause on|off",
+      "orbit: pause a request when no plan fits the batch (Pause-Resume;",
+      "default on); off keeps the last plan and lets preemption take memory",
+    ],
+    runtime: to("orbitPause", onOffOrDefault),
+  }),
   // Off by default: it measured worse than slo's admission alone (docs/benchmarks/policies.md).
   // Only slo, layerkv and tokenflow take it, with a host tier (checked).
   "layerwise-prefill": flag({

@@ -50,6 +50,8 @@ export function assemble(
       swapReuse: options.swapReuse,
       tokenCache: preset.tokenCache,
       orbitWindowMax: options.orbitWindowMax,
+      orbitPlan: options.orbitPlan,
+      orbitPause: options.orbitPause,
       planner: parts.planner,
       planSource: parts.planSource,
     },

@@ -65,6 +65,9 @@ export interface KvSpaceOptions {
   tokenCache?: boolean;
   /** The longest decode window OrbitFlow's planner may choose. */
   orbitWindowMax?: number;
+  /** OrbitFlow's planner: one distance per request or per batch, and whether it pauses. */
+  orbitPlan?: "request" | "batch";
+  orbitPause?: boolean;
   /**
    * Who chooses each running request's offload distance, in place of the preset's (OrbitFlow's
    * planner, or uniform's one distance): any OffloadPlanner. Needs `placing` to offload.
@@ -143,6 +146,8 @@ export class KvSpace {
         costs: () => hooks.costModel(), // re-fitted every step
         maxWindow: o.orbitWindowMax,
         client: o.planSource,
+        plan: o.orbitPlan,
+        pauseResume: o.orbitPause,
       })
       : null;
     this.swapper = this.host ? new Swapper(this.host, o.swapReuse ?? true) : null;

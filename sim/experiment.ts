@@ -52,7 +52,7 @@ export async function runExperiment(
             hostBlocks: system.config.hostBlocks,
           }),
         system.config,
-        { maxQueue: 100_000, requestTimeoutMs: 3_600_000 },
+        { maxQueue: 100_000, requestTimeoutMs: 3_600_000, maxTokensLimit: 65_536 },
       );
       const outcome: SimOutcome = {
         setup: setup.id,

@@ -207,6 +207,13 @@ export interface SimProfile {
   kvTokens: number;
   /** Host KV tokens (swap space, offloaded layers). */
   hostKvTokens: number;
+  /**
+   * When a prefetch of an offloaded layer may start (gpu_step_cost.ts): "region" (default) once
+   * the last offloaded layer of any request has run, the whole prefetch region reused as one;
+   * "per-request" once the blocks it lands in were last read, so each request's copies run on
+   * their own stream (OrbitFlow's Algorithm 1), hiding behind every layer since its own last.
+   */
+  prefetchStart?: "region" | "per-request";
   /** Where the budgets come from. */
   about: string;
 }
@@ -223,6 +230,8 @@ export const PROFILES: Record<string, SimProfile> = {
     efficiency: VLLM_EFFICIENCY,
     kvTokens: 16_384, // [paper] footnote: ~2 GB left ≈ 16K tokens
     hostKvTokens: tokensIn(64 * GiB, MODELS.llama3_8b), // [assumed] of the 384 GB host
+    // [paper] Algorithm 1: one prefetch stream per request, a layer stalling until its blocks are in
+    prefetchStart: "per-request",
     about: "A5000 24 GB, LLaMA3-8B, PCIe 3.0; ~2 GB (16K tokens) of KV on the GPU",
   },
   layerkv: {

@@ -11,8 +11,13 @@
 //     events before the forward pass.
 //   - Write-through copies after a layer run out while later layers compute.
 //   - Prefetches of offloaded layers (OrbitFlow's Algorithm 1) start as early as the prefetch
-//     region allows, since each reuses it once the last offloaded layer has run, and a layer
-//     stalls until its blocks are in.
+//     region allows, and a layer stalls until its blocks are in. By default the region is reused
+//     as one, once the last offloaded layer of any request has run; with the profile's
+//     prefetchStart "per-request", each copy waits only for the blocks it lands in to have been
+//     read (each request has its own part of the region: its own stream, as Algorithm 1 has).
+//     Either way the one link carries the copies in the order their layers need them, which is
+//     what gives Fig. 3's stalls (runtime/plan/prefetch_timeline.ts; Algorithm 1's even split of
+//     the link does not: tests/runtime/plan/figure3_test.ts).
 
 import type { CostModel, KvCopy, StepPlan } from "../engine/engine.ts";
 import { lineOf, sumsOf } from "../engine/bench_api.ts";
@@ -114,6 +119,13 @@ export function copiesMs(
   );
 }
 
+/** The latest time any of `blocks` was last read (`start` for blocks not read yet this step). */
+function lastReadAt(blocks: readonly number[], freeAt: Map<number, number>, start: number): number {
+  let free = start;
+  for (const b of blocks) free = Math.max(free, freeAt.get(b) ?? start);
+  return free;
+}
+
 /** How long `plan` takes on the profiled GPU, ms. */
 export function gpuStepMs(p: SimProfile, plan: StepPlan, issue: CopyIssue = {}): number {
   const steps = plan.group?.steps ?? 1;
@@ -122,15 +134,28 @@ export function gpuStepMs(p: SimProfile, plan: StepPlan, issue: CopyIssue = {}):
   const layers = p.model.layers;
   let t = copiesMs(p, plan.copies ?? [], issue);
   let inBus = t, outBus = t, regionFreeAt = t;
+  const start = t;
+  const perRequest = p.prefetchStart === "per-request";
+  /** When each region block was last read (per-request streams). */
+  const blockFreeAt = new Map<number, number>();
   for (let l = 0; l < layers; l++) {
     const prefetch = (plan.prefetch ?? []).filter((x) => x.layer === l);
-    if (prefetch.length > 0) {
+    if (perRequest) {
+      for (const x of prefetch) {
+        inBus = Math.max(inBus, lastReadAt(x.deviceBlocks, blockFreeAt, start)) +
+          copiesMs(p, [{ direction: "in" as const, ...x }]);
+        t = Math.max(t, inBus);
+      }
+    } else if (prefetch.length > 0) {
       const copies = prefetch.map((x) => ({ direction: "in" as const, ...x }));
       inBus = Math.max(inBus, regionFreeAt) + copiesMs(p, copies, issue);
       t = Math.max(t, inBus);
     }
     t += perLayer;
     if (prefetch.length > 0) regionFreeAt = t;
+    if (perRequest) {
+      for (const x of prefetch) for (const b of x.deviceBlocks) blockFreeAt.set(b, t);
+    }
     const after = (plan.copiesAfterLayer ?? []).filter((c) => c.layer === l);
     if (after.length > 0) outBus = Math.max(outBus, t) + copiesMs(p, after, issue);
   }

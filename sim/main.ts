@@ -10,6 +10,7 @@
 //                that share of the derived KV budget (the paper does not state its own)
 //   fastswitch   FastSwitch's multi-turn comparison with priority churn (A10, LLaMA-8B); --kv-share
 //                as layerkv's
+//   orbitflow    OrbitFlow's Fig. 14a component ablation (RTX A5000, LLaMA3-8B)
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -18,9 +19,10 @@ import type { StepPlan } from "../engine/engine.ts";
 import { tokenflowPoissonReport, tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
 import { fastswitchReport } from "./papers/fastswitch.ts";
+import { orbitflowReport } from "./papers/orbitflow.ts";
 
 const USAGE =
-  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch> [--scale X] [--kv-share X] [--out FILE]";
+  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch|orbitflow> [--scale X] [--kv-share X] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -83,6 +85,8 @@ if (import.meta.main) {
       break;
     case "fastswitch":
       report = await fastswitchReport(scale, log, kvShare);
+    case "orbitflow":
+      report = await orbitflowReport(scale, log);
       break;
     default:
       console.error(USAGE);

@@ -1,10 +1,15 @@
 // OrbitFlow's removable cache (§3.4, §4): a request the offload planner pauses keeps its device KV
 // while it waits. Its blocks are taken only when room is actually claimed (a running request
 // grows, or a waiting one is admitted), and then layer by layer, as few layers as make the room:
-// a layer whose blocks' host copies have landed (write-through, or earlier offloading) leaves the
-// device and reads OFFLOADED, its newest blocks (not on the host yet) staying. On resume only the
-// layers taken come back from the host; the rest never moved. A held request whose host copy
-// cannot make the room is dropped whole (it will compute its KV again), as preemption would.
+// first the blocks whose host copies have landed already (write-through, or earlier offloading),
+// which cost no copy; then, as the paper does ("we incrementally move layers to CPU only when
+// additional GPU space is needed", §4), layers copied out to the host on demand, one at a time,
+// the copies running before the next step's kernels (as a swap-out's do, so the freed blocks are
+// safe to reuse at once). A taken layer reads OFFLOADED; its last partial block stays. On resume
+// only the layers taken come back from the host; the rest never moved. Only when the host has no
+// room for the copies is a held request dropped whole (it will compute its KV again). With
+// `copyOnDemand` false (the earlier behaviour, kept as the baseline) only landed blocks are taken
+// and a held request whose landed copy cannot make the room is dropped whole.
 //
 // Pure bookkeeping over the pool and the host tier; the scheduler decides when (preemption.ts).
 
@@ -19,6 +24,8 @@ export interface RemovableStats {
   /** Layers, and device blocks, taken from held requests when room was claimed. */
   layersEvicted: number;
   blocksEvicted: number;
+  /** Of those, blocks copied out to the host on demand (their host copy had not landed). */
+  blocksCopiedOut: number;
   /** Held requests dropped whole (their host copy could not make the room). */
   dropped: number;
   /** Held requests resumed, and the blocks they brought back from the host. */
@@ -31,6 +38,7 @@ export class RemovableCache {
     held: 0,
     layersEvicted: 0,
     blocksEvicted: 0,
+    blocksCopiedOut: 0,
     dropped: 0,
     resumed: 0,
     blocksRestored: 0,
@@ -38,7 +46,11 @@ export class RemovableCache {
   /** Held requests, in pause order (the longest-held gives up its layers first). */
   private held: Request[] = [];
 
-  constructor(private readonly pool: BlockPool, private readonly tier: HostTier) {}
+  constructor(
+    private readonly pool: BlockPool,
+    private readonly tier: HostTier,
+    private readonly copyOnDemand = true,
+  ) {}
 
   /** `req` was just paused keeping its device KV (it has left the batch). */
   hold(req: Request): void {
@@ -66,18 +78,22 @@ export class RemovableCache {
     if (need.every((n) => n <= 0)) return false;
     let taken = false;
     const others = this.held.filter((r) => r !== needy && this.holds(r));
-    // The fewest layers first: only blocks whose host copy has landed, arena by arena.
-    for (const req of others) {
-      for (let layer = this.pool.numLayers - 1; layer >= 0; layer--) {
-        const arena = this.pool.layerArena[layer];
-        if (need[arena] <= 0) continue;
-        const freed = this.evictLayer(req, layer);
-        need[arena] -= freed;
-        taken ||= freed > 0;
+    // The fewest layers first: blocks whose host copy has landed (no copy needed), then layers
+    // copied out on demand, arena by arena.
+    const passes = this.copyOnDemand ? [false, true] : [false];
+    for (const copy of passes) {
+      for (const req of others) {
+        for (let layer = this.pool.numLayers - 1; layer >= 0; layer--) {
+          const arena = this.pool.layerArena[layer];
+          if (need[arena] <= 0) continue;
+          const freed = this.evictLayer(req, layer, copy);
+          need[arena] -= freed;
+          taken ||= freed > 0;
+        }
+        if (need.every((n) => n <= 0)) return true;
       }
-      if (need.every((n) => n <= 0)) return true;
     }
-    // Host copies could not make the room: drop held requests whole, longest-held first.
+    // The host could not take the layers: drop held requests whole, longest-held first.
     for (const req of others) {
       if (need.every((n) => n <= 0)) break;
       if (!this.holds(req)) continue;
@@ -125,17 +141,30 @@ export class RemovableCache {
     return need.map((n, a) => n - this.pool.availableIn(a));
   }
 
-  /** Frees `req`'s blocks of `layer` whose host copy has landed; returns the blocks freed. */
-  private evictLayer(req: Request, layer: number): number {
+  /**
+   * Frees `req`'s blocks of `layer` whose host copy has landed, or with `copy` its full blocks
+   * after copying out what the host lacks; returns the blocks freed.
+   */
+  private evictLayer(req: Request, layer: number, copy: boolean): number {
     const table = this.pool.table(req.id, layer);
-    const landed = Math.min(Math.floor(req.hostTokens / this.pool.blockSize), table.length);
+    const B = this.pool.blockSize;
+    let upTo = Math.min(Math.floor(req.hostTokens / B), table.length);
+    if (copy && !this.tier.filling(req)) {
+      // Its full blocks (the last partial one stays): what the host lacks goes out first, before
+      // the next step's kernels, so the blocks may be given away now. Short of host room, only
+      // what is on the host or on its way leaves.
+      const full = Math.min(Math.floor(req.computed / B), table.length);
+      const moved = this.tier.copyLayerOut(req, layer, full);
+      this.stats.blocksCopiedOut += moved;
+      upTo = Math.max(upTo, Math.min(this.tier.blocksOut(req, layer), full));
+    }
     // Earlier evictions (and offloading while it ran) took leading blocks: go on after them.
     let from = 0;
     while (from < table.length && table[from] < 0) from++;
-    if (landed <= from) return 0;
-    const freed = this.pool.vacate(req.id, layer, from, landed, OFFLOADED);
+    if (upTo <= from) return 0;
+    const freed = this.pool.vacate(req.id, layer, from, upTo, OFFLOADED);
     this.stats.layersEvicted++;
-    this.stats.blocksEvicted += landed - from;
+    this.stats.blocksEvicted += upTo - from;
     return freed;
   }
 

@@ -38,6 +38,15 @@ export interface OrbitOffloadOptions {
   driftFraction?: number;
   /** Where plans come from (default: a PlannerClient over the planner Worker). */
   client?: PlanSource;
+  /**
+   * Fig. 14a's ablation steps (`--orbit-plan`, `--orbit-pause`): "batch" plans one distance for
+   * the whole batch (Batch-Uniform) instead of one per request; pauseResume false never pauses:
+   * a batch the SLO bound cannot hold gets the fastest plan that fits memory (serve-all), and one
+   * that memory cannot hold keeps the last plan while the pool's preemption takes what runs out.
+   * Defaults: "request", true (OrbitFlow).
+   */
+  plan?: "request" | "batch";
+  pauseResume?: boolean;
 }
 
 /** The part of PlannerClient this uses (tests plan inline, with no Worker). */
@@ -360,6 +369,8 @@ export class OrbitOffload implements OffloadPlanner {
       window: this.window,
       maxWindow: this.maxWindow,
       timeoutMs: this.opts.timeoutMs ?? 100,
+      batchUniform: this.opts.plan === "batch",
+      serveAll: this.opts.pauseResume === false,
     };
   }
 }

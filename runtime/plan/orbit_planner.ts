@@ -41,6 +41,7 @@ import { offloadedCount, offloadedLayers } from "../kv/offload_pattern.ts";
 import { layerComputeMs, tailMs } from "./latency_model.ts";
 import { evaluate, type PlanTerms } from "./plan_terms.ts";
 import { roundLp } from "./lp_rounding.ts";
+import { uniformChoice } from "./uniform_plan.ts";
 import { type Choice, planBatch } from "./plan_batch.ts";
 import type { Plan, PlanInput } from "./plan_types.ts";
 
@@ -58,9 +59,12 @@ const RETRY_PRECISION = 1e-5;
  */
 export const DEFAULT_GAP = 5e-3;
 
-/** Plans `input` with the integer program (OrbitFlow's planner). */
+/**
+ * Plans `input` with the integer program (OrbitFlow's planner), or with one distance for the whole
+ * batch when it asks for that (the ablation's baseline).
+ */
 export function orbitPlan(input: PlanInput): Plan {
-  return planBatch(input, solveIlp);
+  return planBatch(input, input.batchUniform ? uniformChoice : solveIlp);
 }
 
 /** The integer program of the header, built for yalps. */
@@ -72,6 +76,8 @@ export function ilpModel(terms: PlanTerms): Model {
   const constraints = new Map<string, Constraint>();
   const variables = new Map<string, Coefficients>();
   const usedLayers = new Set(candidates.flatMap((c) => offloadedLayers(c, L)));
+  // No bound on late tokens (PlanInput.serveAll's second try): no SLO rows at all.
+  const bounded = Number.isFinite(terms.maxViolations);
 
   // A region the pool reserved is the budget's buffer term, counted once (plan_terms.ts); else P is.
   const reserved = input.regionReservedBlocks;
@@ -101,12 +107,12 @@ export function ilpModel(terms: PlanTerms): Model {
       variables.set(`x${i}_${ci}`, coef);
     });
     const interval = intervalMs[i];
-    if (interval !== undefined) {
+    if (interval !== undefined && bounded) {
       constraints.set(`slo${i}`, { min: (W / interval) * floor - W - r.bufferedTokens });
       variables.set(`v${i}`, { [`slo${i}`]: 1, viol: 1 });
     }
   });
-  constraints.set("viol", { max: terms.maxViolations });
+  if (bounded) constraints.set("viol", { max: terms.maxViolations });
 
   // P: the prefetch region.
   const p = new Map<string, number>(reserved === undefined ? [["mem", 1]] : []);
@@ -120,7 +126,7 @@ export function ilpModel(terms: PlanTerms): Model {
   const e = new Map<string, number>([["ms", 1], ["E", 1]]);
   input.requests.forEach((_, i) => {
     const interval = intervalMs[i];
-    if (interval !== undefined) e.set(`slo${i}`, -W / interval);
+    if (interval !== undefined && bounded) e.set(`slo${i}`, -W / interval);
   });
   variables.set("E", e);
   if (s > 0) {

@@ -46,9 +46,15 @@ export function planBatch(input: PlanInput, choose: Chooser): Plan {
   // input.timeoutMs bounds every solve together.
   const left = () => Math.max(0, input.timeoutMs - (performance.now() - t0));
   const first = planWindowed(input, choose, left);
-  if (first.feasible || first.status === "no-plan-in-time" || input.noPause) {
+  if (first.feasible || first.status === "no-plan-in-time") {
     return { ...first, solveMs: performance.now() - t0 };
   }
+  if (input.serveAll) {
+    // No pause: the fastest plan that fits memory, whatever the SLO bound says.
+    const all = planWindowed({ ...input, maxViolationsPerStep: Infinity }, choose, left);
+    return { ...all, solveMs: performance.now() - t0 };
+  }
+  if (input.noPause) return { ...first, solveMs: performance.now() - t0 };
   const pause = pauseVictim(input);
   const rest = { ...input, requests: input.requests.filter((r) => r.id !== pause) };
   const second = planWindowed(rest, choose, left);

@@ -63,6 +63,17 @@ export interface PlanInput {
    * resume check of a paused request, orbit_offload.ts). Default false.
    */
   noPause?: boolean;
+  /**
+   * One distance for the whole batch (Fig. 14a's Batch-Uniform baseline, uniform_plan.ts) instead
+   * of one per request. Default false.
+   */
+  batchUniform?: boolean;
+  /**
+   * Without Pause-Resume (Fig. 14a's steps before it): when no plan meets the SLO bound, plan the
+   * whole batch within the memory budget alone (the "serve-all" stance of §3.4: an extreme offload
+   * pattern and the late tokens it brings) and name no one to pause. Default false.
+   */
+  serveAll?: boolean;
 }
 
 export type PlanStatus =

@@ -92,6 +92,12 @@ export function presetProblems(name: PolicyName, options: PresetOptions, tiers: 
   if (options.orbitWindowMax !== undefined && p.offload !== "orbit") {
     problem("orbitWindowMax", "caps the planning window of --offload orbit", true);
   }
+  if (options.orbitPlan !== undefined && p.offload !== "orbit") {
+    problem("orbitPlan", "chooses how --offload orbit plans", true);
+  }
+  if (options.orbitPause !== undefined && p.offload !== "orbit") {
+    problem("orbitPause", "switches the pauses of --offload orbit", true);
+  }
   // --preempt is the fixed choice that --recompute auto replaces: both at once is a mistake.
   if (options.recompute === "auto" && (options.preempt ?? "recompute") !== "recompute") {
     problem("preempt", "is chosen per request by --recompute auto; pass one or the other", true);

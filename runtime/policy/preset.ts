@@ -79,6 +79,16 @@ export interface PresetOptions {
   /** The longest decode window OrbitFlow's planner may choose (`--orbit-window-max`; orbit only). */
   orbitWindowMax?: number;
   /**
+   * OrbitFlow's distances (`--orbit-plan`; orbit only): "request" (default) one per request by the
+   * ILP; "batch" one for the whole batch (Fig. 14a's Batch-Uniform baseline).
+   */
+  orbitPlan?: "request" | "batch";
+  /**
+   * OrbitFlow's Pause-Resume (`--orbit-pause`; orbit only; default true): false never pauses a
+   * request for want of a plan (Fig. 14a's steps before "+ Pause-Resume").
+   */
+  orbitPause?: boolean;
+  /**
    * LayerKV's layer-wise prefill (`--layerwise-prefill`; slo and tokenflow, with a host tier):
    * every admission is given a layer split (runtime/layer_split.ts): some layers' KV kept on the
    * device, the rest offloaded as its prefill writes them (runtime/placement.ts). It needs the

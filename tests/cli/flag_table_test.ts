@@ -18,6 +18,8 @@ const PRESET_OPTIONS: Record<keyof PresetOptions, true> = {
   offloadDistance: true,
   prefetchBlocks: true,
   orbitWindowMax: true,
+  orbitPlan: true,
+  orbitPause: true,
   layerwisePrefill: true,
   tokenCache: true,
   tokenflowSafety: true,

@@ -105,3 +105,28 @@ Deno.test("profiles: the GPU engine's steps take what the cost model says", asyn
     clock.uninstall();
   }
 });
+
+Deno.test("profiles: OrbitFlow's per-request prefetch streams hide a copy behind every layer since the request's own last", () => {
+  // Request A offloads layers 1 and 20 into its part of the region (blocks 0–511), request B
+  // layer 19 into its own (512–1023); each copy outlasts a layer's compute. Layer 1 waits for
+  // its copy either way. Reusing the region as one, A's layer-20 copy may start only once layer
+  // 19 has run, and layer 20 waits for it too; on A's own stream it starts after layer 1 and hides
+  // behind the 18 layers between.
+  const blocks = (from: number) => Array.from({ length: 512 }, (_, i) => from + i);
+  const prefetch = [
+    { layer: 1, deviceBlocks: blocks(0), hostBlocks: blocks(0) },
+    { layer: 19, deviceBlocks: blocks(512), hostBlocks: blocks(512) },
+    { layer: 20, deviceBlocks: blocks(0), hostBlocks: blocks(1024) },
+  ];
+  const plan = { ...decodePlan(2, 4095), prefetch } as StepPlan;
+  const perRequest = PROFILES.orbitflow;
+  assertEquals(perRequest.prefetchStart, "per-request");
+  const region = { ...perRequest, prefetchStart: "region" as const };
+  const copyMs = copiesMs(perRequest, [{ direction: "in", ...prefetch[0] }]);
+  const layer = layerMs(perRequest, plan.rows);
+  const base = gpuStepMs(perRequest, decodePlan(2, 4095));
+  assert(copyMs > 2 * layer && 3 * copyMs < 18 * layer, `copy ${copyMs}, layer ${layer}`);
+  within(gpuStepMs(perRequest, plan), base + copyMs - layer, 1e-9, "per-request streams");
+  // One region: layer 20's copy starts as layer 19 ends, and all of it is stall.
+  within(gpuStepMs(region, plan), base + copyMs - layer + copyMs, 1e-9, "one region");
+});

@@ -139,3 +139,33 @@ Deno.test("figure 3: the planner matches B at Step 1 and picks C at Step 16", ()
     assertEquals([early.deviceBlocks, late.deviceBlocks], [69, 70]);
   }
 });
+
+Deno.test("figure 3: Batch-Uniform (--orbit-plan batch) picks A, the request-wise planner B then C", () => {
+  // Fig. 14a's first step: one distance for the whole batch. Of the uniform placements A is the
+  // fastest that fits at both steps (the test above), so the batch planner takes it and pays its
+  // 27 and 30 blocks of copies where the request-wise plans pay 18 and 26.
+  for (const blocks of [BLOCKS.step1, BLOCKS.step16]) {
+    const uniform = orbitPlan({ ...input(blocks), batchUniform: true });
+    assertEquals([...uniform.distances], [[1, 3], [2, 3]]);
+  }
+  const u1 = orbitPlan({ ...input(BLOCKS.step1), batchUniform: true });
+  const u16 = orbitPlan({ ...input(BLOCKS.step16), batchUniform: true });
+  assertEquals([u1.windowEndStepMs, u16.windowEndStepMs], [27 + 27, 27 + 30]);
+  const r1 = orbitPlan(input(BLOCKS.step1)), r16 = orbitPlan(input(BLOCKS.step16));
+  assertEquals([r1.windowEndStepMs, r16.windowEndStepMs], [27 + 18, 27 + 26]);
+});
+
+Deno.test("figure 3: without Pause-Resume (serveAll), a batch the SLO cannot hold gets the fastest plan memory allows", () => {
+  // A 20 ms TBT SLO: every placement that fits is late for both requests beyond the bound (one
+  // late token per step), so OrbitFlow pauses Request 2 (the most KV) and runs Request 1 whole;
+  // without Pause-Resume the planner serves both with B's (or its tie's) 18 blocks of copies.
+  const tight = (blocks: number[]): PlanInput => {
+    const i = input(blocks);
+    return { ...i, requests: i.requests.map((r) => ({ ...r, tbtSloMs: 20 })) };
+  };
+  const paused = orbitPlan(tight(BLOCKS.step1));
+  assertEquals([paused.pause, [...paused.distances]], [2, [[1, 0]]]);
+  const all = orbitPlan({ ...tight(BLOCKS.step1), serveAll: true });
+  assertEquals([all.pause, all.feasible, all.windowEndStepMs], [undefined, true, 27 + 18]);
+  assertEquals([...all.distances.keys()], [1, 2]);
+});

@@ -78,7 +78,10 @@ function decoding(id: number, computed: number, maxTokens = 40): Request {
 }
 
 /** A planner over a pool of `total` blocks with a 16-block region, and its inline plan source. */
-function planner(total: number, opts: { window?: number; regionBlocks?: number } = {}) {
+function planner(
+  total: number,
+  opts: { window?: number; regionBlocks?: number; pauseResume?: boolean } = {},
+) {
   const source = new InlineSource();
   const regionBlocks = opts.regionBlocks ?? 16;
   const orbit = new OrbitOffload({
@@ -89,6 +92,7 @@ function planner(total: number, opts: { window?: number; regionBlocks?: number }
     window: opts.window,
     maxWindow: opts.window, // a fixed window unless a test asks for the planner's choice
     client: source,
+    pauseResume: opts.pauseResume,
   });
   return { orbit, source };
 }
@@ -215,6 +219,22 @@ Deno.test("orbit offload: with no plan for the whole batch, the planner names th
   orbit.beforeStep([batch[0], batch[2]]);
   assertEquals(orbit.pauseRequested(), undefined);
   assertEquals(orbit.feasible(), false, "no completion since the pause");
+  orbit.close();
+});
+
+Deno.test("orbit offload: with pause-resume off (Fig. 14a's steps before it), nobody is paused and admissions go on", () => {
+  // The batch above, which no plan fits in memory: the planner is told to serve all (no victim),
+  // finds nothing, and every request keeps all its layers (the pool's preemption takes what runs
+  // out).
+  const { orbit, source } = planner(30, { regionBlocks: 4, pauseResume: false });
+  const batch = [decoding(1, 20), decoding(2, 24), decoding(3, 20)];
+  orbit.beforeStep(batch);
+  assertEquals(source.asked[0].serveAll, true);
+  assertEquals(orbit.pauseRequested(), undefined);
+  assertEquals(orbit.feasible(), true);
+  assertEquals(orbit.toPause(batch), []);
+  assertEquals(orbit.stats().pauses, 0);
+  assertEquals(batch.map((r) => orbit.distanceOf(r)), [0, 0, 0]);
   orbit.close();
 });
 
