@@ -85,6 +85,7 @@ if (import.meta.main) {
       break;
     case "fastswitch":
       report = await fastswitchReport(scale, log, kvShare);
+      break;
     case "orbitflow":
       report = await orbitflowReport(scale, log);
       break;
