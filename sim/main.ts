@@ -6,6 +6,7 @@
 //   tokenflow    TokenFlow's setups a–d and its Table 2 ablation (RTX 4090, Llama3-8B)
 //   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B); --kv-share X runs it with
 //                that share of the derived KV budget (the paper does not state its own)
+//   ellm         eLLM's ShareGPT comparison (A100, Llama2-13B): --token-cache against vLLM-Recompute
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -13,9 +14,10 @@ import { gpuStepMs } from "./gpu_step_cost.ts";
 import type { StepPlan } from "../engine/engine.ts";
 import { tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
+import { ellmReport } from "./papers/ellm.ts";
 
 const USAGE =
-  "usage: deno task sim <profiles|tokenflow|layerkv> [--scale X] [--kv-share X] [--out FILE]";
+  "usage: deno task sim <profiles|tokenflow|layerkv|ellm> [--scale X] [--kv-share X] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -72,6 +74,9 @@ if (import.meta.main) {
       break;
     case "layerkv":
       report = await layerkvReport(scale, log, kvShare);
+      break;
+    case "ellm":
+      report = await ellmReport(scale, log);
       break;
     default:
       console.error(USAGE);
