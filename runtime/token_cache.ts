@@ -86,6 +86,8 @@ export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
       ? running.reduce((a, c, k) => a + c.tokens + 1 + uncached[k] * uncached[k], 0) / (6 * h)
       : 0;
   let best: TokenCacheDecision | null = null;
+  // The running requests at the least r their memory needs, should no batch meet the SLO.
+  let late: TokenCacheDecision | null = null;
   for (let b = running.length; b <= running.length + waiting.length; b++) {
     // Admitted requests start fully cached; their prefill rows share the step (WT_max).
     let fixed = 0, prefill = 0;
@@ -109,7 +111,10 @@ export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
       const work = rows + contextRows(uncached);
       const t = cost(work);
       const wait = (cost(work + Math.min(prefill, maxRows - rows)) - t) / spread;
-      if (input.sloMs !== null && input.stepMs(rows) !== null && t + wait > input.sloMs) break;
+      if (input.sloMs !== null && input.stepMs(rows) !== null && t + wait > input.sloMs) {
+        if (b === running.length) late = { batch: b, ratio: r, uncached, cost: t, waitMs: wait };
+        break;
+      }
       const better = best === null || b / t > best.batch / best.cost + 1e-12;
       if (better) best = { batch: b, ratio: r, uncached, cost: t, waitMs: wait };
       fits = true;
@@ -118,8 +123,8 @@ export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
     // A bigger batch needs more blocks, rows and time at every r: none fits past this one.
     if (!fits) break;
   }
-  if (best) return best;
-  // Not even the running requests fit: free what the rows allow, preemption does the rest.
+  if (best ?? late) return (best ?? late)!;
+  // Not even the running requests' KV fits: free what the rows allow, preemption does the rest.
   let r = 0;
   while (r + step <= 1 && sum(uncachedAt(r + step)) + running.length <= maxRows) r += step;
   const uncached = uncachedAt(r);

@@ -140,6 +140,18 @@ Deno.test("rule: the SLO check counts WT_max, the admitted requests' prefill row
   assert(Math.abs(spread.waitMs - 0.008) < 1e-9, `${spread.waitMs}`);
 });
 
+Deno.test("rule: when no batch meets the SLO, the running ones keep the least uncached share their memory needs", () => {
+  // Steps cost 10 ms against a 5 ms SLO; the KV fits whole: nothing is left uncached.
+  const d = chooseUncached(input({ stepMs: (rows) => 10 + rows, sloMs: 5, waiting: [32] }));
+  assertEquals([d.batch, d.ratio, d.uncached], [4, 0, [0, 0, 0, 0]]);
+  // Short of memory too: only what memory needs, not what one step's rows allow.
+  const short = input({ stepMs: (rows) => 10 + rows, sloMs: 5, budget: 4 * 8 * 15 });
+  const s = chooseUncached(short);
+  // Two blocks each free 7 × 2 ≥ the 8 blocks each is short; one step's rows would allow 60.
+  assertEquals(s.uncached, [8, 8, 8, 8]);
+  assert(blocksHeld(short, s) <= short.budget);
+});
+
 Deno.test("--token-cache is refused where its requests' layers live on the host", () => {
   const flags = presetProblems("fcfs", { tokenCache: true, offload: "uniform" }, {
     hostTier: true,
