@@ -124,14 +124,8 @@ export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
     if (!fits) break;
   }
   if (best ?? late) return (best ?? late)!;
-  // Not even the running requests' KV fits: free what the rows allow, preemption does the rest.
-  let r = 0;
-  while (r + step <= 1 && sum(uncachedAt(r + step)) + running.length <= maxRows) r += step;
-  const uncached = uncachedAt(r);
-  const t = cost(running.length + sum(uncached) + contextRows(uncached));
-  return { batch: running.length, ratio: r, uncached, cost: t, waitMs: 0 };
-}
-
-function sum(xs: readonly number[]): number {
-  return xs.reduce((a, b) => a + b, 0);
+  // Not even the running requests' KV fits at any r the step's rows allow: eq. 1 then wants a
+  // smaller b, which preemption makes; nothing is left uncached for it.
+  const uncached = running.map(() => 0);
+  return { batch: running.length, ratio: 0, uncached, cost: cost(running.length), waitMs: 0 };
 }

@@ -102,11 +102,10 @@ Deno.test("rule: throughput b/T decides: a batch whose recompute costs more than
   assertEquals([d.batch, d.ratio], [4, 0]);
 });
 
-Deno.test("rule: when even the running requests do not fit, it frees what one step's rows allow", () => {
+Deno.test("rule: when even the running requests do not fit in one step's rows, nothing is uncached: preemption shrinks b", () => {
   const i = input({ budget: 4 * 8 * 12, maxRows: 4 + 4 * 8 });
   const d = chooseUncached(i);
-  assertEquals(d.batch, 4);
-  assert(d.uncached.every((u) => u === 8), `${d.uncached}`);
+  assertEquals([d.batch, d.ratio, d.uncached], [4, 0, [0, 0, 0, 0]]);
 });
 
 Deno.test("rule: T has eq. 2/3's context terms, in rows of 24h²L: (s_i + 1 + (s_i·r)²) / 6h", () => {
