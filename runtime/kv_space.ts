@@ -170,6 +170,7 @@ export class KvSpace {
         pool: this.pool,
         maxRows: maxRows,
         stepMs: (rows) => hooks.context().stepMs(rows, 0),
+        hidden: (shape.kvBlockBytes ?? 0) / (4 * blockSize), // eLLM's 4Lh bytes a token (bf16)
         admissionTokens: (req) => hooks.admissionTokens(req),
         retable: (req) => hooks.retable(req),
         host: this.host,
@@ -268,6 +269,7 @@ export class KvSpace {
    * holding KV give it up, newest first.
    */
   admit(req: Request, full: number, batch: Queues): Admission | null {
+    if (this.tokenCached && !this.tokenCached.admits(batch.running.length)) return null;
     if (this.preemption.holding(req)) {
       return this.preemption.resumeHeld(req, full) ? { kind: "held" } : null;
     }
@@ -394,7 +396,7 @@ export class KvSpace {
    * run as one submission.
    */
   quiet({ moves, offload }: StepCopies): boolean {
-    return !this.tokenCached && !this.placement && this.writeThroughBlocks === 0 &&
+    return (this.tokenCached?.whole ?? true) && !this.placement && this.writeThroughBlocks === 0 &&
       moves.copies.length === 0 && moves.landings.length === 0 &&
       offload.prefetch.length === 0 && offload.tables.length === 0;
   }

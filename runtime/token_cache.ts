@@ -6,16 +6,27 @@
 // attention reads them: the request saves (layers − 1) blocks per uncached block and pays one
 // recompute row per uncached token per step.
 //
-// How much to leave uncached is chosen online, every step, against the batch size (eLLM §4.1,
+// How much to leave uncached is chosen online, every step, against the batch size (eLLM eq. 1,
 // §4.2.2): maximise the step's throughput b / T(b, r) over the batch size b (the running requests
 // plus the queue's head) and the uncached ratio r, subject to
 //   - memory: the cached KV of the b requests plus the scratch (eLLM's M_o) fits the device pool;
-//   - latency: T(b, r) within the tightest TBT SLO among them (when the cost model predicts ms);
-//   - 0 ≤ r ≤ 1, and here also: one step's rows (b decode rows + the recompute rows) fit maxRows.
+//   - latency: T(b, r) + WT_max within the tightest TBT SLO among them (when the cost model
+//     predicts ms). WT_max is the waiting time per output token: the prefill rows of the requests
+//     b admits share the step, stalling every decode row once; TPOT is a request's mean over its
+//     output (the paper's attainment counts requests), so that stall is spread over the fewest
+//     output tokens a running request asks for;
+//   - 0 ≤ r ≤ 1; and one step's rows (b decode rows + the recompute rows) fit maxRows, the
+//     engine's rows per step (a request's recompute must share its decode row's step: the scratch
+//     holds one layer's KV at a time). An engine whose step takes a whole prompt (vLLM v0's 4,096
+//     rows) leaves r to the other constraints.
 // T grows with r, so for each b the best r is the least that fits (r_min(b)); b is enumerated
 // (b ≤ the slots), which is exact for the integer problem where the paper runs a continuous
-// solver. T is the engine's cost model for the step's rows (its per-step term is what makes a
-// bigger batch pay); without one, a step's fixed cost is taken to equal that of maxRows rows.
+// solver. T is eq. 4 over the step's rows: the engine's cost model per row stands for eq. 2/3's
+// 24h²L per token (FLOPS calibrated on this engine), and the context terms are added in those
+// rows' units: 4hL(s_i + 1) per decode row (eq. 3) and 4hL(s_i·r)² per recomputed prefix (eq. 2),
+// i.e. (s_i + 1 + (s_i·r)²) / 6h rows. The LM-head terms 2hV·s_i(1 + r) of eq. 5 are left out:
+// no row but the sampled one goes through the head. Without a cost model, a step's fixed cost is
+// taken to equal that of maxRows rows. The chosen b also bounds admission (token_cached.ts).
 
 /** A running request, as the rule sees it. */
 export interface CacheCandidate {
@@ -37,8 +48,13 @@ export interface TokenCacheInput {
   maxRows: number;
   /** Predicted ms of a step of `rows` rows; null: no cost model. */
   stepMs: (rows: number) => number | null;
+  /** Fewest output tokens a running request asks for: what a stall is spread over (default 1). */
+  outputTokens?: number;
   /** Tightest TBT SLO (ms) among the requests; null: none. */
   sloMs: number | null;
+  /** eLLM's h: KV width per layer (K or V elements per token), for eq. 2/3's context terms; 0:
+   * no context term. */
+  hidden?: number;
   /** Grid of r (default 1/32). */
   ratioStep?: number;
 }
@@ -50,22 +66,36 @@ export interface TokenCacheDecision {
   ratio: number;
   /** Per running request (input order): its oldest positions left uncached. */
   uncached: number[];
-  /** Predicted step cost (ms, or row units without a cost model). */
+  /** Predicted step cost T(b, r) (ms, or row units without a cost model), context terms in. */
   cost: number;
+  /** Predicted WT_max: what the admitted requests' prefill rows add per output token (eq. 1). */
+  waitMs: number;
 }
 
 /** The batch size and uncached ratio eLLM's rule picks, and each running request's share. */
 export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
   const { running, waiting, numLayers: L, blockSize: B, maxRows } = input;
   const step = input.ratioStep ?? 1 / 32;
+  const h = input.hidden ?? 0, spread = Math.max(1, input.outputTokens ?? 1);
   const uncachedAt = (r: number) =>
     running.map((c) => Math.min(Math.floor((r * c.tokens) / B) * B, c.maxUncached));
   const cost = (rows: number) => input.stepMs(rows) ?? 1 + rows / maxRows;
+  // Eq. 3's 4hL(s_i + 1) and eq. 2's 4hL(s_i·r)², in units of eq. 2/3's 24h²L per row.
+  const contextRows = (uncached: readonly number[]) =>
+    h > 0
+      ? running.reduce((a, c, k) => a + c.tokens + 1 + uncached[k] * uncached[k], 0) / (6 * h)
+      : 0;
   let best: TokenCacheDecision | null = null;
+  // The running requests at the least r their memory needs, should no batch meet the SLO.
+  let late: TokenCacheDecision | null = null;
   for (let b = running.length; b <= running.length + waiting.length; b++) {
-    // Admitted requests start fully cached; their prefill rows are bounded by the step anyway.
-    let fixed = 0;
-    for (let j = 0; j < b - running.length; j++) fixed += L * Math.ceil(waiting[j] / B);
+    // Admitted requests start fully cached; their prefill rows share the step (WT_max).
+    let fixed = 0, prefill = 0;
+    for (let j = 0; j < b - running.length; j++) {
+      fixed += L * Math.ceil(waiting[j] / B);
+      prefill += waiting[j];
+    }
+    let fits = false;
     for (let i = 0; i * step <= 1 + 1e-9; i++) {
       const r = Math.min(1, i * step);
       const uncached = uncachedAt(r);
@@ -78,21 +108,24 @@ export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
       });
       if (rows > maxRows) break; // more r only adds rows
       if (blocks > input.budget) continue;
-      const t = cost(rows);
-      if (input.sloMs !== null && input.stepMs(rows) !== null && t > input.sloMs) break;
+      const work = rows + contextRows(uncached);
+      const t = cost(work);
+      const wait = (cost(work + Math.min(prefill, maxRows - rows)) - t) / spread;
+      if (input.sloMs !== null && input.stepMs(rows) !== null && t + wait > input.sloMs) {
+        if (b === running.length) late = { batch: b, ratio: r, uncached, cost: t, waitMs: wait };
+        break;
+      }
       const better = best === null || b / t > best.batch / best.cost + 1e-12;
-      if (better) best = { batch: b, ratio: r, uncached, cost: t };
+      if (better) best = { batch: b, ratio: r, uncached, cost: t, waitMs: wait };
+      fits = true;
       break; // r_min(b): the least r that fits
     }
+    // A bigger batch needs more blocks, rows and time at every r: none fits past this one.
+    if (!fits) break;
   }
-  if (best) return best;
-  // Not even the running requests fit: free what the rows allow, preemption does the rest.
-  let r = 0;
-  while (r + step <= 1 && sum(uncachedAt(r + step)) + running.length <= maxRows) r += step;
-  const uncached = uncachedAt(r);
-  return { batch: running.length, ratio: r, uncached, cost: cost(running.length + sum(uncached)) };
-}
-
-function sum(xs: readonly number[]): number {
-  return xs.reduce((a, b) => a + b, 0);
+  if (best ?? late) return (best ?? late)!;
+  // Not even the running requests' KV fits at any r the step's rows allow: eq. 1 then wants a
+  // smaller b, which preemption makes; nothing is left uncached for it.
+  const uncached = running.map(() => 0);
+  return { batch: running.length, ratio: 0, uncached, cost: cost(running.length), waitMs: 0 };
 }

@@ -24,6 +24,8 @@ export interface TokenCachedParts {
   maxRows: number;
   /** Predicted ms of a step of `rows` rows; null: no cost model. */
   stepMs: (rows: number) => number | null;
+  /** eLLM's h (token_cache.ts: its context terms); 0: none. */
+  hidden: number;
   /** Positions a queued request needs to be admitted (the policy's admission tokens). */
   admissionTokens: (req: Request) => number;
   /** The step being built must rewrite `req`'s block tables. */
@@ -68,6 +70,21 @@ export class TokenCached {
     return this.stale.get(req) ?? 0;
   }
 
+  /**
+   * Whether one more request may be admitted beside `running` ones: the rule's batch size b bounds
+   * admission (eLLM eq. 1, b ≤ B; §5: b is "propagated to the scheduler to govern concurrent
+   * sequence execution limits"). No decision (nothing ran at the last step): no bound.
+   */
+  admits(running: number): boolean {
+    return this.last === null || running < this.last.batch;
+  }
+
+  /** True when no running request has positions to compute again: every table holds its KV, so
+   * decode steps may run as a group (decode_group.ts) with nothing recomputed in between. */
+  get whole(): boolean {
+    return this.stale.size === 0;
+  }
+
   /** True while `req`'s leading blocks do not hold its KV between steps. */
   holds(req: Request): boolean {
     return this.stale.has(req);
@@ -86,6 +103,7 @@ export class TokenCached {
   adjust(running: readonly Request[], waiting: readonly Request[], freeSlots: number): void {
     const { pool, maxRows } = this.parts;
     const L = pool.numLayers, B = pool.blockSize;
+    this.last = null;
     if (running.length === 0) return;
     const candidates = running.map((req) => {
       const eligible = req.state === "decoding" && !req.refill &&
@@ -110,6 +128,8 @@ export class TokenCached {
       blockSize: B,
       maxRows,
       stepMs: this.parts.stepMs,
+      hidden: this.parts.hidden,
+      outputTokens: Math.min(...running.map((r) => r.spec.maxTokens)),
       sloMs: slos.length > 0 ? Math.min(...slos) : null,
     });
     this.last = decision;

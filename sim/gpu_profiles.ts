@@ -174,8 +174,15 @@ export function modelSizes(m: ModelProfile) {
 export interface Efficiency {
   /** Share of peak bandwidth a weight-streaming matmul reaches. */
   weights: number;
-  /** Share of peak bandwidth attention reaches reading the KV cache (paged, small batches). */
+  /** Share of peak bandwidth attention reaches reading the KV cache of `attentionAt` sequences. */
   attention: number;
+  /**
+   * Sequences in the step that `attention` was measured at. A paged decode kernel spreads its
+   * thread blocks over sequences (and heads), so a few sequences leave SMs idle and many fill them:
+   * the share at n sequences is n / (n + n½), n½ fixed by (attentionAt, attention), which tends
+   * to the whole bandwidth. Absent: the same share at any batch.
+   */
+  attentionAt?: number;
   /** Share of peak tensor throughput a prefill reaches. */
   compute: number;
   /** Host time per step beyond the GPU's (scheduling, launches, sampling), ms. */
@@ -187,12 +194,18 @@ export interface Efficiency {
  * layer's KV transfer takes 1.9× its compute at 2K tokens and 6.1× at 16K. With PCIe 4.0 at
  * 25 GB/s the transfers are 1.34 and 10.7 ms, so a layer computes in 0.71 and 1.76 ms: solving
  * for the two bandwidth shares gives weights ≈ 1.0 and attention ≈ 0.29 (the profile test checks
- * both ratios). [assumed] compute 0.6 of peak, a large GEMM's usual share; 2 ms of host time
- * per step, vLLM v0's order of scheduling and launch overhead.
+ * both ratios). That is at 4 sequences; at n the share is n / (n + 9.8) (Efficiency.attentionAt).
+ * [paper] eLLM's Fig. 10 bounds it at large batches: vLLM-Recompute's mean TPOT on Llama2-13B /
+ * A100, with the KV pool full (its Fig. 2: 50–100% memory), is 63.91 ms, prefill stalls included,
+ * so a decode step over a full pool of ~60K tokens takes less. At 0.29 at every batch it would take
+ * ~103 ms; at n / (n + 9.8) it takes ~45 ms (the profile test checks both anchors). [assumed]
+ * compute 0.6 of peak, a large GEMM's usual share; 2 ms of host time per step, vLLM v0's order of
+ * scheduling and launch overhead.
  */
 export const VLLM_EFFICIENCY: Efficiency = {
   weights: 1.0,
   attention: 0.29,
+  attentionAt: 4,
   compute: 0.6,
   stepOverheadMs: 2,
 };

@@ -21,7 +21,7 @@
 
 import type { CostModel, KvCopy, StepPlan } from "../engine/engine.ts";
 import { lineOf, sumsOf } from "../engine/bench_api.ts";
-import { modelSizes, type SimProfile } from "./gpu_profiles.ts";
+import { type Efficiency, modelSizes, type SimProfile } from "./gpu_profiles.ts";
 
 /** Tokens per KV block in every paper's setup (vLLM's and SGLang's default). */
 export const SIM_BLOCK_SIZE = 16;
@@ -38,11 +38,19 @@ function ratesOf(p: SimProfile) {
   const bytesPerMs = p.gpu.bandwidthGBs * 1e6;
   return {
     weightBytesPerMs: bytesPerMs * e.weights,
-    kvBytesPerMs: bytesPerMs * e.attention,
+    /** KV bytes a ms when attention covers `seqs` sequences (Efficiency.attentionAt). */
+    kvBytesPerMs: (seqs: number) => bytesPerMs * attentionShare(e, seqs),
     flopsPerMs: p.gpu.tflops * 1e9 * e.compute,
     linkBytesPerMs: p.gpu.linkGBs * 1e6,
     callMs: p.gpu.copyCallUs / 1000,
   };
+}
+
+/** Share of peak bandwidth attention reaches over `seqs` sequences: n / (n + n½). */
+export function attentionShare(e: Efficiency, seqs: number): number {
+  if (e.attentionAt === undefined) return e.attention;
+  const half = e.attentionAt * (1 - e.attention) / e.attention;
+  return seqs / (seqs + half);
 }
 
 /** One layer over `rows`: weights plus attended KV at bandwidth, or FLOPs, whichever is longer. */
@@ -57,7 +65,7 @@ export function layerMs(p: SimProfile, rows: readonly RowLoad[]): number {
   const attended = rows.reduce((a, row) => a + row.pos + 1, 0);
   const flops = 2 * s.layerParams * rows.length + 4 * m.heads * m.headDim * attended;
   return Math.max(
-    s.layerWeightBytes / r.weightBytesPerMs + kvBytes / r.kvBytesPerMs,
+    s.layerWeightBytes / r.weightBytesPerMs + kvBytes / r.kvBytesPerMs(context.size),
     flops / r.flopsPerMs,
   );
 }

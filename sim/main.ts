@@ -11,6 +11,7 @@
 //   fastswitch   FastSwitch's multi-turn comparison with priority churn (A10, LLaMA-8B); --kv-share
 //                as layerkv's
 //   orbitflow    OrbitFlow's Fig. 14a component ablation (RTX A5000, LLaMA3-8B)
+//   ellm         eLLM's ShareGPT comparison (A100, Llama2-13B): --token-cache against vLLM-Recompute
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -20,9 +21,10 @@ import { tokenflowPoissonReport, tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
 import { fastswitchReport } from "./papers/fastswitch.ts";
 import { orbitflowReport } from "./papers/orbitflow.ts";
+import { ellmReport } from "./papers/ellm.ts";
 
 const USAGE =
-  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch|orbitflow> [--scale X] [--kv-share X] [--out FILE]";
+  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch|orbitflow|ellm> [--scale X] [--kv-share X] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -88,6 +90,9 @@ if (import.meta.main) {
       break;
     case "orbitflow":
       report = await orbitflowReport(scale, log);
+      break;
+    case "ellm":
+      report = await ellmReport(scale, log);
       break;
     default:
       console.error(USAGE);

@@ -12,8 +12,12 @@ export type Lengths =
 export interface PaperWorkload {
   seed: number;
   requests: number;
-  /** Arrivals: all within `windowS` of 0 ("burst"), or Poisson at `rate` requests/s. */
-  arrival: { kind: "burst"; windowS: number } | { kind: "poisson"; rate: number };
+  /** Arrivals: all within `windowS` of 0 ("burst"), Poisson at `rate` requests/s, or gamma
+   * intervals of mean 1/rate and coefficient of variation `cv` (bursty traces such as Azure's). */
+  arrival:
+    | { kind: "burst"; windowS: number }
+    | { kind: "poisson"; rate: number }
+    | { kind: "gamma"; rate: number; cv: number };
   input: Lengths;
   output: Lengths;
   /** Tokens/s each reader reads (0 or ≥ 1000: reads as fast as tokens come). */
@@ -29,14 +33,29 @@ function draw(next: () => number, d: Lengths): number {
   return Math.max(1, Math.round(x));
 }
 
+/** Gamma of shape k and mean k / rate (Marsaglia–Tsang; shape < 1 boosted by U^(1/k)). */
+function gamma(next: () => number, k: number, rate: number): number {
+  if (k < 1) return gamma(next, k + 1, rate) * Math.pow(1 - next(), 1 / k);
+  const d = k - 1 / 3, c = 1 / Math.sqrt(9 * d);
+  while (true) {
+    const x = normal(next, 0, 1), v = (1 + c * x) ** 3;
+    if (v > 0 && Math.log(1 - next()) < x * x / 2 + d - d * v + d * Math.log(v)) {
+      return d * v / rate;
+    }
+  }
+}
+
 export function paperWorkload(w: PaperWorkload): WorkloadRequest[] {
   const arrive = seededRandom(subSeed(w.seed, "arrivals"));
   const lengths = seededRandom(subSeed(w.seed, "lengths"));
   let t = 0;
   return Array.from({ length: w.requests }, (_, id) => {
-    t = w.arrival.kind === "burst"
-      ? w.arrival.windowS * arrive()
-      : t + exponential(arrive, w.arrival.rate);
+    const a = w.arrival;
+    t = a.kind === "burst"
+      ? a.windowS * arrive()
+      : a.kind === "poisson"
+      ? t + exponential(arrive, a.rate)
+      : t + gamma(arrive, 1 / (a.cv * a.cv), a.rate / (a.cv * a.cv));
     const input = Math.min(draw(lengths, w.input), w.maxContext - 1);
     const output = Math.min(draw(lengths, w.output), w.maxContext - input);
     return {

@@ -13,6 +13,8 @@ import { chooseUncached, type TokenCacheInput } from "../../runtime/token_cache.
 import { presetProblems } from "../../runtime/policy/index.ts";
 import { assert, assertEquals, assertThrows } from "../helpers/testing.ts";
 import { greedy } from "../helpers/requests.ts";
+import { costModelWithLayer } from "../helpers/cost_models.ts";
+import { sumsOf } from "../../engine/kv/cost_model.ts";
 
 // ---- the rule ----
 
@@ -100,11 +102,53 @@ Deno.test("rule: throughput b/T decides: a batch whose recompute costs more than
   assertEquals([d.batch, d.ratio], [4, 0]);
 });
 
-Deno.test("rule: when even the running requests do not fit, it frees what one step's rows allow", () => {
+Deno.test("rule: when even the running requests do not fit in one step's rows, nothing is uncached: preemption shrinks b", () => {
   const i = input({ budget: 4 * 8 * 12, maxRows: 4 + 4 * 8 });
   const d = chooseUncached(i);
-  assertEquals(d.batch, 4);
-  assert(d.uncached.every((u) => u === 8), `${d.uncached}`);
+  assertEquals([d.batch, d.ratio, d.uncached], [4, 0, [0, 0, 0, 0]]);
+});
+
+Deno.test("rule: T has eq. 2/3's context terms, in rows of 24h²L: (s_i + 1 + (s_i·r)²) / 6h", () => {
+  const stepMs = (rows: number) => rows;
+  // No pressure: four decode rows, and 4 × 65 context positions over 6h = 12.
+  const calm = chooseUncached(input({ stepMs, hidden: 2 }));
+  assertEquals(calm.cost, 4 + (4 * 65) / 12);
+  assertEquals(chooseUncached(input({ stepMs })).cost, 4, "no h: no context term");
+  // Pressure: the recomputed prefixes add their rows and the square of their length (eq. 2).
+  // A fixed cost per step makes the fifth request worth its recompute.
+  const i = input({ stepMs: (rows) => 1000 + rows, hidden: 64, waiting: [32] });
+  const d = chooseUncached(i);
+  const u = d.uncached.reduce((a, b) => a + b, 0), u2 = d.uncached.reduce((a, b) => a + b * b, 0);
+  assert(u > 0 && d.batch === 5, JSON.stringify(d));
+  assertEquals(d.cost, 1000 + d.batch + u + (4 * 65 + u2) / 384);
+});
+
+Deno.test("rule: the SLO check counts WT_max, the admitted requests' prefill rows in the step (eq. 1)", () => {
+  // Room for a fifth request without uncaching: T(5, 0) = 1.005 ms, its 32 prefill rows 0.032.
+  const stepMs = (rows: number) => 1 + 0.001 * rows;
+  const roomy = { waiting: [32], budget: 4 * 8 * 16 + 8 * 8, stepMs };
+  const fits = chooseUncached(input({ ...roomy, sloMs: 1.04 }));
+  assertEquals(fits.batch, 5);
+  assert(Math.abs(fits.waitMs - 0.032) < 1e-9, `${fits.waitMs}`);
+  // T alone would fit 1.02; with the wait it does not, so the queue's head is not batched.
+  const tight = chooseUncached(input({ ...roomy, sloMs: 1.02 }));
+  assertEquals([tight.batch, tight.waitMs], [4, 0]);
+  // TPOT is a mean over a request's output: spread over 4 tokens the stall fits again.
+  const spread = chooseUncached(input({ ...roomy, sloMs: 1.02, outputTokens: 4 }));
+  assertEquals(spread.batch, 5);
+  assert(Math.abs(spread.waitMs - 0.008) < 1e-9, `${spread.waitMs}`);
+});
+
+Deno.test("rule: when no batch meets the SLO, the running ones keep the least uncached share their memory needs", () => {
+  // Steps cost 10 ms against a 5 ms SLO; the KV fits whole: nothing is left uncached.
+  const d = chooseUncached(input({ stepMs: (rows) => 10 + rows, sloMs: 5, waiting: [32] }));
+  assertEquals([d.batch, d.ratio, d.uncached], [4, 0, [0, 0, 0, 0]]);
+  // Short of memory too: only what memory needs, not what one step's rows allow.
+  const short = input({ stepMs: (rows) => 10 + rows, sloMs: 5, budget: 4 * 8 * 15 });
+  const s = chooseUncached(short);
+  // Two blocks each free 7 × 2 ≥ the 8 blocks each is short; one step's rows would allow 60.
+  assertEquals(s.uncached, [8, 8, 8, 8]);
+  assert(blocksHeld(short, s) <= short.budget);
 });
 
 Deno.test("--token-cache is refused where its requests' layers live on the host", () => {
@@ -208,4 +252,93 @@ Deno.test("--token-cache is refused at start-up where it would do nothing: layer
     "--token-cache",
   );
   assertThrows(open({ numLayers: 1 }), RangeError, "--token-cache");
+});
+
+/** A step of 4 layers predicted at 1 + 0.05 ms a row each: 4.2 ms for one decode row, and 3.2 ms
+ * more for a 16-token prompt's prefill rows in the same step (spread over 12 output tokens: 0.27
+ * ms a token). Heavy fit sums keep it there. */
+const PRICED = costModelWithLayer(1, 0.05, {
+  roundTripMs: 0,
+  layerFit: sumsOf([[1, 1.05], [16, 1.8]], 1e9),
+});
+
+Deno.test("the rule's batch size b bounds admission: a request whose prefill would break the running one's TBT SLO waits; same tokens", async () => {
+  const shape: FakeEngineShape = { ...SHAPE, blocksPerArena: [400], costModel: PRICED };
+  const run = async (tokenCache: boolean) => {
+    const engine = new RecordingEngine(shape);
+    const runtime = new Runtime(engine, {
+      policy: "fcfs",
+      tokenCache,
+      maxQueue: 10,
+      maxTokensLimit: 100,
+      eosIds: [],
+    });
+    const slo = { tbtMs: 4.5 };
+    const first = runtime.submit({ ids: PROMPTS[0], maxTokens: 12, sampling: greedy(0), slo });
+    const tokens: number[][] = [[], []];
+    let second: Promise<void> | null = null;
+    for await (const ev of first.tokens) {
+      tokens[0].push(ev.id);
+      if (second) continue;
+      // Submitted once the first decodes: T(2) + WT = 4.4 + 3.2 / 12 ms > 4.5; T(1) = 4.2 fits.
+      const h = runtime.submit({ ids: PROMPTS[2], maxTokens: 12, sampling: greedy(2), slo });
+      second = (async () => {
+        for await (const e of h.tokens) tokens[1].push(e.id);
+      })();
+    }
+    await second;
+    await runtime.close();
+    return { tokens, together: Math.max(...engine.plans.map((p) => p.samples.length)) };
+  };
+  const off = await run(false), on = await run(true);
+  const want = [0, 2].map((i) => toyGeneration(PROMPTS[i], 12, i, SHAPE.vocabSize!));
+  assertEquals(off.tokens, want);
+  assertEquals(on.tokens, want, "greedy tokens differ with token-wise caching");
+  assertEquals(off.together, 2, "without the flag the second joins the first");
+  assertEquals(on.together, 1, "with it, b = 1 until the first ends");
+});
+
+Deno.test("--token-cache with decode groups: groups run while every running request's KV is whole, never while one recomputes; same tokens", async () => {
+  const slow = costModelWithLayer(15, 0, {
+    roundTripMs: 0,
+    layerFit: sumsOf([[1, 15], [16, 15]], 1e9),
+  });
+  const run = async (blocks: number, tokenCache: boolean) => {
+    const engine = new RecordingEngine({
+      ...SHAPE,
+      blocksPerArena: [blocks],
+      maxDecodeSteps: 8,
+      costModel: slow,
+    });
+    const runtime = new Runtime(engine, {
+      policy: "fcfs",
+      tokenCache,
+      maxQueue: 10,
+      maxTokensLimit: 100,
+      eosIds: [],
+      decodeSteps: 8,
+      decodeGroupMs: 200,
+    });
+    const tokens = await Promise.all(PROMPTS.map(async (ids, i) => {
+      const got: number[] = [];
+      for await (const ev of runtime.submit({ ids, maxTokens: 12, sampling: greedy(i) }).tokens) {
+        got.push(ev.id);
+      }
+      return got;
+    }));
+    const stats = runtime.stats();
+    await runtime.close();
+    return { tokens, stats, groups: engine.plans.filter((p) => (p.group?.steps ?? 1) > 1).length };
+  };
+  const want = PROMPTS.map((ids, i) => toyGeneration(ids, 12, i, SHAPE.vocabSize!));
+  // Room for all three: nothing is uncached, and groups run as they do without the flag.
+  const roomy = await run(400, true);
+  assertEquals(roomy.tokens, want);
+  assert(roomy.groups > 0, "no group ran with the flag on and no memory pressure");
+  assertEquals(roomy.stats.tokenCache!.uncachings, 0);
+  // Under pressure some requests recompute their oldest KV: a group then would read scratch blocks
+  // the last layer overwrote (the fake engine reads KV through the tables), so tokens would differ.
+  const pressed = await run(80, true);
+  assertEquals(pressed.tokens, want, "greedy tokens differ with groups and token-wise caching");
+  assert(pressed.stats.tokenCache!.uncachings > 0, JSON.stringify(pressed.stats.tokenCache));
 });

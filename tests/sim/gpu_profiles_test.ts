@@ -5,7 +5,13 @@
 
 import { GpuEngine } from "../../sim/gpu_engine.ts";
 import { GPUS, modelSizes, PROFILES } from "../../sim/gpu_profiles.ts";
-import { blockBytes, copiesMs, gpuStepMs, layerMs } from "../../sim/gpu_step_cost.ts";
+import {
+  attentionShare,
+  blockBytes,
+  copiesMs,
+  gpuStepMs,
+  layerMs,
+} from "../../sim/gpu_step_cost.ts";
 import type { KvCopy, StepPlan } from "../../engine/engine.ts";
 import { fakeClock } from "../../sim/fake_clock.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
@@ -35,6 +41,18 @@ Deno.test("profiles: OrbitFlow Fig. 2b, one layer's KV transfer over its compute
   };
   within(ratio(2048), 1.9, 0.05, "at 2K tokens");
   within(ratio(16384), 6.1, 0.05, "at 16K tokens");
+});
+
+Deno.test("profiles: eLLM Fig. 10, a decode step over a full pool on Llama2-13B / A100 within vLLM-Recompute's mean TPOT (63.91 ms)", () => {
+  const p = PROFILES.ellm;
+  // The pool's ~60K tokens over 64 sequences: the batch vLLM runs with its KV full.
+  const seqs = 64, ctx = Math.floor(p.kvTokens / seqs);
+  const step = gpuStepMs(p, decodePlan(seqs, ctx - 1));
+  assert(step < 63.91, `a full-pool decode step takes ${step.toFixed(1)} ms`);
+  // Prefill stalls make up the rest of the TPOT: the step is not far below it either.
+  assert(step > 0.6 * 63.91, `${step.toFixed(1)} ms leaves most of the TPOT unexplained`);
+  // The batch-4 anchor (OrbitFlow Fig. 2b) holds: the share at 4 sequences is 0.29.
+  within(attentionShare(p.efficiency, 4), 0.29, 1e-9, "attention share at 4 sequences");
 });
 
 Deno.test("profiles: FastSwitch Table 1, swap-out time per operation (LLaMA-8B, A10)", () => {
