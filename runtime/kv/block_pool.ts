@@ -18,6 +18,7 @@
 
 import { blocksPerLayer, layersPerArena, type PoolShape } from "../../engine/kv/pool_shape.ts";
 import { countRuns, FreeBlocks, pickRuns } from "./block_runs.ts";
+import { requireCount, requireIndex } from "./checks.ts";
 
 export type SeqId = number | string;
 
@@ -35,6 +36,8 @@ export class BlockPool {
   private readonly idleCount: number[]; // cached blocks nobody holds: free once the index evicts
   /** Frees at least `count` idle cached blocks of `arena` if it can (set by the prefix index). */
   reclaimer: ((arena: number, count: number) => void) | null = null;
+  /** Told when a cached block goes idle, or is held again (the prefix index orders evictions). */
+  onIdle: ((arena: number, block: number, idle: boolean) => void) | null = null;
   private readonly owned = new Map<SeqId, number[][]>(); // per request, per layer, its blocks
 
   constructor(readonly shape: PoolShape) {
@@ -307,7 +310,9 @@ export class BlockPool {
       }
     }
     for (const b of blocks) {
-      if (this.refs[arena][b]++ === 0) this.idleCount[arena]--;
+      if (this.refs[arena][b]++ > 0) continue;
+      this.idleCount[arena]--;
+      this.onIdle?.(arena, b, false);
     }
     this.layersOf(seqId)[layer].push(...blocks);
   }
@@ -416,6 +421,7 @@ export class BlockPool {
     if (--this.refs[arena][b] > 0) return 0;
     if (this.cachedMap[arena][b]) {
       this.idleCount[arena]++;
+      this.onIdle?.(arena, b, true);
       return 0;
     }
     this.freeMap[arena].set(b, true);
@@ -434,17 +440,9 @@ export class BlockPool {
   }
 }
 
-function requireCount(name: string, value: number, min: number): void {
-  if (Number.isInteger(value) && value >= min) return;
-  throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
-}
-
-function requireIndex(name: string, value: number, bound: number): void {
-  if (Number.isInteger(value) && value >= 0 && value < bound) return;
-  throw new RangeError(`${name} ${value} is out of range 0..${bound - 1}`);
-}
-
 /** VACANT entries of a table: its oldest, or those after entries shared across its layers. */
 function dropsIn(table: readonly number[]): number {
-  return table.filter((b) => b === VACANT).length;
+  let drops = 0; // a loop, not a filter: shortfall() counts every table's on each admission test
+  for (const b of table) if (b === VACANT) drops++;
+  return drops;
 }

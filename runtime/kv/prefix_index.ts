@@ -17,6 +17,7 @@
 // it refuses anyone's allocation (swaps, offloaded layers): the cache never stands in their way.
 
 import type { BlockPool, SeqId } from "./block_pool.ts";
+import { PrefixEviction } from "./prefix_eviction.ts";
 
 export interface PrefixEntry {
   readonly key: string;
@@ -81,6 +82,8 @@ export class PrefixIndex {
   /** By key, in least-recently-used order (a Map keeps insertion order; a touch re-inserts). */
   private readonly entries = new Map<string, PrefixEntry>();
   private readonly ids = new WeakMap<PrefixEntry, number>();
+  /** Which entry evictOne and evictHostOne take next, without scanning `entries`. */
+  private readonly order: PrefixEviction;
   private host: { pool: BlockPool; mover: PrefixMover } | null = null;
   private hitBlocks = 0;
   private hostHitBlocks = 0;
@@ -89,6 +92,7 @@ export class PrefixIndex {
   private demotions = 0;
 
   constructor(private readonly pool: BlockPool) {
+    this.order = new PrefixEviction(pool);
     pool.reclaimer = (arena, count) => this.reclaim(arena, count);
   }
 
@@ -101,6 +105,7 @@ export class PrefixIndex {
       throw new Error("the host tier must have the device pool's layers and block size");
     }
     this.host = { pool, mover };
+    this.order.attachHost(pool);
     pool.reclaimer = (arena, count) => this.reclaimHost(arena, count);
   }
 
@@ -127,6 +132,7 @@ export class PrefixIndex {
         const blocks = added.map((a) => a[0]);
         blocks.forEach((b, layer) => this.pool.cache(layer, b));
         entry.blocks = blocks;
+        this.order.sync(entry);
         this.host!.mover.copyIn(entry, blocks);
         this.hostHitBlocks++;
       } else break; // its copy to the host is still on its way
@@ -157,6 +163,7 @@ export class PrefixIndex {
       if (!existing.blocks) {
         blocks.forEach((b, layer) => this.pool.cache(layer, b));
         existing.blocks = [...blocks];
+        this.order.sync(existing);
       }
       this.touch(existing);
       return existing;
@@ -173,6 +180,7 @@ export class PrefixIndex {
     blocks.forEach((b, layer) => this.pool.cache(layer, b));
     if (parent) parent.children++;
     this.entries.set(key, entry);
+    this.order.added(entry);
     return entry;
   }
 
@@ -246,25 +254,13 @@ export class PrefixIndex {
    * block is thus reclaimable, as the pool assumes. The entry moves to the host tier if it can.
    */
   private evictOne(arena: number): boolean {
-    const idleIn = (blocks: readonly number[]) =>
-      blocks.some((b, layer) =>
-        this.pool.layerArena[layer] === arena && this.pool.holders(layer, b) === 0
-      );
-    const wholly = (blocks: readonly number[]) =>
-      blocks.every((b, layer) => this.pool.holders(layer, b) === 0);
-    let fallback: PrefixEntry | null = null;
-    let partly: PrefixEntry | null = null;
-    for (const entry of this.entries.values()) {
-      if (!entry.blocks || !idleIn(entry.blocks)) continue;
-      if (!wholly(entry.blocks)) {
-        partly ??= entry;
-        continue;
-      }
-      if (entry.children === 0 || unreachable(entry)) return this.leaveDevice(entry, true);
-      fallback ??= entry;
-    }
-    const victim = fallback ?? partly;
+    const victim = this.deviceVictim(arena);
     return victim ? this.leaveDevice(victim, true) : false;
+  }
+
+  /** The entry evictOne takes (kv/prefix_eviction.ts keeps them in that order). */
+  protected deviceVictim(arena: number): PrefixEntry | null {
+    return this.order.deviceVictim(arena);
   }
 
   /**
@@ -275,11 +271,15 @@ export class PrefixIndex {
   private leaveDevice(entry: PrefixEntry, demote: boolean): true {
     const blocks = entry.blocks!;
     entry.blocks = null;
+    this.order.sync(entry);
     blocks.forEach((b, layer) => {
       // A copy in that has not run yet must not land in a block someone else may now get.
       if (this.pool.holders(layer, b) === 0) this.host?.mover.cancelIn(entry, layer, b);
     });
-    if (demote && !entry.host && !unreachable(entry)) entry.host = this.demote(entry, blocks);
+    if (demote && !entry.host && !this.order.unreachable(entry)) {
+      entry.host = this.demote(entry, blocks);
+      this.order.sync(entry);
+    }
     blocks.forEach((b, layer) => this.pool.uncache(layer, b));
     if (!entry.host) this.drop(entry);
     return true;
@@ -323,27 +323,19 @@ export class PrefixIndex {
    * cached host block is thus reclaimable, as the host pool assumes.
    */
   private evictHostOne(before: PrefixEntry | null): boolean {
-    const pool = this.host!.pool;
-    let fallback: PrefixEntry | null = null;
-    let partly: PrefixEntry | null = null;
-    for (const entry of this.entries.values()) {
-      if (entry === before) break;
-      if (!entry.host) continue;
-      const idle = entry.host.blocks.filter((b, layer) => pool.holders(layer, b) === 0).length;
-      if (idle === 0) continue;
-      if (idle < entry.host.blocks.length) {
-        partly ??= entry;
-        continue;
-      }
-      if (entry.blocks || entry.children === 0 || unreachable(entry)) {
-        this.dropHost(entry);
-        return true;
-      }
-      fallback ??= entry;
-    }
-    const victim = fallback ?? partly;
+    const victim = this.hostVictim(before);
     if (victim) this.dropHost(victim);
     return victim !== null;
+  }
+
+  /** The entry evictHostOne takes (kv/prefix_eviction.ts keeps them in that order). */
+  protected hostVictim(before: PrefixEntry | null): PrefixEntry | null {
+    return this.order.hostVictim(before);
+  }
+
+  /** Every entry, least recently used first. */
+  protected byAge(): IterableIterator<PrefixEntry> {
+    return this.entries.values();
   }
 
   /** True when nobody holds `entry`'s host blocks (a copy in reading them holds them). */
@@ -357,6 +349,7 @@ export class PrefixIndex {
     const { pool, mover } = this.host!;
     const copy = entry.host!;
     entry.host = null;
+    this.order.sync(entry);
     mover.cancelOut(entry);
     copy.blocks.forEach((b, layer) => pool.uncache(layer, b));
     if (!entry.blocks) this.drop(entry);
@@ -367,21 +360,17 @@ export class PrefixIndex {
     this.entries.delete(entry.key);
     entry.evicted = true;
     if (entry.parent) entry.parent.children--;
+    this.order.dropped(entry);
     this.evictions++;
   }
 
   private touch(entry: PrefixEntry): void {
     this.entries.delete(entry.key);
     this.entries.set(entry.key, entry);
+    this.order.touched(entry);
   }
 
   private keyOf(parent: PrefixEntry | null, tokens: readonly number[]): string {
     return `${parent ? this.ids.get(parent) : 0}:${tokens.join(",")}`;
   }
-}
-
-/** True when an entry before it in its chain was evicted: no lookup can reach it. */
-function unreachable(entry: PrefixEntry): boolean {
-  for (let e = entry.parent; e; e = e.parent) if (e.evicted) return true;
-  return false;
 }
