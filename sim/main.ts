@@ -6,6 +6,9 @@
 //   tokenflow    TokenFlow's setups a–d and its Table 2 ablation (RTX 4090, Llama3-8B)
 //   layerkv      LayerKV's rate sweep, 4.0–7.0 req/s (L20, Llama-2-7B); --kv-share X runs it with
 //                that share of the derived KV budget (the paper does not state its own)
+//   matrix       the workload matrix on GPU profiles (default tokenflow and layerkv; --profile ID
+//                for one), default and fcfs-vllm judged by issue 31's goals; --variants a,b adds
+//                candidate defaults (sim/matrix_configs.ts), --cells a,b runs only those cells
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -13,9 +16,11 @@ import { gpuStepMs } from "./gpu_step_cost.ts";
 import type { StepPlan } from "../engine/engine.ts";
 import { tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
+import { matrixReport, runMatrix } from "./papers/matrix.ts";
 
 const USAGE =
-  "usage: deno task sim <profiles|tokenflow|layerkv> [--scale X] [--kv-share X] [--out FILE]";
+  "usage: deno task sim <profiles|tokenflow|layerkv|matrix> [--scale X] [--kv-share X] " +
+  "[--profile ID] [--variants A,B] [--cells A,B] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -52,6 +57,9 @@ if (import.meta.main) {
       scale: { type: "string", default: "1" },
       "kv-share": { type: "string", default: "1" },
       out: { type: "string" },
+      profile: { type: "string" },
+      variants: { type: "string" },
+      cells: { type: "string" },
     },
     allowPositionals: true,
   });
@@ -73,10 +81,34 @@ if (import.meta.main) {
     case "layerkv":
       report = await layerkvReport(scale, log, kvShare);
       break;
+    case "matrix":
+      report = await matrixReports(values, log);
+      break;
     default:
       console.error(USAGE);
       Deno.exit(2);
   }
   if (values.out) Deno.writeTextFileSync(values.out, report + "\n");
   console.log(report);
+}
+
+async function matrixReports(
+  v: { profile?: string; variants?: string; cells?: string },
+  log: (line: string) => void,
+): Promise<string> {
+  const list = (s?: string) => s?.split(",").filter((x) => x);
+  const ids = v.profile ? [v.profile] : ["tokenflow", "layerkv"];
+  const reports: string[] = [];
+  for (const id of ids) {
+    const p = PROFILES[id];
+    if (!p) throw new Error(`unknown profile "${id}" (${Object.keys(PROFILES).join(", ")})`);
+    const rows = await runMatrix(p, { ids: list(v.cells), variants: list(v.variants), log });
+    const args = [
+      `--profile ${id}`,
+      v.variants ? `--variants ${v.variants}` : "",
+      v.cells ? `--cells ${v.cells}` : "",
+    ].filter((a) => a).join(" ");
+    reports.push(matrixReport(p, rows, `deno task sim matrix ${args}`));
+  }
+  return reports.join("\n\n");
 }
