@@ -67,7 +67,7 @@ interface ScaledCell {
   sloTtftMs: number;
 }
 
-function scaledCells(p: SimProfile, ids?: string[]): ScaledCell[] {
+export function scaledCells(p: SimProfile, ids?: string[]): ScaledCell[] {
   return selectCells(ids, CELLS).map((c) => {
     const mean = meanRequest(cellWorkload(c, MAX_CONTEXT));
     const demo = capacity(DEMO, mean), gpu = capacity(gpuDevice(p), mean);
