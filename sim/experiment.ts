@@ -7,7 +7,7 @@ import type { WorkloadRequest } from "../bench/serve/workload.ts";
 import type { RuntimeStats } from "../runtime/service.ts";
 import { GpuEngine, type GpuEngineLimits } from "./gpu_engine.ts";
 import type { SimProfile } from "./gpu_profiles.ts";
-import { replay, type SimConfig } from "./replay.ts";
+import { replay, type ReplayOptions, type SimConfig } from "./replay.ts";
 
 /** A system as Sluice runs it: its runtime options and the engine limits of its framework. */
 export interface SimSystem {
@@ -32,12 +32,18 @@ export interface SimOutcome {
   wallS: number;
 }
 
-/** Replays every setup on every system, in order; `progress` hears of each as it ends. */
+/** Replays every setup on every system, in order; `progress` hears of each as it ends. Clients
+ * wait up to an hour unless `clients` says otherwise. */
 export async function runExperiment(
   profile: SimProfile,
   setups: readonly SimSetup[],
   systems: readonly SimSystem[],
   progress: (o: SimOutcome) => void = () => {},
+  clients: ReplayOptions = {
+    maxQueue: 100_000,
+    requestTimeoutMs: 3_600_000,
+    maxTokensLimit: 65_536,
+  },
 ): Promise<SimOutcome[]> {
   const out: SimOutcome[] = [];
   for (const setup of setups) {
@@ -52,7 +58,7 @@ export async function runExperiment(
             hostBlocks: system.config.hostBlocks,
           }),
         system.config,
-        { maxQueue: 100_000, requestTimeoutMs: 3_600_000, maxTokensLimit: 65_536 },
+        clients,
       );
       const outcome: SimOutcome = {
         setup: setup.id,

@@ -12,6 +12,9 @@
 //                as layerkv's
 //   orbitflow    OrbitFlow's Fig. 14a component ablation (RTX A5000, LLaMA3-8B)
 //   ellm         eLLM's ShareGPT comparison (A100, Llama2-13B): --token-cache against vLLM-Recompute
+//   matrix       the workload matrix on GPU profiles (default tokenflow and layerkv; --profile ID
+//                for one), default and fcfs-vllm judged by issue 31's goals; --variants a,b adds
+//                candidate defaults (sim/matrix_configs.ts), --cells a,b runs only those cells
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -22,9 +25,11 @@ import { layerkvReport } from "./papers/layerkv.ts";
 import { fastswitchReport } from "./papers/fastswitch.ts";
 import { orbitflowReport } from "./papers/orbitflow.ts";
 import { ellmReport } from "./papers/ellm.ts";
+import { matrixReport, runMatrix } from "./papers/matrix.ts";
 
 const USAGE =
-  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch|orbitflow|ellm> [--scale X] [--kv-share X] [--out FILE]";
+  "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch|orbitflow|ellm|matrix> " +
+  "[--scale X] [--kv-share X] [--profile ID] [--variants A,B] [--cells A,B] [--out FILE]";
 
 function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
   return {
@@ -61,6 +66,9 @@ if (import.meta.main) {
       scale: { type: "string", default: "1" },
       "kv-share": { type: "string", default: "1" },
       out: { type: "string" },
+      profile: { type: "string" },
+      variants: { type: "string" },
+      cells: { type: "string" },
     },
     allowPositionals: true,
   });
@@ -94,10 +102,34 @@ if (import.meta.main) {
     case "ellm":
       report = await ellmReport(scale, log);
       break;
+    case "matrix":
+      report = await matrixReports(values, log);
+      break;
     default:
       console.error(USAGE);
       Deno.exit(2);
   }
   if (values.out) Deno.writeTextFileSync(values.out, report + "\n");
   console.log(report);
+}
+
+async function matrixReports(
+  v: { profile?: string; variants?: string; cells?: string },
+  log: (line: string) => void,
+): Promise<string> {
+  const list = (s?: string) => s?.split(",").filter((x) => x);
+  const ids = v.profile ? [v.profile] : ["tokenflow", "layerkv"];
+  const reports: string[] = [];
+  for (const id of ids) {
+    const p = PROFILES[id];
+    if (!p) throw new Error(`unknown profile "${id}" (${Object.keys(PROFILES).join(", ")})`);
+    const rows = await runMatrix(p, { ids: list(v.cells), variants: list(v.variants), log });
+    const args = [
+      `--profile ${id}`,
+      v.variants ? `--variants ${v.variants}` : "",
+      v.cells ? `--cells ${v.cells}` : "",
+    ].filter((a) => a).join(" ");
+    reports.push(matrixReport(p, rows, `deno task sim matrix ${args}`));
+  }
+  return reports.join("\n\n");
 }

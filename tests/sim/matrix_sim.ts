@@ -6,7 +6,10 @@
 // whole matrix while it is being changed; the figures that count are still the real matrix's
 // (`deno task bench matrix`), which runs the adapter and HTTP this leaves out.
 //
-//   deno run -A tests/sim/matrix_sim.ts [cell ids...]
+//   deno run -A tests/sim/matrix_sim.ts [--variants hold,behind,...] [cell ids...]
+//
+// --variants adds candidate defaults (sim/matrix_configs.ts), each printed on its own line under
+// the default's.
 
 import { type CostModel, type StepPlan } from "../../engine/engine.ts";
 import {
@@ -23,6 +26,7 @@ import type { RuntimeStats } from "../../runtime/service.ts";
 import { costModelWithLayer } from "../helpers/cost_models.ts";
 import { FakeEngine } from "../../sim/fake_engine.ts";
 import { replay, type SimClients, type SimConfig } from "../../sim/replay.ts";
+import { fcfsVllm, sluiceDefault, variantOf } from "../../sim/matrix_configs.ts";
 
 /** What a step costs in the simulation, in ms: the demo model on the 2-core development machine,
  * roughly (decode rows dominated by the per-sample head and readback, prefill rows cheaper). */
@@ -89,39 +93,29 @@ class SimEngine extends FakeEngine {
     return super.step(plan);
   }
   private stepCost(c: SimCosts): number {
-    const p = this.plan!;
-    const blocks = (p.copies ?? []).reduce((s, x) => s + x.deviceBlocks.length, 0) +
-      (p.prefetch ?? []).reduce((s, x) => s + x.deviceBlocks.length, 0);
-    const attention = p.rows.reduce((s, r) => s + r.pos, 0) / 1000 * c.perRowKiloPosMs;
-    return c.fixedMs + attention + c.perRowMs * p.rows.length + c.perSampleMs * p.samples.length +
-      c.perBlockCopyMs * blocks / LAYERS;
+    return demoStepMs(c, this.plan!);
   }
 }
 
-export const FCFS_VLLM: SimConfig = {
-  name: "fcfs-vllm",
-  options: {
-    policy: "fcfs",
-    priority: false,
-    prefixCache: true,
-    preempt: "recompute",
-    writeThrough: false,
-  },
-  hostBlocks: 0,
-};
+/** What `p` takes at the costs `c`, ms. */
+export function demoStepMs(
+  c: SimCosts,
+  p: Pick<StepPlan, "rows" | "samples" | "copies" | "prefetch">,
+): number {
+  const blocks = (p.copies ?? []).reduce((s, x) => s + x.deviceBlocks.length, 0) +
+    (p.prefetch ?? []).reduce((s, x) => s + x.deviceBlocks.length, 0);
+  const attention = p.rows.reduce((s, r) => s + r.pos, 0) / 1000 * c.perRowKiloPosMs;
+  return c.fixedMs + attention + c.perRowMs * p.rows.length + c.perSampleMs * p.samples.length +
+    c.perBlockCopyMs * blocks / LAYERS;
+}
+
+/** The engine's limits at the demo model, as the capacity estimate reads them. */
+export const DEMO_LIMITS = { maxSlots: 32, maxRows: 128, blockSize: BLOCK_SIZE, layers: LAYERS };
+
+export const FCFS_VLLM: SimConfig = fcfsVllm();
 
 /** The server's defaults (main.ts), with its 256 MB host tier (far more than any cell uses). */
-export const DEFAULT: SimConfig = {
-  name: "default",
-  options: {
-    policy: "tokenflow",
-    prefixCache: true,
-    recompute: "auto",
-    writeThrough: true,
-    swapReuse: true,
-  },
-  hostBlocks: 65_536,
-};
+export const DEFAULT: SimConfig = sluiceDefault(65_536);
 
 /**
  * Replays `workload` through a runtime made of `config` over the demo model's costs, in fake time
@@ -164,23 +158,30 @@ const ratio = (a: number | null, b: number | null) =>
   a === null || b === null ? "-" : b === 0 ? (a === 0 ? "1.00" : "inf") : (a / b).toFixed(2);
 
 if (import.meta.main) {
-  const ids = Deno.args.length ? Deno.args : undefined;
-  const configs = [FCFS_VLLM, DEFAULT];
+  const args = [...Deno.args];
+  const at = args.indexOf("--variants");
+  const variants = at < 0 ? [] : args.splice(at, 2)[1].split(",").filter((v) => v);
+  const ids = args.length ? args : undefined;
+  const others = [DEFAULT, ...variants.map((v) => variantOf(DEFAULT, v))];
   console.log(
     "cell | ttft p99 (b, d, ×) | goodput (b, d) | stall s (b, d, ×) | raw (×) | preempt (b, d)",
   );
   for (const c of selectCells(ids, CELLS)) {
-    const r = await simulateCell(c, configs);
-    const b = r.summaries.get(FCFS_VLLM.name)!, d = r.summaries.get(DEFAULT.name)!;
-    console.log(
-      `${c.id} | ${fmt(b.ttftMs.p99! / 1000)} ${fmt(d.ttftMs.p99! / 1000)} ${
-        ratio(d.ttftMs.p99, b.ttftMs.p99)
-      }` +
-        ` | ${fmt(b.sloGoodput)} ${fmt(d.sloGoodput)} | ${fmt(b.stallTotalS, 1)} ${
-          fmt(d.stallTotalS, 1)
-        } ${ratio(d.stallTotalS, b.stallTotalS)} | ${
-          ratio(d.rawTokensPerS, b.rawTokensPerS)
-        } | ${b.preemptions} ${d.preemptions}`,
-    );
+    const r = await simulateCell(c, [FCFS_VLLM, ...others]);
+    const b = r.summaries.get(FCFS_VLLM.name)!;
+    for (const config of others) {
+      const d = r.summaries.get(config.name)!;
+      const id = config === DEFAULT ? c.id : `  ${config.name}`;
+      console.log(
+        `${id} | ${fmt(b.ttftMs.p99! / 1000)} ${fmt(d.ttftMs.p99! / 1000)} ${
+          ratio(d.ttftMs.p99, b.ttftMs.p99)
+        }` +
+          ` | ${fmt(b.sloGoodput)} ${fmt(d.sloGoodput)} | ${fmt(b.stallTotalS, 1)} ${
+            fmt(d.stallTotalS, 1)
+          } ${ratio(d.stallTotalS, b.stallTotalS)} | ${
+            ratio(d.rawTokensPerS, b.rawTokensPerS)
+          } | ${b.preemptions} ${d.preemptions}`,
+      );
+    }
   }
 }
