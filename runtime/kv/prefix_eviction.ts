@@ -17,7 +17,7 @@
 
 import type { BlockPool } from "./block_pool.ts";
 import { OldestFirst } from "./oldest_first.ts";
-import type { PrefixEntry } from "./prefix_index.ts";
+import type { PrefixEntry } from "./prefix_entry.ts";
 
 /** What the sets are computed from, per entry. */
 interface Books {

@@ -18,26 +18,8 @@
 
 import type { BlockPool, SeqId } from "./block_pool.ts";
 import { PrefixEviction } from "./prefix_eviction.ts";
-
-export interface PrefixEntry {
-  readonly key: string;
-  readonly parent: PrefixEntry | null;
-  /** The device block holding this token block's KV, per layer; null while only the host has it. */
-  blocks: readonly number[] | null;
-  /** Its copy in the host tier, if it has one. */
-  host: HostCopy | null;
-  children: number;
-  /** Evicted: no lookup reaches it or anything chained after it. */
-  evicted: boolean;
-}
-
-/** An entry's KV in the host tier. */
-export interface HostCopy {
-  /** Host tier blocks, per layer. */
-  readonly blocks: readonly number[];
-  /** The copy out has landed: a lookup may copy it back in (the engine refuses it before). */
-  landed: boolean;
-}
+import type { HostCopy, PrefixEntry } from "./prefix_entry.ts";
+export type { HostCopy, PrefixEntry };
 
 /** Moves entries' KV between the tiers, as copies in the next step; the index keeps the books. */
 export interface PrefixMover {
