@@ -19,7 +19,7 @@
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
 import { gpuStepMs } from "./gpu_step_cost.ts";
-import type { StepPlan } from "../engine/engine.ts";
+import { planOf } from "./matrix_scaling.ts";
 import { tokenflowPoissonReport, tokenflowReport } from "./papers/tokenflow.ts";
 import { layerkvReport } from "./papers/layerkv.ts";
 import { fastswitchReport } from "./papers/fastswitch.ts";
@@ -31,19 +31,11 @@ const USAGE =
   "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch|orbitflow|ellm|matrix> " +
   "[--scale X] [--kv-share X] [--profile ID] [--variants A,B] [--cells A,B] [--out FILE]";
 
-function plan(rows: { slot: number; pos: number }[], samples: number): StepPlan {
-  return {
-    rows: rows.map((r) => ({ ...r, token: null })),
-    samples: Array.from({ length: samples }, (_, i) => ({ row: rows.length - samples + i })),
-    sampling: [],
-    tables: [],
-  } as unknown as StepPlan;
-}
-
 function profilesReport(): string {
   const decode = (n: number, ctx: number) =>
-    plan(Array.from({ length: n }, (_, slot) => ({ slot, pos: ctx - 1 })), n);
-  const prefill = (n: number) => plan(Array.from({ length: n }, (_, pos) => ({ slot: 0, pos })), 1);
+    planOf(Array.from({ length: n }, (_, slot) => ({ slot, pos: ctx - 1 })), n);
+  const prefill = (n: number) =>
+    planOf(Array.from({ length: n }, (_, pos) => ({ slot: 0, pos })), 1);
   const lines = [
     "| profile | KV tokens | decode 1 row @1K ms | decode 32 rows @1K ms | ratio | prefill 2K ms |",
     "| --- | --- | --- | --- | --- | --- |",
