@@ -29,6 +29,7 @@ import { GpuEngine } from "../gpu_engine.ts";
 import { PROFILES, type SimProfile } from "../gpu_profiles.ts";
 import { blocksFor } from "../gpu_step_cost.ts";
 import { type ChurnPattern, priorityChurn } from "../priority_churn.ts";
+import { fcfsVllm } from "../matrix_configs.ts";
 import { replay, type SimRequest } from "../replay.ts";
 import type { SimSystem } from "../experiment.ts";
 
@@ -52,17 +53,7 @@ export const VLLM_SWAP: SimSystem = {
   about: "vLLM v0, swap forced: a copy per block, no reuse, no prefix cache",
 };
 export const FCFS_VLLM: SimSystem = {
-  config: {
-    name: "fcfs-vllm",
-    options: {
-      policy: "fcfs",
-      priority: false,
-      prefixCache: true,
-      preempt: "recompute",
-      writeThrough: false,
-    },
-    hostBlocks: 0,
-  },
+  config: fcfsVllm(),
   about: "vLLM V1-like: prefix cache, recompute, chunks of 2,048 rows; priorities ignored",
 };
 export const FASTSWITCH: SimSystem = {

@@ -17,6 +17,7 @@
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
 import { PROFILES } from "../gpu_profiles.ts";
 import { blocksFor } from "../gpu_step_cost.ts";
+import { sluiceDefault } from "../matrix_configs.ts";
 import { paperWorkload } from "../paper_workload.ts";
 import type { SimConfig } from "../replay.ts";
 import {
@@ -51,17 +52,7 @@ export const FCFS_VLLM: SimSystem = {
   about: "SGLang with chunked prefill, or vLLM V1 with prefix caching: chunks of 2,048 rows",
 };
 export const TOKENFLOW: SimSystem = {
-  config: {
-    name: "tokenflow",
-    options: {
-      policy: "tokenflow",
-      prefixCache: true,
-      recompute: "auto",
-      writeThrough: true,
-      swapReuse: true,
-    },
-    hostBlocks: HOST_BLOCKS,
-  },
+  config: { ...sluiceDefault(HOST_BLOCKS), name: "tokenflow" },
   about: "Sluice's default: TokenFlow's scheduler, write-through to the host, swap or recompute",
 };
 
