@@ -4,6 +4,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import type { AutoOption } from "../runtime/policy/economics.ts";
 import { presetProblems } from "../runtime/policy/index.ts";
 import {
   fedOptions,
@@ -28,14 +29,27 @@ function recomputeOf(flags: SharedValues): "off" | "auto" {
   return flags.recompute ?? (flags.preempt === undefined ? "auto" : "off");
 }
 
+/** The options the user gave that --sched auto would otherwise choose. */
+function givenOf(flags: SharedValues): AutoOption[] {
+  const given: AutoOption[] = [];
+  if (flags["write-through"] !== undefined) given.push("writeThrough");
+  if (flags.preempt !== undefined || flags.recompute !== undefined) {
+    given.push("recompute", "preempt");
+  }
+  return given;
+}
+
 /** The engine and runtime options that `flags` of `rows` set: each row's, and --recompute's. */
 function optionsOf<T extends Rows>(rows: T, flags: SharedValues) {
   const { engine, runtime } = fedOptions(rows, flags);
   const recompute = recomputeOf(flags);
   return {
-    // Its choice reads the cost model, profiled at load (by default only with a host tier).
-    engine: { ...engine, profileCosts: recompute === "auto" || undefined },
-    runtime: { ...runtime, recompute },
+    // --recompute auto's choice and --sched auto's read the cost model, profiled at load.
+    engine: {
+      ...engine,
+      profileCosts: recompute === "auto" || flags.sched === "auto" || undefined,
+    },
+    runtime: { ...runtime, recompute, given: givenOf(flags) },
   };
 }
 
@@ -45,7 +59,11 @@ function optionsOf<T extends Rows>(rows: T, flags: SharedValues) {
  */
 function checkPreset(f: SharedValues, ctx: z.RefinementCtx): void {
   const hostTier = f["host-kv-mb"] > 0;
-  for (const p of presetProblems(f.sched, optionsOf(SHARED, f).runtime, { hostTier })) {
+  const { runtime } = optionsOf(SHARED, f);
+  // Auto runs tokenflow or fcfs, and tokenflow wherever one of its own options is given: the
+  // options are checked as tokenflow's (runtime/policy/economics.ts).
+  const sched = runtime.policy === "auto" ? "tokenflow" : runtime.policy;
+  for (const p of presetProblems(sched, runtime, { hostTier })) {
     ctx.addIssue({ code: "custom", path: [flagSetting(SHARED, p.option)], message: p.message });
   }
   // The host tier's own flags do nothing without it.

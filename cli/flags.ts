@@ -97,14 +97,17 @@ export const ENGINE = section("engine and scheduling", {
     runtime: "decodeSteps",
   }),
   // The defaults below (tokenflow, a host tier, recompute auto, write-through) are the combination
-  // that measured best in the serving report (docs/benchmarks/policies.md); fcfs is vLLM's
-  // baseline.
+  // that measured best on this machine's adapter (docs/benchmarks/policies.md); on a GPU's
+  // economics auto takes fcfs with vLLM's settings instead (runtime/policy/economics.ts).
   sched: flag({
-    schema: z.enum(Object.keys(PRESETS) as [PolicyName, ...PolicyName[]]).default("tokenflow"),
+    schema: z.enum(["auto", ...Object.keys(PRESETS)] as ["auto", ...PolicyName[]]).default("auto"),
     usage: [
-      "--sched reserve|fcfs|slo|layerkv|tokenflow",
-      "scheduling policy (default tokenflow: pause and resume",
-      "requests by their readers' buffers); slo: admit a prefill only",
+      "--sched auto|reserve|fcfs|slo|layerkv|tokenflow",
+      "scheduling policy (default auto: chosen at load from the profiled",
+      "cost model, tokenflow where a step's rows cost what they cost, fcfs",
+      "with vLLM V1's settings where a 32-row step costs under 2x one row);",
+      "tokenflow: pause and resume requests by their readers' buffers;",
+      "slo: admit a prefill only",
       "while every decoding request keeps its TBT SLO through it; layerkv:",
       "LayerKV's rule, while it fits every decode's TPOT slack (Eq. 1-2)",
     ],

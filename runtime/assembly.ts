@@ -10,7 +10,8 @@ import { CostTracker } from "./cost_tracker.ts";
 import type { KvSpace, KvSpaceOptions } from "./kv_space.ts";
 import { StepLoop } from "./loop.ts";
 import type { RuntimeOptions } from "./options.ts";
-import { choosePreset } from "./policy/index.ts";
+import { type EconomicsChoice, resolveAuto } from "./policy/economics.ts";
+import { choosePreset, type PolicyName } from "./policy/index.ts";
 import { Scheduler } from "./scheduler.ts";
 
 /** Parts a caller makes itself, in place of those the runtime's options would make. */
@@ -20,6 +21,10 @@ export type RuntimeParts = Pick<KvSpaceOptions, "planner" | "planSource">;
 export interface Assembly {
   /** The engine's limits, with the context a request may have once the prefetch region is set aside. */
   info: EngineInfo;
+  /** The options, `--sched auto` resolved. */
+  options: RuntimeOptions & { policy: PolicyName };
+  /** What `--sched auto` chose and why; null when a preset was named. */
+  economics: EconomicsChoice | null;
   scheduler: Scheduler;
   /** The scheduler's KV space: both tiers and what moves KV between them. */
   space: KvSpace;
@@ -31,10 +36,11 @@ export interface Assembly {
 /** Makes a runtime's parts; throws a RangeError naming an option the engine cannot serve. */
 export function assemble(
   engine: StepEngine,
-  options: RuntimeOptions,
+  given: RuntimeOptions,
   parts: RuntimeParts = {},
 ): Assembly {
   const info = engine.info;
+  const { options, economics } = resolveAuto(given, info.costModel);
   const preset = choosePreset(options.policy, options, {
     hostTier: info.hostBlocks > 0,
     costModel: info.costModel !== undefined,
@@ -73,6 +79,8 @@ export function assemble(
   const region = space.offloader?.regionBlocks ?? 0;
   return {
     info: { ...info, maxContext: contextLimit(info, region) },
+    options,
+    economics,
     scheduler,
     space,
     costs,

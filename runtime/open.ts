@@ -38,7 +38,6 @@ export async function openRuntime(
   const files = await openModelDir(modelDir);
   const tokenizer = new Tokenizer(files);
   const prompts = new PromptEncoder(tokenizer, files, options.prompts);
-  const { policy, prefixCache, preempt, recompute, offload } = options.runtime;
   const progress = progressBar("loading weights");
   if (!options.engine.skipWarmUp) {
     // The warm-up compiles every GPU kernel a request can need before the server says ready: on a
@@ -52,9 +51,16 @@ export async function openRuntime(
   const engine: StepEngine = options.inProcess
     ? await Engine.load({ ...options.engine, modelDir, onLoadProgress: progress })
     : await WorkerEngine.load({ ...options.engine, modelDir }, progress);
+  const runtime = new Runtime(engine, {
+    ...options.runtime,
+    eosIds: tokenizer.eosTokenIds,
+    vocabulary: () => tokenizer.vocabulary(),
+  });
   const i = engine.info;
   const mib = (b: number) => (b / 2 ** 20).toFixed(1);
   const blocks = i.blocksPerArena.reduce((a, b) => a + b, 0);
+  // What runs, `--sched auto` resolved.
+  const { policy, prefixCache, preempt, recompute, offload, writeThrough } = runtime.settings;
   log(
     `sluice: model ${modelDir} (${i.architecture}${
       i.slidingWindow === null ? "" : `, sliding window ${i.slidingWindow}`
@@ -71,14 +77,10 @@ export async function openRuntime(
       (i.hostBlocks > 0
         ? `; host KV ${i.hostBlocks} blocks, preempt by ${
           recompute === "auto" ? "cost (recompute auto)" : preempt ?? "recompute"
-        }` +
+        }, write-through ${writeThrough ? "on" : "off"}` +
           (offload && offload !== "none" ? `, offload ${offload}` : "")
         : ""),
   );
-  const runtime = new Runtime(engine, {
-    ...options.runtime,
-    eosIds: tokenizer.eosTokenIds,
-    vocabulary: () => tokenizer.vocabulary(),
-  });
+  if (runtime.economics) log(`sluice: --sched auto chose ${policy}: ${runtime.economics.reason}`);
   return { runtime, tokenizer, prompts, modelDir };
 }

@@ -3,14 +3,20 @@
 // defaults every request is validated against.
 
 import type { Vocabulary } from "../engine/text/tokenizer.ts";
+import type { AutoOption } from "./policy/economics.ts";
 import type { PolicyName } from "./policy/index.ts";
 import type { PresetOptions } from "./policy/preset.ts";
 import type { RequestSlo } from "./request/request.ts";
 
 /** The runtime's options: its preset's (policy/preset.ts), and its own. */
 export interface RuntimeOptions extends PresetOptions {
-  /** Scheduling preset (`--sched`). */
-  policy: PolicyName;
+  /**
+   * Scheduling preset (`--sched`); "auto": the one the engine's cost model favours, with the
+   * options that go with it (policy/economics.ts), chosen when the runtime is assembled.
+   */
+  policy: PolicyName | "auto";
+  /** Options the user set, which "auto" leaves as they are (the command line's given flags). */
+  given?: readonly AutoOption[];
   /**
    * Share cached KV blocks between requests with the same leading tokens (`--prefix-cache`). With
    * a host tier, blocks the device evicts move there and come back on a hit.

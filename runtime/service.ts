@@ -13,6 +13,7 @@ import { type CompiledGrammarHandle, Grammars } from "./grammar/grammars.ts";
 import { RequestGrammar } from "./grammar/request_grammar.ts";
 import type { GrammarSpec } from "./grammar/spec.ts";
 import type { RuntimeOptions } from "./options.ts";
+import type { EconomicsChoice } from "./policy/economics.ts";
 import type { PolicyName } from "./policy/index.ts";
 import type { OffloadPlanner } from "./plan/offload_planner.ts";
 import type { OffloadMode } from "./policy/preset.ts";
@@ -122,7 +123,7 @@ export class Runtime {
    */
   constructor(
     private readonly engine: StepEngine,
-    private readonly options: RuntimeOptions,
+    options: RuntimeOptions,
     parts: RuntimeParts = {},
   ) {
     this.parts = assemble(engine, options, parts);
@@ -137,8 +138,19 @@ export class Runtime {
     return this.parts.info;
   }
 
+  /** The scheduling preset, `--sched auto` resolved. */
   get policy(): PolicyName {
-    return this.options.policy;
+    return this.settings.policy;
+  }
+
+  /** What `--sched auto` chose and why (null when a preset was named). */
+  get economics(): EconomicsChoice | null {
+    return this.parts.economics;
+  }
+
+  /** The options it runs with, `--sched auto` resolved. */
+  get settings(): Readonly<RuntimeOptions & { policy: PolicyName }> {
+    return this.parts.options;
   }
 
   /** The engine's cost model, re-fitted from observed step times (for planners and reports). */
@@ -157,7 +169,7 @@ export class Runtime {
   /** Validates and queues a request. Throws InvalidRequest or Refused, synchronously. */
   submit(params: SubmitParams): RequestHandle {
     if (this.closing) throw new Refused("Server is shutting down", "shutting_down", 0);
-    const { info, options } = this;
+    const { info, settings: options } = this;
     const spec = validate(params, info, info.maxContext, options);
     const handle = params.grammar;
     if (handle && handle.owner !== this.grammars) {
@@ -226,7 +238,7 @@ export class Runtime {
   }
 
   stats(): RuntimeStats {
-    const layerwise = this.options.layerwisePrefill ?? false;
+    const layerwise = this.settings.layerwisePrefill ?? false;
     return runtimeStats(this.parts, this.streams, this.effectiveTokens, layerwise);
   }
 

@@ -1,6 +1,7 @@
 // The configurations the workload matrix compares in simulation: fcfs as vLLM V1 runs it (the
-// baseline, bench/matrix/flags.ts's VLLM_V1_FLAGS), Sluice's default (cli/flags.ts's defaults),
-// and candidate defaults, each the default with one of the rules the code already has switched.
+// baseline, bench/matrix/flags.ts's VLLM_V1_FLAGS), Sluice's default (cli/flags.ts's defaults:
+// --sched auto), what auto runs on a software adapter (tokenflow's settings), and candidates, each
+// tokenflow's settings with one of the rules the code already has switched.
 // Both matrices use them: at the demo model's costs (tests/sim/matrix_sim.ts, this machine) and on
 // the GPU profiles (sim/papers/matrix.ts).
 
@@ -21,11 +22,12 @@ export function fcfsVllm(): SimConfig {
   };
 }
 
-/** The server's defaults: tokenflow, prefix cache, swap or recompute by cost, write-through, swap
- * reuse, with a host tier of `hostBlocks`. */
-export function sluiceDefault(hostBlocks: number): SimConfig {
+/** What the server's defaults run where a step's rows cost what they cost (this machine): tokenflow,
+ * prefix cache, swap or recompute by cost, write-through, swap reuse, with a host tier of
+ * `hostBlocks`. */
+export function tokenflowDefault(hostBlocks: number): SimConfig {
   return {
-    name: "default",
+    name: "tokenflow",
     options: {
       policy: "tokenflow",
       prefixCache: true,
@@ -37,7 +39,14 @@ export function sluiceDefault(hostBlocks: number): SimConfig {
   };
 }
 
-/** Candidate defaults: the default with one rule changed, as its flag would change it. */
+/** The server's defaults: `--sched auto`, which runs tokenflowDefault's settings or vLLM V1's by
+ * the engine's cost model (runtime/policy/economics.ts). */
+export function sluiceDefault(hostBlocks: number): SimConfig {
+  const t = tokenflowDefault(hostBlocks);
+  return { ...t, name: "default", options: { ...t.options, policy: "auto" } };
+}
+
+/** Candidate defaults: tokenflow's settings with one rule changed, as its flag would change it. */
 export const VARIANTS: Record<string, { flags: string; patch: Partial<SimConfig["options"]> }> = {
   /** TokenFlow's Eq. 6 overload fallback: hold new requests while readers outrun the GPU. */
   hold: { flags: "--tokenflow-overload hold", patch: { tokenflowOverload: "hold" } },
@@ -61,11 +70,11 @@ export const VARIANTS: Record<string, { flags: string; patch: Partial<SimConfig[
   nowt: { flags: "--write-through off", patch: { writeThrough: false } },
 };
 
-/** The default with `variant`'s rule changed, named `default+<variant>`. */
+/** `base` with `variant`'s rule changed, named `<base>+<variant>`. */
 export function variantOf(base: SimConfig, variant: string): SimConfig {
   const v = VARIANTS[variant];
   if (!v) {
     throw new Error(`unknown variant "${variant}" (${Object.keys(VARIANTS).join(", ")})`);
   }
-  return { ...base, name: `default+${variant}`, options: { ...base.options, ...v.patch } };
+  return { ...base, name: `${base.name}+${variant}`, options: { ...base.options, ...v.patch } };
 }

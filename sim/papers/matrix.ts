@@ -1,7 +1,8 @@
 // The default judged where the papers' premise holds (issue 31): every cell of the workload matrix
 // (bench/matrix/cells.ts) on a GPU profile, its rates scaled to that GPU's capacity and its budgets
-// made to press (sim/matrix_scaling.ts says how), replayed for fcfs-vllm and Sluice's default (and
-// any candidate defaults, sim/matrix_configs.ts) through the real runtime in fake time, judged by
+// made to press (sim/matrix_scaling.ts says how), replayed for fcfs-vllm, Sluice's default
+// (--sched auto), tokenflow's settings (what auto runs on this machine) and any candidates
+// (sim/matrix_configs.ts) through the real runtime in fake time, judged by
 // issue 31's goals (sim/matrix_goals.ts). Deterministic: each cell's seed draws its workload.
 
 import {
@@ -17,7 +18,13 @@ import { BUDGET_BLOCKS, DEMO_COSTS, DEMO_LIMITS, demoStepMs } from "../../tests/
 import { fmt, runExperiment, type SimOutcome } from "../experiment.ts";
 import type { SimProfile } from "../gpu_profiles.ts";
 import { blocksFor, gpuStepMs, SIM_BLOCK_SIZE } from "../gpu_step_cost.ts";
-import { fcfsVllm, sluiceDefault, variantOf, VARIANTS } from "../matrix_configs.ts";
+import {
+  fcfsVllm,
+  sluiceDefault,
+  tokenflowDefault,
+  variantOf,
+  VARIANTS,
+} from "../matrix_configs.ts";
 import { type Goal31, judge31 } from "../matrix_goals.ts";
 import {
   capacity,
@@ -110,8 +117,10 @@ export async function runMatrix(
   p: SimProfile,
   o: { ids?: string[]; variants?: string[]; log?: (line: string) => void } = {},
 ): Promise<MatrixRow[]> {
-  const base = fcfsVllm(), def = sluiceDefault(blocksFor(p, p.hostKvTokens));
-  const others: SimConfig[] = [def, ...(o.variants ?? []).map((v) => variantOf(def, v))];
+  const hostBlocks = blocksFor(p, p.hostKvTokens);
+  const base = fcfsVllm(), def = sluiceDefault(hostBlocks), tf = tokenflowDefault(hostBlocks);
+  // The default (--sched auto) beside what it would run on this machine's economics (tokenflow).
+  const others: SimConfig[] = [def, tf, ...(o.variants ?? []).map((v) => variantOf(tf, v))];
   const rows: MatrixRow[] = [];
   for (const cell of scaledCells(p, o.ids)) {
     const profile = { ...p, kvTokens: cell.budgetTokens };
@@ -146,7 +155,8 @@ export function matrixReport(p: SimProfile, rows: MatrixRow[], command: string):
   const cells = [...new Map(rows.map((r) => [r.cell.id, r.cell])).values()];
   const lines = [
     `Profile ${p.id}: ${p.about}. fcfs-vllm: \`--sched fcfs --priority off --prefix-cache on`,
-    `--preempt recompute --host-kv-mb 0\`; default: Sluice's defaults with the profile's host tier.`,
+    `--preempt recompute --host-kv-mb 0\`; default: Sluice's defaults (\`--sched auto\`) with the profile's host`,
+    `tier; tokenflow: what auto runs where rows cost what they cost (this machine).`,
     `Regenerate: \`${command}\` (deterministic).`,
     "",
     "How each cell was carried to this GPU (sim/matrix_scaling.ts): capacity in requests/s of the",

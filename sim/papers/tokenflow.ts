@@ -17,7 +17,7 @@
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
 import { PROFILES } from "../gpu_profiles.ts";
 import { blocksFor } from "../gpu_step_cost.ts";
-import { sluiceDefault } from "../matrix_configs.ts";
+import { tokenflowDefault } from "../matrix_configs.ts";
 import { paperWorkload } from "../paper_workload.ts";
 import type { SimConfig } from "../replay.ts";
 import {
@@ -52,7 +52,7 @@ export const FCFS_VLLM: SimSystem = {
   about: "SGLang with chunked prefill, or vLLM V1 with prefix caching: chunks of 2,048 rows",
 };
 export const TOKENFLOW: SimSystem = {
-  config: { ...sluiceDefault(HOST_BLOCKS), name: "tokenflow" },
+  config: tokenflowDefault(HOST_BLOCKS),
   about: "Sluice's default: TokenFlow's scheduler, write-through to the host, swap or recompute",
 };
 

@@ -40,7 +40,9 @@ interface Workload {
   requests: WorkloadRequest[];
 }
 
-type Setup = Pick<RuntimeOptions, "policy" | "preempt" | "prefixCache" | "writeThrough">;
+type Setup = Pick<RuntimeOptions, "preempt" | "prefixCache" | "writeThrough"> & {
+  policy: PolicyName;
+};
 
 interface WorkloadKind {
   /** Best-priority requests every few steps for a long while ("heavy": every step or two). */
