@@ -16,7 +16,7 @@ import {
   usageOf,
   type ValuesOf,
 } from "./flag_row.ts";
-import { ENGINE, MODEL } from "./flags.ts";
+import { DEFAULT_HOST_KV_MB, ENGINE, MODEL } from "./flags.ts";
 import { PROMPT } from "./generate_flags.ts";
 import { HTTP, REQUESTS } from "./serve_flags.ts";
 
@@ -32,6 +32,10 @@ function recomputeOf(flags: SharedValues): "off" | "auto" {
 /** The options the user gave that --sched auto would otherwise choose. */
 function givenOf(flags: SharedValues): AutoOption[] {
   const given: AutoOption[] = [];
+  // The host tier stays where the user sized it or asked for something that lives there.
+  const host = flags["host-kv-mb"] !== undefined || flags["write-through"] !== undefined ||
+    flags["swap-reuse"] !== undefined || flags.preempt === "swap" || flags.offload !== "none";
+  if (host) given.push("hostTier");
   if (flags["write-through"] !== undefined) given.push("writeThrough");
   if (flags.preempt !== undefined || flags.recompute !== undefined) {
     given.push("recompute", "preempt");
@@ -58,7 +62,7 @@ function optionsOf<T extends Rows>(rows: T, flags: SharedValues) {
  * each command's schema before anything loads.
  */
 function checkPreset(f: SharedValues, ctx: z.RefinementCtx): void {
-  const hostTier = f["host-kv-mb"] > 0;
+  const hostTier = (f["host-kv-mb"] ?? DEFAULT_HOST_KV_MB) > 0;
   const { runtime } = optionsOf(SHARED, f);
   // Auto runs tokenflow or fcfs, and tokenflow wherever one of its own options is given: the
   // options are checked as tokenflow's (runtime/policy/economics.ts).

@@ -19,6 +19,8 @@ const isOn = (v: "on" | "off") => v === "on";
 const onOffOrDefault = (v: "on" | "off" | undefined) => (v === undefined ? undefined : v === "on");
 /** On|off as a boolean; absent, on. */
 const notOff = (v: "on" | "off" | undefined) => v !== "off";
+/** --host-kv-mb's default. */
+export const DEFAULT_HOST_KV_MB = 256;
 
 export const MODEL = section("model", {
   // Absent: the default hub model, or the demo model when it cannot be fetched (default_model.ts).
@@ -187,13 +189,14 @@ export const ENGINE = section("engine and scheduling", {
     runtime: to("prefixCache", isOn),
   }),
   // Host memory is taken only as KV lands there.
+  // Absent: 256, and --sched auto may leave it unused (runtime/policy/economics.ts); given, it stays.
   "host-kv-mb": flag({
-    schema: z.coerce.number().min(0).default(256),
+    schema: z.coerce.number().min(0).optional(),
     usage: [
       "--host-kv-mb MB",
       "host KV tier for paused requests, taken as used (default 256; 0: none)",
     ],
-    engine: "hostKvMb",
+    engine: to("hostKvMb", (mb: number | undefined) => mb ?? DEFAULT_HOST_KV_MB),
   }),
   // Absent: --recompute auto chooses per request; given: it is the fixed choice.
   preempt: flag({

@@ -39,8 +39,9 @@ export function assemble(
   given: RuntimeOptions,
   parts: RuntimeParts = {},
 ): Assembly {
-  const info = engine.info;
-  const { options, economics } = resolveAuto(given, info.costModel);
+  const { options, economics } = resolveAuto(given, engine.info.costModel);
+  // A host tier left unused is none, to every part and to the runtime's users.
+  const info = options.hostTier === false ? { ...engine.info, hostBlocks: 0 } : engine.info;
   const preset = choosePreset(options.policy, options, {
     hostTier: info.hostBlocks > 0,
     costModel: info.costModel !== undefined,

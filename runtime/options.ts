@@ -22,6 +22,11 @@ export interface RuntimeOptions extends PresetOptions {
    * a host tier, blocks the device evicts move there and come back on a hit.
    */
   prefixCache?: boolean;
+  /**
+   * Use the engine's host KV tier (default true); false leaves it unused, as `--sched auto` does on
+   * a GPU's economics (policy/economics.ts).
+   */
+  hostTier?: boolean;
   /** Mirror new full KV blocks to the host tier as they are made (`--write-through`). */
   writeThrough?: boolean;
   /** Keep host copies valid after a swap-in, so swapping out again moves only new KV. */

@@ -15,7 +15,7 @@
 import type { CostModel } from "../../engine/kv/cost_model.ts";
 import type { RuntimeOptions } from "../options.ts";
 import type { PolicyName } from "./index.ts";
-import { OWN_OPTIONS, type PresetOptions } from "./preset.ts";
+import { OWN_OPTIONS, placingOf, type PresetOptions } from "./preset.ts";
 
 /** The decode width compared with one row: a batch most servers reach under load. */
 export const WIDE_ROWS = 32;
@@ -29,6 +29,8 @@ export const FLAT_RATIO = 2;
 /** What auto may set, and what it sets each to. */
 export interface AutoSettings {
   policy: PolicyName;
+  /** Use the engine's host KV tier (RuntimeOptions.hostTier). */
+  hostTier?: boolean;
   writeThrough?: boolean;
   recompute?: "off" | "auto";
   preempt?: PresetOptions["preempt"];
@@ -48,9 +50,14 @@ export interface EconomicsChoice {
   reason: string;
 }
 
-/** Where rows are cheap: vLLM V1's settings (bench/matrix/flags.ts's fcfs-vllm, its host tier kept). */
+/**
+ * Where rows are cheap: vLLM V1's settings (bench/matrix/flags.ts's fcfs-vllm), the host tier left
+ * unused as vLLM keeps no KV on the host: on the L20 profile its prefix tier's copies alone doubled
+ * the stall of the tight chat cell and raised a document cell's TTFT p99 1.69× (papers.md).
+ */
 const GPU_SETTINGS: AutoSettings = {
   policy: "fcfs",
+  hostTier: false,
   writeThrough: false,
   recompute: "off",
   preempt: "recompute",
@@ -82,7 +89,7 @@ export function chooseByEconomics(
     : `a ${WIDE_ROWS}-row step costs ${ratio.toFixed(2)}× a one-row step`;
   const reason = flat
     ? `${measured} (under ${FLAT_RATIO}×: a GPU's economics), so vLLM V1's settings: fcfs, ` +
-      "preempted KV recomputed, no write-through"
+      "preempted KV recomputed, no KV on the host"
     : `${measured}${
       ratio === null ? "" : ` (${FLAT_RATIO}× or more: rows cost what they cost)`
     }, ` +
@@ -99,7 +106,10 @@ export function resolveAuto(
     return { options: { ...options, policy: options.policy }, economics: null };
   }
   const own = OWN_OPTIONS.find((o) => options[o] !== undefined && options[o] !== false);
-  const economics: EconomicsChoice = own === undefined ? chooseByEconomics(model, options.given) : {
+  // Offloaded layers live on the host tier: it stays whoever asked for them.
+  const given: AutoOption[] = [...options.given ?? []];
+  if (placingOf(options).offloads) given.push("hostTier");
+  const economics: EconomicsChoice = own === undefined ? chooseByEconomics(model, given) : {
     policy: "tokenflow",
     widthCost: model === undefined ? null : widthCost(model),
     set: { policy: "tokenflow" },

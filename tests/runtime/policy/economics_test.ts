@@ -31,6 +31,7 @@ Deno.test("economics: a flat line takes vLLM V1's settings, a steep one or none 
   assertEquals(gpu.policy, "fcfs");
   assertEquals(gpu.set, {
     policy: "fcfs",
+    hostTier: false,
     writeThrough: false,
     recompute: "off",
     preempt: "recompute",
@@ -44,10 +45,10 @@ Deno.test("economics: a flat line takes vLLM V1's settings, a steep one or none 
 });
 
 Deno.test("economics: what the user gave stays", () => {
-  const c = chooseByEconomics(profiledCostModel(PROFILES.tokenflow), ["writeThrough"]);
+  const c = chooseByEconomics(profiledCostModel(PROFILES.tokenflow), ["writeThrough", "hostTier"]);
   assertEquals(c.set, { policy: "fcfs", recompute: "off", preempt: "recompute" });
   const d = chooseByEconomics(profiledCostModel(PROFILES.tokenflow), ["recompute", "preempt"]);
-  assertEquals(d.set, { policy: "fcfs", writeThrough: false });
+  assertEquals(d.set, { policy: "fcfs", hostTier: false, writeThrough: false });
 });
 
 Deno.test("economics: a runtime with --sched auto runs what its engine's cost model favours", async () => {
@@ -61,6 +62,7 @@ Deno.test("economics: a runtime with --sched auto runs what its engine's cost mo
   const onGpu = new Runtime(new GpuEngine(PROFILES.tokenflow, { hostBlocks: 64 }), options);
   assertEquals(onGpu.policy, "fcfs");
   assertEquals([onGpu.settings.writeThrough, onGpu.settings.recompute], [false, "off"]);
+  assertEquals([onGpu.info.hostBlocks, onGpu.stats().hostBlocksTotal], [0, 0]);
   assertMatch(onGpu.economics!.reason, /vLLM V1's settings/);
   await onGpu.close();
   const demo = new FakeEngine({
@@ -79,7 +81,15 @@ Deno.test("economics: a runtime with --sched auto runs what its engine's cost mo
   const here = new Runtime(demo, options);
   assertEquals(here.policy, "tokenflow");
   assertEquals([here.settings.writeThrough, here.settings.recompute], [true, "auto"]);
+  assertEquals(here.info.hostBlocks, 64);
   await here.close();
+  // Offloaded layers keep the host tier on a GPU too.
+  const offloading = new Runtime(new GpuEngine(PROFILES.tokenflow, { hostBlocks: 64 }), {
+    ...options,
+    offload: "uniform",
+  });
+  assertEquals([offloading.policy, offloading.info.hostBlocks], ["fcfs", 64]);
+  await offloading.close();
   // An option only tokenflow takes names it; a named preset is not second-guessed.
   const keepUp = new Runtime(new GpuEngine(PROFILES.tokenflow, { hostBlocks: 64 }), {
     ...options,
@@ -107,10 +117,12 @@ Deno.test("economics: serve's defaults are auto, profiled; --sched names the pol
   ]);
   assertEquals(parse({ "tokenflow-keep-up": "on" }).runtime.policy, "auto");
   assertEquals(parse({ sched: "fcfs" }).runtime.policy, "fcfs");
+  assertEquals(plain.engine.hostKvMb, 256);
   const given = parse({ "write-through": "off", preempt: "swap" });
   assertEquals([given.runtime.policy, given.engine.profileCosts, given.runtime.given], [
     "auto",
     true,
-    ["writeThrough", "recompute", "preempt"],
+    ["hostTier", "writeThrough", "recompute", "preempt"],
   ]);
+  assertEquals(parse({ "host-kv-mb": "64" }).runtime.given, ["hostTier"]);
 });
