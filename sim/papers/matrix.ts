@@ -14,7 +14,7 @@ import {
 } from "../../bench/matrix/cells.ts";
 import type { RunSummary } from "../../bench/serve/metrics.ts";
 import type { WorkloadRequest } from "../../bench/serve/workload.ts";
-import { BUDGET_BLOCKS, DEMO_COSTS, DEMO_LIMITS, demoStepMs } from "../../tests/sim/matrix_sim.ts";
+import { BUDGET_BLOCKS, DEMO_COSTS, DEMO_LIMITS, demoStepMs } from "../demo_costs.ts";
 import { fmt, runExperiment, type SimOutcome } from "../experiment.ts";
 import type { SimProfile } from "../gpu_profiles.ts";
 import { blocksFor, gpuStepMs, SIM_BLOCK_SIZE } from "../gpu_step_cost.ts";

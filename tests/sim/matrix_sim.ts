@@ -27,32 +27,17 @@ import { costModelWithLayer } from "../helpers/cost_models.ts";
 import { FakeEngine } from "../../sim/fake_engine.ts";
 import { replay, type SimClients, type SimConfig } from "../../sim/replay.ts";
 import { fcfsVllm, sluiceDefault, variantOf } from "../../sim/matrix_configs.ts";
+import {
+  BLOCK_SIZE,
+  BUDGET_BLOCKS,
+  DEMO_COSTS,
+  DEMO_LIMITS,
+  demoStepMs,
+  LAYERS,
+  type SimCosts,
+} from "../../sim/demo_costs.ts";
 
-/** What a step costs in the simulation, in ms: the demo model on the 2-core development machine,
- * roughly (decode rows dominated by the per-sample head and readback, prefill rows cheaper). */
-export interface SimCosts {
-  fixedMs: number;
-  perRowMs: number;
-  perSampleMs: number;
-  /** Per row, per thousand positions it attends to (attention grows with the context). */
-  perRowKiloPosMs: number;
-  /** Per KV block copied between tiers (one block, all layers). */
-  perBlockCopyMs: number;
-}
-
-export const DEMO_COSTS: SimCosts = {
-  fixedMs: 8,
-  perRowMs: 3,
-  perSampleMs: 3,
-  perRowKiloPosMs: 4,
-  perBlockCopyMs: 0.01,
-};
-
-/** The demo model's KV geometry: 16-token blocks, 4 layers sharing one arena. */
-const BLOCK_SIZE = 16;
-const LAYERS = 4;
-/** Device blocks (all layers) per budget, as `--gpu-kv-mb 2` and 64 give on the demo model. */
-export const BUDGET_BLOCKS = { tight: 496, ample: 15_872 };
+export { BUDGET_BLOCKS, DEMO_COSTS, DEMO_LIMITS, demoStepMs, type SimCosts };
 
 function costModelOf(c: SimCosts): CostModel {
   const copy = { fixedMs: 0, perUnitMs: c.perBlockCopyMs / LAYERS / KV_BLOCK_BYTES };
@@ -96,21 +81,6 @@ class SimEngine extends FakeEngine {
     return demoStepMs(c, this.plan!);
   }
 }
-
-/** What `p` takes at the costs `c`, ms. */
-export function demoStepMs(
-  c: SimCosts,
-  p: Pick<StepPlan, "rows" | "samples" | "copies" | "prefetch">,
-): number {
-  const blocks = (p.copies ?? []).reduce((s, x) => s + x.deviceBlocks.length, 0) +
-    (p.prefetch ?? []).reduce((s, x) => s + x.deviceBlocks.length, 0);
-  const attention = p.rows.reduce((s, r) => s + r.pos, 0) / 1000 * c.perRowKiloPosMs;
-  return c.fixedMs + attention + c.perRowMs * p.rows.length + c.perSampleMs * p.samples.length +
-    c.perBlockCopyMs * blocks / LAYERS;
-}
-
-/** The engine's limits at the demo model, as the capacity estimate reads them. */
-export const DEMO_LIMITS = { maxSlots: 32, maxRows: 128, blockSize: BLOCK_SIZE, layers: LAYERS };
 
 export const FCFS_VLLM: SimConfig = fcfsVllm();
 
