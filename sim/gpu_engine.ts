@@ -27,6 +27,8 @@ export interface GpuEngineLimits {
   copyPerBlock?: boolean;
   /** µs a copy call costs, in place of the profile's (default: the profile's). */
   copyCallUs?: number;
+  /** Swap copies beside the step's kernels, not before them (CopyIssue.async; default false). */
+  asyncCopies?: boolean;
 }
 
 export class GpuEngine extends FakeEngine {
@@ -65,6 +67,7 @@ export class GpuEngine extends FakeEngine {
     const ms = gpuStepMs(this.profile, this.plan!, {
       perBlock: this.limits.copyPerBlock,
       callUs: this.limits.copyCallUs,
+      async: this.limits.asyncCopies,
     });
     const whole = Math.floor(ms + this.carriedMs);
     this.carriedMs += ms - whole;

@@ -106,6 +106,13 @@ function callsOf(blocks: readonly number[]): number {
  */
 export interface CopyIssue {
   perBlock?: boolean;
+  /**
+   * The step's swap copies run on a stream of their own beside its kernels (FastSwitch's
+   * Multithreading Swap Manager, §3.3), so the step takes the longer of the two instead of their
+   * sum. WebGPU has one queue, so the real engine cannot; the simulation can. Optimistic by up to
+   * a step for a request swapped in: the paper's swapped-in request joins once its copies land.
+   */
+  async?: boolean;
   /** µs a call, in place of the profile's (a sweep of that unsettled constant). */
   callUs?: number;
 }
@@ -140,8 +147,9 @@ export function gpuStepMs(p: SimProfile, plan: StepPlan, issue: CopyIssue = {}):
   const perLayer = layerMs(p, plan.rows);
   const head = headMs(p, plan.samples.length);
   const layers = p.model.layers;
-  let t = copiesMs(p, plan.copies ?? [], issue);
-  let inBus = t, outBus = t, regionFreeAt = t;
+  const swaps = copiesMs(p, plan.copies ?? [], issue);
+  let t = issue.async ? 0 : swaps;
+  let inBus = swaps, outBus = swaps, regionFreeAt = t;
   const start = t;
   const perRequest = p.prefetchStart === "per-request";
   /** When each region block was last read (per-request streams). */

@@ -71,6 +71,25 @@ Deno.test("profiles: FastSwitch Table 1, swap-out time per operation (LLaMA-8B, 
   within(copiesMs(p, operation(5)), 6_700 / 10_713, 0.3, "with reuse, 5.43 blocks/op (ms)");
 });
 
+Deno.test("profiles: asynchronous swaps (FastSwitch §3.3) take the longer of copies and kernels, not their sum", () => {
+  const p = PROFILES.fastswitch;
+  const copies: KvCopy[] = Array.from({ length: p.model.layers }, (_, layer) => ({
+    direction: "out",
+    layer,
+    deviceBlocks: Array.from({ length: 40 }, (_, i) => 100 + i),
+    hostBlocks: Array.from({ length: 40 }, (_, i) => 500 + i),
+  }));
+  const swap = copiesMs(p, copies);
+  for (const rows of [1, 64]) {
+    const bare = gpuStepMs(p, decodePlan(rows, 511));
+    const plan = { ...decodePlan(rows, 511), copies };
+    within(gpuStepMs(p, plan), bare + swap, 1e-9, `${rows} rows, synchronous`);
+    const overhead = p.efficiency.stepOverheadMs;
+    const longer = overhead + Math.max(bare - overhead, swap);
+    within(gpuStepMs(p, plan, { async: true }), longer, 1e-9, `${rows} rows, asynchronous`);
+  }
+});
+
 Deno.test("profiles: the KV budgets the papers' setups leave", () => {
   assertEquals(PROFILES.orbitflow.kvTokens, 16_384); // OrbitFlow's footnote: ~16K tokens
   within(PROFILES.fastswitch.kvTokens, 39_000, 0.1, "FastSwitch A10: 35–43K tokens");
