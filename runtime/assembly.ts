@@ -1,16 +1,23 @@
 // Puts a runtime together over an engine: the scheduler over the chosen preset, with its KV space
 // (kv_space.ts: the tiers and mechanisms the preset and options switch on), the cost tracker, the
-// step loop. Which options go together is the preset's to say (policy/index.ts), checked here
-// against the engine's host tier and cost model before anything is made.
+// step loop. `--sched auto` is resolved first, from the engine's profiled cost model
+// (policy/economics.ts). Which options go together is the preset's to say (policy/index.ts),
+// checked here against the engine's host tier and cost model before anything is made.
 
-import type { EngineInfo, StepEngine } from "../engine/engine.ts";
+import type { CostModel, EngineInfo, StepEngine } from "../engine/engine.ts";
 import { blocksPerLayer } from "../engine/kv/pool_shape.ts";
 import { DEFAULT_GROUP_MS } from "./decode_group.ts";
 import { CostTracker } from "./cost_tracker.ts";
 import type { KvSpace, KvSpaceOptions } from "./kv_space.ts";
 import { StepLoop } from "./loop.ts";
 import type { RuntimeOptions } from "./options.ts";
-import { type EconomicsChoice, resolveAuto } from "./policy/economics.ts";
+import {
+  type AutoOption,
+  chooseByEconomics,
+  type EconomicsChoice,
+  widthCost,
+} from "./policy/economics.ts";
+import { OWN_OPTIONS, placingOf } from "./policy/preset.ts";
 import { choosePreset, type PolicyName } from "./policy/index.ts";
 import { Scheduler } from "./scheduler.ts";
 
@@ -97,4 +104,25 @@ function contextLimit(info: EngineInfo, region: number): number {
   if (region === 0) return info.maxContext;
   const perLayer = blocksPerLayer(info, info.blocksPerArena.map((n) => n - region));
   return Math.max(0, Math.min(info.maxContext, perLayer * info.blockSize));
+}
+
+/** `options` with `--sched auto` resolved against `model`; economics null when a preset was named. */
+function resolveAuto(
+  options: RuntimeOptions,
+  model: CostModel | undefined,
+): { options: RuntimeOptions & { policy: PolicyName }; economics: EconomicsChoice | null } {
+  if (options.policy !== "auto") {
+    return { options: { ...options, policy: options.policy }, economics: null };
+  }
+  const own = OWN_OPTIONS.find((o) => options[o] !== undefined && options[o] !== false);
+  // Offloaded layers live on the host tier: it stays whoever asked for them.
+  const given: AutoOption[] = [...options.given ?? []];
+  if (placingOf(options).offloads) given.push("hostTier");
+  const economics: EconomicsChoice = own === undefined ? chooseByEconomics(model, given) : {
+    policy: "tokenflow",
+    widthCost: model === undefined ? null : widthCost(model),
+    set: { policy: "tokenflow" },
+    reason: `an option only tokenflow takes (${own}) names it`,
+  };
+  return { options: { ...options, ...economics.set, policy: economics.policy }, economics };
 }

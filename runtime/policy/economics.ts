@@ -13,9 +13,8 @@
 // tokenflow.
 
 import type { CostModel } from "../../engine/kv/cost_model.ts";
-import type { RuntimeOptions } from "../options.ts";
 import type { PolicyName } from "./index.ts";
-import { OWN_OPTIONS, placingOf, type PresetOptions } from "./preset.ts";
+import type { PresetOptions } from "./preset.ts";
 
 /** The decode width compared with one row: a batch most servers reach under load. */
 export const WIDE_ROWS = 32;
@@ -95,25 +94,4 @@ export function chooseByEconomics(
     }, ` +
       "so tokenflow, the defaults measured best where rows cost what they cost";
   return { policy: settings.policy, widthCost: ratio, set, reason };
-}
-
-/** `options` with `--sched auto` resolved against `model`; economics null when a preset was named. */
-export function resolveAuto(
-  options: RuntimeOptions,
-  model: CostModel | undefined,
-): { options: RuntimeOptions & { policy: PolicyName }; economics: EconomicsChoice | null } {
-  if (options.policy !== "auto") {
-    return { options: { ...options, policy: options.policy }, economics: null };
-  }
-  const own = OWN_OPTIONS.find((o) => options[o] !== undefined && options[o] !== false);
-  // Offloaded layers live on the host tier: it stays whoever asked for them.
-  const given: AutoOption[] = [...options.given ?? []];
-  if (placingOf(options).offloads) given.push("hostTier");
-  const economics: EconomicsChoice = own === undefined ? chooseByEconomics(model, given) : {
-    policy: "tokenflow",
-    widthCost: model === undefined ? null : widthCost(model),
-    set: { policy: "tokenflow" },
-    reason: `an option only tokenflow takes (${own}) names it`,
-  };
-  return { options: { ...options, ...economics.set, policy: economics.policy }, economics };
 }
