@@ -25,6 +25,7 @@ import { answerWrongMethods } from "./routes/method_not_allowed.ts";
 import { messagesRoutes } from "./routes/messages.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { modelsRoutes } from "./routes/models.ts";
+import { ollamaRoutes } from "./ollama/routes.ts";
 import { playgroundRoutes } from "./routes/playground.ts";
 import { requestsRoutes } from "./routes/requests.ts";
 import { responsesRoutes } from "./routes/responses.ts";
@@ -118,6 +119,7 @@ export function createApp(
   app.route("/v1", messagesRoutes(state, turns));
   app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state, config.modelId));
+  app.route("/api", ollamaRoutes(state, { ...turns, ...config, metrics }));
   answerWrongMethods(app); // last: it covers the routes mounted above
   return app;
 }
