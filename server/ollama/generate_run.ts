@@ -87,6 +87,7 @@ export async function startGenerate(
   // Nobody may be reading yet: the ending is observed now and rethrown by end().
   finished.catch(() => {});
   return {
+    id,
     promptTokens: ids.length,
     deltas,
     end: async () => ({

@@ -26,6 +26,8 @@ export interface ReplyEnd {
 }
 
 export interface Reply {
+  /** The running request's id (the sluice-request-id header; /v1/requests/{id}/priority). */
+  id: string;
   promptTokens: number;
   /** Read to the end before calling end(). */
   deltas: AsyncIterable<Delta>;
@@ -35,6 +37,7 @@ export interface Reply {
 
 export function chatReply(run: ChatRun): Reply {
   return {
+    id: run.id,
     promptTokens: run.promptTokens,
     deltas: deltasOf(run.events),
     end: async () => {

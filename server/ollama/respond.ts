@@ -46,6 +46,8 @@ class Clock {
 }
 
 export function respondOllama(c: Context, answer: Answer): Response | Promise<Response> {
+  // A stream's headers go out at once, before its first object.
+  c.header("sluice-request-id", answer.reply.id);
   return answer.stream ? respondStream(c, answer) : respondWhole(c, answer);
 }
 

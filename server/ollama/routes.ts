@@ -90,10 +90,9 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
     const ctx = turnContext(c, model);
     const chat = await withinContext(ctx, chatBody(toChat(body)), body.options?.num_ctx);
     const abort = abortWith(c);
-    const run = await startChat(ctx, chat, abort.signal);
-    c.header("sluice-request-id", run.id);
+    const reply = chatReply(await startChat(ctx, chat, abort.signal));
     return respondOllama(c, {
-      reply: chatReply(run),
+      reply,
       wire: chatWire(model.name),
       stream: body.stream ?? true,
       startedAt,

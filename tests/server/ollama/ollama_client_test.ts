@@ -194,6 +194,79 @@ Deno.test("ollama client: the /api routes", async (t) => {
       assertEquals(answer.done, true);
     });
 
+    await t.step("think splits reasoning off; false leaves it in the answer", async () => {
+      // A prompt that opens <think>: what follows is reasoning until the model closes it.
+      const request = { model: NAME, prompt: "Q: why?\n<think>", raw: true };
+      const options = { temperature: 0, num_predict: 5 };
+      const split = await ollama.generate({ ...request, think: true, options });
+      assert((split.thinking ?? "").length > 0 && split.response === "", JSON.stringify(split));
+      const inline = await ollama.generate({ ...request, think: false, options });
+      assertEquals(inline.thinking, undefined);
+      // (the split drops the whitespace that only separates the tag from the reasoning)
+      assertEquals(inline.response?.trimStart(), split.thinking, "greedy: the same text, inline");
+      const levels = await refusal(() => ollama.generate({ ...request, think: "high", options }));
+      assertEquals(levels.status, 400);
+    });
+
+    await t.step("NDJSON by default, num_ctx caps the answer, an empty request loads", async () => {
+      const res = await s.post("/api/chat", {
+        model: NAME,
+        messages: [{ role: "user", content: "Hello" }],
+        options: { temperature: 0, num_predict: 3 },
+      });
+      assertEquals(res.headers.get("content-type"), "application/x-ndjson");
+      assertMatch(res.headers.get("sluice-request-id") ?? "", /^chatcmpl-/);
+      const lines = (await res.text()).split("\n");
+      assertEquals(lines.pop(), "", "every object ends with a newline");
+      const objects = lines.map((l) => JSON.parse(l));
+      assertEquals(objects.at(-1).done, true);
+      assert(objects.slice(0, -1).every((o) => o.done === false));
+
+      const prompt =
+        (await ollama.generate({ model: NAME, prompt: "Hello", options: { num_predict: 1 } }))
+          .prompt_eval_count;
+      const capped = await ollama.generate({
+        model: NAME,
+        prompt: "Hello",
+        options: { num_ctx: prompt + 3, num_predict: 50 },
+      });
+      assertEquals(capped.done_reason, "length");
+      assertEquals(capped.eval_count, 3);
+      const full = await refusal(() =>
+        ollama.generate({ model: NAME, prompt: "Hello", options: { num_ctx: prompt } })
+      );
+      assertEquals(full.status, 400);
+
+      const loaded = await ollama.generate({ model: NAME, prompt: "" });
+      assertEquals([loaded.done, loaded.done_reason], [true, "load"]);
+      const chatLoaded = await ollama.chat({ model: NAME, messages: [] });
+      assertEquals(chatLoaded.done_reason, "load");
+    });
+
+    await t.step("503 while the model loads; 405, 413 and 415 in Ollama's shape", async () => {
+      const ready = s.state.model;
+      s.state.model = { status: "loading" };
+      try {
+        const loading = await refusal(() => ollama.generate({ model: NAME, prompt: "hi" }));
+        assertEquals(loading.status, 503);
+        assertEquals((await ollama.ps()).models, [], "nothing is loaded yet");
+      } finally {
+        s.state.model = ready;
+      }
+      const wrong = await fetch(`${s.url}/api/chat`);
+      assertEquals(wrong.status, 405);
+      assert(typeof (await wrong.json()).error === "string");
+      // The middleware's refusals too: a body not sent as JSON, one too large.
+      const text = await s.post("/api/generate", "{}", {
+        headers: { "content-type": "text/plain" },
+      });
+      assertEquals(text.status, 415);
+      assert(typeof (await text.json()).error === "string");
+      const large = await s.post("/api/generate", { model: NAME, prompt: "x".repeat(100_000) });
+      assertEquals(large.status, 413);
+      assert(typeof (await large.json()).error === "string");
+    });
+
     await t.step("errors in Ollama's shape", async () => {
       const unknown = await refusal(() =>
         ollama.chat({ model: "llama3", messages: [{ role: "user", content: "hi" }] })
