@@ -1,10 +1,8 @@
-// Ollama's error shape, {"error": "..."}, for every answer under /api: the same ApiErrors the rest
-// of the server throws, with their status (400 bad input, 404 unknown model, 501 what Sluice does
-// not do, 503 loading or closing) and only their message, as Ollama's clients read it. Headers an
-// error carries (Retry-After, Allow) go out with it.
+// Ollama's error shape, {"error": "..."}, for every answer under /api (app.ts's error handler and
+// 404 choose it by path): the same ApiErrors the rest of the server throws, with their status (400
+// bad input, 404 unknown model, 501 what Sluice does not do, 503 loading or closing) and only their
+// message, as Ollama's clients read it.
 
-import type { Context } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError } from "../openai/errors.ts";
 
 export interface OllamaError {
@@ -15,11 +13,8 @@ export function ollamaError(err: ApiError): OllamaError {
   return { error: err.message };
 }
 
-/** The /api routes' error handler: anything thrown, answered in Ollama's shape. */
-export function answerOllamaError(err: unknown, c: Context): Response {
-  const e = ApiError.from(err);
-  return c.json(ollamaError(e), e.status as ContentfulStatusCode, e.headers);
-}
+/** Whether an answer to `path` speaks Ollama's shape. */
+export const isOllamaPath = (path: string) => path === "/api" || path.startsWith("/api/");
 
 /** What Sluice does not do (a registry, model files): 501, naming what to do instead. */
 export function notImplemented(what: string, instead: string): ApiError {

@@ -2,7 +2,7 @@
 // per piece and a last one with done: true, or, with stream: false, one JSON object. An answer
 // that fails once its stream has begun ends with an {"error": "..."} line and nothing after (the
 // `ollama` clients throw on it). Durations are measured here, in nanoseconds: load 0 (the model is
-// loaded before any request), prompt evaluation up to the first piece, evaluation after it.
+// loaded before any request), prompt evaluation from the request's arrival to the first piece, evaluation after it.
 
 import type { Context } from "hono";
 import { stream as streamBody } from "hono/streaming";
@@ -16,8 +16,6 @@ export interface Answer {
   reply: Reply;
   wire: OllamaWire;
   stream: boolean;
-  /** When the request arrived (performance.now()). */
-  startedAt: number;
   abort: AbortController;
   observer: RequestObserver;
 }
@@ -51,8 +49,8 @@ export function respondOllama(c: Context, answer: Answer): Response | Promise<Re
   return answer.stream ? respondStream(c, answer) : respondWhole(c, answer);
 }
 
-async function respondWhole(c: Context, { reply, wire, startedAt }: Answer) {
-  const clock = new Clock(startedAt);
+async function respondWhole(c: Context, { reply, wire, observer }: Answer) {
+  const clock = new Clock(observer.arrivedMs);
   const deltas: Delta[] = [];
   for await (const d of reply.deltas) {
     clock.piece();
@@ -62,12 +60,12 @@ async function respondWhole(c: Context, { reply, wire, startedAt }: Answer) {
   return c.json(wire.whole(deltas, end, clock.stats(reply, end)));
 }
 
-function respondStream(c: Context, { reply, wire, startedAt, abort, observer }: Answer) {
+function respondStream(c: Context, { reply, wire, abort, observer }: Answer) {
   observer.keepOpen(); // this stream, not the counting middleware, reports the final status
   c.header("Content-Type", "application/x-ndjson");
   return streamBody(c, async (out) => {
     out.onAbort(() => abort.abort());
-    const clock = new Clock(startedAt);
+    const clock = new Clock(observer.arrivedMs);
     const send = (o: object) => out.write(JSON.stringify(o) + "\n");
     let status = 200;
     try {

@@ -1,7 +1,7 @@
 // The Ollama API under /api: version, tags, ps, show, chat and generate over the served model,
 // and Ollama's model-management verbs answered 501 (Sluice has no registry and builds no models).
-// Answers and errors are Ollama's ({"error": "..."}: errors.ts), the /v1 middleware (request
-// counting, API key, body deadline and limit) in front of each route. Chat runs as a chat turn
+// Answers are Ollama's, errors too (app.ts answers /api in errors.ts's shape), with the /v1
+// middleware (request counting, API key, body deadline and limit) in front of each route. Chat runs as a chat turn
 // (agent/chat_run.ts, as /v1/chat/completions), generate as a text run (generate_run.ts); both
 // are answered as NDJSON or one object (respond.ts). The embeddings routes are not here.
 
@@ -21,7 +21,7 @@ import type { ChatRequest } from "../openai/schemas.ts";
 import { answerWrongMethods } from "../routes/method_not_allowed.ts";
 import type { ServerState } from "../state/server_state.ts";
 import { limitToContext } from "./context_limit.ts";
-import { answerOllamaError, notImplemented } from "./errors.ts";
+import { notImplemented } from "./errors.ts";
 import { startGenerate } from "./generate_run.ts";
 import { listed, OLLAMA_API_VERSION, running, shown } from "./model_info.ts";
 import { loadedModel, type OllamaModel, ollamaModel, servedModel } from "./model.ts";
@@ -44,7 +44,6 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
   const startedAt = new Date();
   const { modelId } = config;
   const app = new Hono<ObservedEnv>();
-  app.onError(answerOllamaError);
   const paths = ["version", "tags", "ps", "show", "chat", "generate"];
   const refused = ["pull", "push", "create", "copy", "delete", "blobs/*"];
   for (const path of [...paths, ...refused]) {
@@ -83,7 +82,6 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
   });
 
   app.post("/chat", async (c) => {
-    const startedAt = performance.now();
     const body = await parseBody(c, OllamaChatRequest);
     const model = ollamaModel(state, modelId, body.model);
     if (body.messages.length === 0) return c.json(loadedAnswer(model.name, "chat"));
@@ -95,14 +93,12 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
       reply,
       wire: chatWire(model.name),
       stream: body.stream ?? true,
-      startedAt,
       abort,
       observer: ctx.observer,
     });
   });
 
   app.post("/generate", async (c) => {
-    const startedAt = performance.now();
     const body = await parseBody(c, OllamaGenerateRequest);
     const model = ollamaModel(state, modelId, body.model);
     if (body.prompt === "" && !body.context?.length) {
@@ -115,7 +111,6 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
       reply,
       wire: generateWire(model.name),
       stream: body.stream ?? true,
-      startedAt,
       abort,
       observer: ctx.observer,
     });

@@ -306,6 +306,12 @@ Deno.test("ollama client: the /api routes", async (t) => {
       const pull = await refusal(() => ollama.pull({ model: "llama3" }));
       assertEquals(pull.status, 501);
       assertEquals((await refusal(() => ollama.delete({ model: NAME }))).status, 501);
+      const route = await fetch(`${s.url}/api/nothing-here`);
+      assertEquals(route.status, 404);
+      assert(
+        typeof (await route.json()).error === "string",
+        "an unknown /api route: Ollama's shape",
+      );
       const raw = await s.post("/api/create", { model: "x" });
       assertEquals(raw.status, 501);
       assert(typeof (await raw.json()).error === "string");
