@@ -34,5 +34,10 @@ export function servedModel(state: ServerState, modelId: string): OllamaModel {
 
 /** The served model if it is loaded, else null (/api/ps lists only loaded models). */
 export function loadedModel(state: ServerState, modelId: string): OllamaModel | null {
-  return state.model.status === "ready" ? servedModel(state, modelId) : null;
+  try {
+    return servedModel(state, modelId);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 503) return null;
+    throw err;
+  }
 }
