@@ -2,9 +2,9 @@
 // error envelope, the header limit, the Host and Origin checks (every route), the middleware on the
 // API (/v1, /tokenize, /detokenize: request counting, API key, body deadline and limit), the key on
 // /state (and /metrics with metricsAuth), the routes in server/routes/ (/v1/messages answering in
-// Anthropic's error envelope), and 405 for a known path asked with a wrong method. createApp is
-// used by `serve` and by the tests; connections (timeouts, limits, framing) are
-// server/connections/'s, in front of it.
+// Anthropic's error envelope), server/ollama/'s under /api (in Ollama's), and 405 for a known path
+// asked with a wrong method. createApp is used by `serve` and by the tests; connections (timeouts,
+// limits, framing) are server/connections/'s, in front of it.
 
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -25,6 +25,8 @@ import { answerWrongMethods } from "./routes/method_not_allowed.ts";
 import { messagesRoutes } from "./routes/messages.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { modelsRoutes } from "./routes/models.ts";
+import { isOllamaPath, ollamaError } from "./ollama/errors.ts";
+import { ollamaRoutes } from "./ollama/routes.ts";
 import { playgroundRoutes } from "./routes/playground.ts";
 import { requestsRoutes } from "./routes/requests.ts";
 import { responsesRoutes } from "./routes/responses.ts";
@@ -72,9 +74,14 @@ export function createApp(
   metrics: ServerMetrics,
 ): Hono<ObservedEnv> {
   const app = new Hono<ObservedEnv>();
-  // Anthropic's clients read Anthropic's envelope: every answer under /v1/messages has it.
+  // Anthropic's clients read Anthropic's envelope (every answer under /v1/messages has it), Ollama's
+  // its {"error"} (every answer under /api).
   const envelope = (c: Context, e: ApiError) =>
-    isMessagesPath(c.req.path) ? anthropicError(e) : e.toJSON();
+    isMessagesPath(c.req.path)
+      ? anthropicError(e)
+      : isOllamaPath(c.req.path)
+      ? ollamaError(e)
+      : e.toJSON();
   app.onError((err, c) => {
     const e = ApiError.from(err);
     return c.json(envelope(c, e), e.status as ContentfulStatusCode, e.headers);
@@ -118,6 +125,7 @@ export function createApp(
   app.route("/v1", messagesRoutes(state, turns));
   app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state, config.modelId));
+  app.route("/api", ollamaRoutes(state, { ...turns, ...config, metrics }));
   answerWrongMethods(app); // last: it covers the routes mounted above
   return app;
 }
