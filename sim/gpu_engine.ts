@@ -27,7 +27,7 @@ export interface GpuEngineLimits {
   copyPerBlock?: boolean;
   /** µs a copy call costs, in place of the profile's (default: the profile's). */
   copyCallUs?: number;
-  /** Swap copies beside the step's kernels, not before them (CopyIssue.async; default false). */
+  /** A step's copies between the tiers beside its kernels, not before them (CopyIssue.async). */
   asyncCopies?: boolean;
 }
 

@@ -107,7 +107,8 @@ function callsOf(blocks: readonly number[]): number {
 export interface CopyIssue {
   perBlock?: boolean;
   /**
-   * The step's swap copies run on a stream of their own beside its kernels (FastSwitch's
+   * The step's copies between the tiers (`plan.copies`: swaps, the prefix tier's moves,
+   * write-through) run on a stream of their own beside its kernels (FastSwitch's
    * Multithreading Swap Manager, §3.3), so the step takes the longer of the two instead of their
    * sum. WebGPU has one queue, so the real engine cannot; the simulation can. Optimistic by up to
    * a step for a request swapped in: the paper's swapped-in request joins once its copies land.
