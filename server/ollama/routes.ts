@@ -17,6 +17,9 @@ import { bodyDeadline } from "../middleware/body_deadline.ts";
 import { limitBody } from "../middleware/body_limit.ts";
 import { countRequests, type ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
+
+/** Ollama reads any body as JSON, and its docs' `curl -d` sends form encoding: so does /api. */
+const ANY_MEDIA_TYPE = { anyMediaType: true };
 import type { ChatRequest } from "../openai/schemas.ts";
 import { answerWrongMethods } from "../routes/method_not_allowed.ts";
 import type { ServerState } from "../state/server_state.ts";
@@ -77,12 +80,12 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
     return c.json({ models: model ? [running(model)] : [] });
   });
   app.post("/show", async (c) => {
-    const body = await parseBody(c, OllamaShowRequest);
+    const body = await parseBody(c, OllamaShowRequest, ANY_MEDIA_TYPE);
     return c.json(shown(ollamaModel(state, modelId, (body.model ?? body.name)!), startedAt));
   });
 
   app.post("/chat", async (c) => {
-    const body = await parseBody(c, OllamaChatRequest);
+    const body = await parseBody(c, OllamaChatRequest, ANY_MEDIA_TYPE);
     const model = ollamaModel(state, modelId, body.model);
     if (body.messages.length === 0) return c.json(loadedAnswer(model.name, "chat"));
     const ctx = turnContext(c, model);
@@ -99,7 +102,7 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
   });
 
   app.post("/generate", async (c) => {
-    const body = await parseBody(c, OllamaGenerateRequest);
+    const body = await parseBody(c, OllamaGenerateRequest, ANY_MEDIA_TYPE);
     const model = ollamaModel(state, modelId, body.model);
     if (body.prompt === "" && !body.context?.length) {
       return c.json(loadedAnswer(model.name, "generate"));

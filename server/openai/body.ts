@@ -38,9 +38,18 @@ function nestingDepth(value: unknown, limit: number): number {
   return deepest;
 }
 
-export async function parseBody<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
+/**
+ * `anyMediaType`: read the body as JSON whatever its Content-Type (Ollama's API: its documented
+ * `curl -d` sends form encoding). A foreign page is still refused by the Origin check
+ * (middleware/cross_origin.ts), which only pages listed with --cors-origins pass.
+ */
+export async function parseBody<T>(
+  c: Context,
+  schema: z.ZodType<T>,
+  opts: { anyMediaType?: boolean } = {},
+): Promise<T> {
   const header = c.req.header("content-type");
-  if (mediaType(header) !== "application/json") {
+  if (!opts.anyMediaType && mediaType(header) !== "application/json") {
     // 415, not 400 (RFC 9110 §15.5.16): the body was not even read, and a client can tell a wrong
     // header from a wrong body by the status alone.
     throw new ApiError(

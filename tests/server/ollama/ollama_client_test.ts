@@ -243,29 +243,42 @@ Deno.test("ollama client: the /api routes", async (t) => {
       assertEquals(chatLoaded.done_reason, "load");
     });
 
-    await t.step("503 while the model loads; 405, 413 and 415 in Ollama's shape", async () => {
-      const ready = s.state.model;
-      s.state.model = { status: "loading" };
-      try {
-        const loading = await refusal(() => ollama.generate({ model: NAME, prompt: "hi" }));
-        assertEquals(loading.status, 503);
-        assertEquals((await ollama.ps()).models, [], "nothing is loaded yet");
-      } finally {
-        s.state.model = ready;
-      }
-      const wrong = await fetch(`${s.url}/api/chat`);
-      assertEquals(wrong.status, 405);
-      assert(typeof (await wrong.json()).error === "string");
-      // The middleware's refusals too: a body not sent as JSON, one too large.
-      const text = await s.post("/api/generate", "{}", {
-        headers: { "content-type": "text/plain" },
-      });
-      assertEquals(text.status, 415);
-      assert(typeof (await text.json()).error === "string");
-      const large = await s.post("/api/generate", { model: NAME, prompt: "x".repeat(100_000) });
-      assertEquals(large.status, 413);
-      assert(typeof (await large.json()).error === "string");
-    });
+    await t.step(
+      "503 while the model loads; 405 and 413 in Ollama's shape; any media type read as JSON",
+      async () => {
+        const ready = s.state.model;
+        s.state.model = { status: "loading" };
+        try {
+          const loading = await refusal(() => ollama.generate({ model: NAME, prompt: "hi" }));
+          assertEquals(loading.status, 503);
+          assertEquals((await ollama.ps()).models, [], "nothing is loaded yet");
+        } finally {
+          s.state.model = ready;
+        }
+        const wrong = await fetch(`${s.url}/api/chat`);
+        assertEquals(wrong.status, 405);
+        assert(typeof (await wrong.json()).error === "string");
+        // As Ollama, a body is JSON whatever its media type (`curl -d` sends form encoding).
+        const form = await s.post(
+          "/api/generate",
+          JSON.stringify({ model: NAME, prompt: "hi", stream: false }),
+          {
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+          },
+        );
+        assertEquals(form.status, 200);
+        assertEquals((await form.json()).done, true);
+        const notJson = await s.post("/api/generate", "model=x", {
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+        });
+        assertEquals(notJson.status, 400);
+        assert(typeof (await notJson.json()).error === "string");
+        // The middleware's refusals too: a body too large.
+        const large = await s.post("/api/generate", { model: NAME, prompt: "x".repeat(100_000) });
+        assertEquals(large.status, 413);
+        assert(typeof (await large.json()).error === "string");
+      },
+    );
 
     await t.step("errors in Ollama's shape", async () => {
       const unknown = await refusal(() =>
