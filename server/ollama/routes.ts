@@ -1,9 +1,10 @@
 // The Ollama API under /api: version, tags, ps, show, chat and generate over the served model,
 // and Ollama's model-management verbs answered 501 (Sluice has no registry and builds no models).
 // Answers are Ollama's, errors too (app.ts answers /api in errors.ts's shape), with the /v1
-// middleware (request counting, API key, body deadline and limit) in front of each route. Chat runs as a chat turn
-// (agent/chat_run.ts, as /v1/chat/completions), generate as a text run (generate_run.ts); both
-// are answered as NDJSON or one object (respond.ts). The embeddings routes are not here.
+// middleware (request counting, API key, body deadline and limit) in front of each route. Chat
+// runs as a chat turn (agent/chat_run.ts, as /v1/chat/completions), generate as a text run
+// (generate_run.ts); both are answered as NDJSON or one object (respond.ts). The embeddings routes
+// are not here.
 
 import { type Context, Hono } from "hono";
 import { type ChatContext, startChat } from "../agent/chat_run.ts";
@@ -17,9 +18,6 @@ import { bodyDeadline } from "../middleware/body_deadline.ts";
 import { limitBody } from "../middleware/body_limit.ts";
 import { countRequests, type ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
-
-/** Ollama reads any body as JSON, and its docs' `curl -d` sends form encoding: so does /api. */
-const ANY_MEDIA_TYPE = { anyMediaType: true };
 import type { ChatRequest } from "../openai/schemas.ts";
 import { answerWrongMethods } from "../routes/method_not_allowed.ts";
 import type { ServerState } from "../state/server_state.ts";
@@ -42,6 +40,9 @@ export interface OllamaRouteConfig extends TurnRouteConfig {
 }
 
 const NOT_HERE = "Sluice serves the models it was started with (--model)";
+
+/** Ollama reads any body as JSON, and its docs' `curl -d` sends form encoding: so does /api. */
+const ANY_MEDIA_TYPE = { anyMediaType: true };
 
 export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hono<ObservedEnv> {
   const startedAt = new Date();
