@@ -252,9 +252,19 @@ export class KvSpace {
     this.preemption.pause(req, byPlanner, seats);
   }
 
-  /** eLLM: before admission, how much of each running request's oldest KV stays uncached. */
-  beforeAdmission(running: readonly Request[], waiting: readonly Request[], freeSlots: number) {
-    this.tokenCached?.adjust(running, waiting, freeSlots);
+  /**
+   * eLLM: before admission, how much of each running request's oldest KV stays uncached, and which
+   * running requests the rule's batch size leaves out (preempted, newest first).
+   */
+  beforeAdmission(
+    running: readonly Request[],
+    waiting: readonly Request[],
+    freeSlots: number,
+    seats: Seats,
+  ) {
+    if (!this.tokenCached) return;
+    this.tokenCached.adjust(running, waiting, freeSlots);
+    for (const req of this.tokenCached.beyond(running)) this.preemption.pause(req, false, seats);
   }
 
   /** False while the offload planner's last plan needed a pause: nobody is admitted. */

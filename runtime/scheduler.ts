@@ -123,7 +123,7 @@ export class Scheduler {
     this.decisionsBefore = this.decisions;
     this.reap();
     this.pauseByPolicy();
-    this.space.beforeAdmission(this.running, this.waiting, this.batch.freeSlots);
+    this.space.beforeAdmission(this.running, this.waiting, this.batch.freeSlots, this.seats);
     this.admit();
     const step = this.build();
     if (step || this.running.length > 0 || this.waiting.length === 0) return step;

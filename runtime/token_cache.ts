@@ -77,55 +77,84 @@ export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
   const { running, waiting, numLayers: L, blockSize: B, maxRows } = input;
   const step = input.ratioStep ?? 1 / 32;
   const h = input.hidden ?? 0, spread = Math.max(1, input.outputTokens ?? 1);
-  const uncachedAt = (r: number) =>
-    running.map((c) => Math.min(Math.floor((r * c.tokens) / B) * B, c.maxUncached));
   const cost = (rows: number) => input.stepMs(rows) ?? 1 + rows / maxRows;
+  /** The first `kept` running requests' shares at r (the others: 0, they are preempted). */
+  const uncachedAt = (r: number, kept: number) =>
+    running.map((c, k) =>
+      k < kept ? Math.min(Math.floor((r * c.tokens) / B) * B, c.maxUncached) : 0
+    );
   // Eq. 3's 4hL(s_i + 1) and eq. 2's 4hL(s_i·r)², in units of eq. 2/3's 24h²L per row.
-  const contextRows = (uncached: readonly number[]) =>
+  const contextRows = (uncached: readonly number[], kept: number) =>
     h > 0
-      ? running.reduce((a, c, k) => a + c.tokens + 1 + uncached[k] * uncached[k], 0) / (6 * h)
+      ? running.slice(0, kept).reduce((a, c, k) => a + c.tokens + 1 + uncached[k] ** 2, 0) /
+        (6 * h)
       : 0;
-  let best: TokenCacheDecision | null = null;
-  // The running requests at the least r their memory needs, should no batch meet the SLO.
-  let late: TokenCacheDecision | null = null;
-  for (let b = running.length; b <= running.length + waiting.length; b++) {
+  /**
+   * Batch b at the least r that fits memory and one step's rows (r_min(b)): the first
+   * min(b, running) running requests and the queue's head; `sloMet` false when its T + WT_max
+   * breaks the SLO. Null when no r fits.
+   */
+  const atLeastR = (b: number): (TokenCacheDecision & { sloMet: boolean }) | null => {
+    const kept = Math.min(b, running.length);
     // Admitted requests start fully cached; their prefill rows share the step (WT_max).
     let fixed = 0, prefill = 0;
-    for (let j = 0; j < b - running.length; j++) {
+    for (let j = 0; j < b - kept; j++) {
       fixed += L * Math.ceil(waiting[j] / B);
       prefill += waiting[j];
     }
-    let fits = false;
     for (let i = 0; i * step <= 1 + 1e-9; i++) {
       const r = Math.min(1, i * step);
-      const uncached = uncachedAt(r);
+      const uncached = uncachedAt(r, kept);
       let blocks = fixed;
       let rows = b;
-      running.forEach((c, k) => {
+      running.slice(0, kept).forEach((c, k) => {
         const gone = uncached[k] / B;
         blocks += L * (Math.ceil(c.tokens / B) - gone) + gone; // cached KV + the shared scratch
         rows += uncached[k];
       });
-      if (rows > maxRows) break; // more r only adds rows
+      if (rows > maxRows) return null; // more r only adds rows
       if (blocks > input.budget) continue;
-      const work = rows + contextRows(uncached);
+      const work = rows + contextRows(uncached, kept);
       const t = cost(work);
       const wait = (cost(work + Math.min(prefill, maxRows - rows)) - t) / spread;
-      if (input.sloMs !== null && input.stepMs(rows) !== null && t + wait > input.sloMs) {
-        if (b === running.length) late = { batch: b, ratio: r, uncached, cost: t, waitMs: wait };
-        break;
-      }
-      const better = best === null || b / t > best.batch / best.cost + 1e-12;
-      if (better) best = { batch: b, ratio: r, uncached, cost: t, waitMs: wait };
-      fits = true;
-      break; // r_min(b): the least r that fits
+      const sloMet = input.sloMs === null || input.stepMs(rows) === null ||
+        t + wait <= input.sloMs;
+      return { batch: b, ratio: r, uncached, cost: t, waitMs: wait, sloMet };
     }
+    return null;
+  };
+  const better = (d: TokenCacheDecision, than: TokenCacheDecision | null) =>
+    than === null || d.batch / d.cost > than.batch / than.cost + 1e-12;
+  let best: TokenCacheDecision | null = null;
+  // The running requests at the least r their memory needs, should no batch meet the SLO.
+  let late: TokenCacheDecision | null = null;
+  for (let b = running.length; b <= running.length + waiting.length; b++) {
+    const d = atLeastR(b);
     // A bigger batch needs more blocks, rows and time at every r: none fits past this one.
-    if (!fits) break;
+    if (d === null || !d.sloMet) {
+      if (d !== null && b === running.length) late = d;
+      break;
+    }
+    if (better(d, best)) best = d;
   }
-  if (best ?? late) return (best ?? late)!;
-  // Not even the running requests' KV fits at any r the step's rows allow: eq. 1 then wants a
-  // smaller b, which preemption makes; nothing is left uncached for it.
+  // No batch that keeps every running request meets memory and the SLO: eq. 1's b is then smaller
+  // than the running batch, and the newest running requests are preempted (b ≤ B read as a cap on
+  // the running batch). The best b/T among the smaller batches that meet both.
+  if (best === null) {
+    for (let b = running.length - 1; b >= 1; b--) {
+      const d = atLeastR(b);
+      if (d !== null && d.sloMet && better(d, best)) best = d;
+    }
+  }
+  if (best ?? late) return strip((best ?? late)!);
+  // Not even one request's KV fits at any r the step's rows allow: nothing is left uncached, and
+  // preemption makes room.
   const uncached = running.map(() => 0);
   return { batch: running.length, ratio: 0, uncached, cost: cost(running.length), waitMs: 0 };
+}
+
+/** The decision without atLeastR's SLO flag. */
+function strip(d: TokenCacheDecision & { sloMet?: boolean }): TokenCacheDecision {
+  const { sloMet: _, ...decision } = d;
+  return decision;
 }

@@ -134,8 +134,18 @@ export class TokenCached {
     });
     this.last = decision;
     running.forEach((req, i) => {
+      if (i >= decision.batch) return; // preempted: beyond()
       if (decision.uncached[i] !== this.uncached(req)) this.set(req, decision.uncached[i]);
     });
+  }
+
+  /**
+   * The running requests the rule's batch leaves out, newest first: eq. 1's b fell below the
+   * running batch (none of the batches that keep them all met memory and the SLO).
+   */
+  beyond(running: readonly Request[]): Request[] {
+    const b = this.last?.batch ?? running.length;
+    return running.slice(b).reverse();
   }
 
   /**

@@ -11,10 +11,12 @@
 //   fastswitch   FastSwitch's multi-turn comparison with priority churn (A10, LLaMA-8B); --kv-share
 //                as layerkv's
 //   orbitflow    OrbitFlow's Fig. 14a component ablation (RTX A5000, LLaMA3-8B)
-//   ellm         eLLM's ShareGPT comparison (A100, Llama2-13B): --token-cache against vLLM-Recompute
+//   ellm         eLLM's ShareGPT comparison (A100, Llama2-13B): --token-cache against vLLM-Recompute;
+//                --slo-ms MS sets the TPOT SLO (the paper's 50 ms by default)
 //   matrix       the workload matrix on GPU profiles (default tokenflow and layerkv; --profile ID
-//                for one), default and fcfs-vllm judged by issue 31's goals; --variants a,b adds
-//                candidate defaults (sim/matrix_configs.ts), --cells a,b runs only those cells
+//                for one): fcfs-vllm, the default (--sched auto) and tokenflow's settings judged by
+//                issue 31's goals; --variants a,b adds candidates (sim/matrix_configs.ts), --cells
+//                a,b runs only those cells
 
 import { parseArgs } from "node:util";
 import { PROFILES } from "./gpu_profiles.ts";
@@ -29,7 +31,7 @@ import { matrixReport, runMatrix } from "./papers/matrix.ts";
 
 const USAGE =
   "usage: deno task sim <profiles|tokenflow|tokenflow-poisson|layerkv|fastswitch|orbitflow|ellm|matrix> " +
-  "[--scale X] [--kv-share X] [--profile ID] [--variants A,B] [--cells A,B] [--out FILE]";
+  "[--scale X] [--kv-share X] [--slo-ms MS (ellm)] [--profile ID] [--variants A,B] [--cells A,B] [--out FILE]";
 
 function profilesReport(): string {
   const decode = (n: number, ctx: number) =>
@@ -57,6 +59,7 @@ if (import.meta.main) {
     options: {
       scale: { type: "string", default: "1" },
       "kv-share": { type: "string", default: "1" },
+      "slo-ms": { type: "string" },
       out: { type: "string" },
       profile: { type: "string" },
       variants: { type: "string" },
@@ -92,7 +95,11 @@ if (import.meta.main) {
       report = await orbitflowReport(scale, log);
       break;
     case "ellm":
-      report = await ellmReport(scale, log);
+      report = await ellmReport(
+        scale,
+        log,
+        values["slo-ms"] ? Number(values["slo-ms"]) : undefined,
+      );
       break;
     case "matrix":
       report = await matrixReports(values, log);

@@ -102,10 +102,28 @@ Deno.test("rule: throughput b/T decides: a batch whose recompute costs more than
   assertEquals([d.batch, d.ratio], [4, 0]);
 });
 
-Deno.test("rule: when even the running requests do not fit in one step's rows, nothing is uncached: preemption shrinks b", () => {
+Deno.test("rule: when the running requests fit at no r one step's rows allow, b falls below them: the newest is preempted", () => {
+  // 384 blocks hold three of the four whole (128 each); uncaching enough for the fourth would take
+  // more rows than the step has.
   const i = input({ budget: 4 * 8 * 12, maxRows: 4 + 4 * 8 });
   const d = chooseUncached(i);
-  assertEquals([d.batch, d.ratio, d.uncached], [4, 0, [0, 0, 0, 0]]);
+  assertEquals([d.batch, d.ratio, d.uncached], [3, 0, [0, 0, 0, 0]]);
+  // Not even one fits: nothing is uncached, and preemption makes room.
+  const none = chooseUncached(input({ budget: 10, maxRows: 4 + 4 * 8 }));
+  assertEquals([none.batch, none.ratio], [4, 0]);
+});
+
+Deno.test("rule: when keeping every running request breaks the SLO, b falls to the largest batch that meets it (eq. 1, b ≤ B)", () => {
+  // Memory for three whole requests; the fourth fits only with recompute rows, and a step of
+  // 1 ms + 0.1 ms a row then breaks a 2 ms SLO, which three decode rows (1.3 ms) meet.
+  const stepMs = (rows: number) => 1 + 0.1 * rows;
+  const i = input({ budget: 4 * 8 * 12, stepMs, sloMs: 2 });
+  const d = chooseUncached(i);
+  assertEquals([d.batch, d.ratio, d.uncached], [3, 0, [0, 0, 0, 0]]);
+  assert(d.cost <= 2, JSON.stringify(d));
+  // With a loose SLO the four stay, the fourth's room made by uncaching.
+  const loose = chooseUncached({ ...i, sloMs: 1000 });
+  assert(loose.batch === 4 && loose.ratio > 0, JSON.stringify(loose));
 });
 
 Deno.test("rule: T has eq. 2/3's context terms, in rows of 24h²L: (s_i + 1 + (s_i·r)²) / 6h", () => {
