@@ -137,14 +137,12 @@ export function chooseUncached(input: TokenCacheInput): TokenCacheDecision {
     }
     if (better(d, best)) best = d;
   }
-  // No batch that keeps every running request meets memory and the SLO: eq. 1's b is then smaller
-  // than the running batch, and the newest running requests are preempted (b ≤ B read as a cap on
-  // the running batch). The best b/T among the smaller batches that meet both.
-  if (best === null) {
-    for (let b = running.length - 1; b >= 1; b--) {
-      const d = atLeastR(b);
-      if (d !== null && d.sloMet && better(d, best)) best = d;
-    }
+  // Eq. 1's b is free below the running batch too (b ≤ B read as a cap on the running batch): a
+  // smaller batch whose b/T is strictly better, or the only one meeting memory and the SLO, is
+  // taken, and the newest running requests are preempted (token_cached.ts: beyond).
+  for (let b = running.length - 1; b >= 1; b--) {
+    const d = atLeastR(b);
+    if (d !== null && d.sloMet && better(d, best)) best = d;
   }
   if (best ?? late) return strip((best ?? late)!);
   // Not even one request's KV fits at any r the step's rows allow: nothing is left uncached, and

@@ -114,16 +114,21 @@ Deno.test("rule: when the running requests fit at no r one step's rows allow, b 
 });
 
 Deno.test("rule: when keeping every running request breaks the SLO, b falls to the largest batch that meets it (eq. 1, b ≤ B)", () => {
-  // Memory for three whole requests; the fourth fits only with recompute rows, and a step of
-  // 1 ms + 0.1 ms a row then breaks a 2 ms SLO, which three decode rows (1.3 ms) meet.
-  const stepMs = (rows: number) => 1 + 0.1 * rows;
-  const i = input({ budget: 4 * 8 * 12, stepMs, sloMs: 2 });
+  // Memory for three whole requests; the fourth fits with 20 positions of each uncached (84 rows:
+  // 10.84 ms at 10 ms + 10 µs a row), which b/T prefers (4 / 10.84 > 3 / 10.03) unless the SLO
+  // (10.5 ms) rules it out.
+  const stepMs = (rows: number) => 10 + 0.01 * rows;
+  const i = input({ budget: 4 * 8 * 12, stepMs, sloMs: 10.5 });
   const d = chooseUncached(i);
   assertEquals([d.batch, d.ratio, d.uncached], [3, 0, [0, 0, 0, 0]]);
-  assert(d.cost <= 2, JSON.stringify(d));
-  // With a loose SLO the four stay, the fourth's room made by uncaching.
   const loose = chooseUncached({ ...i, sloMs: 1000 });
   assert(loose.batch === 4 && loose.ratio > 0, JSON.stringify(loose));
+});
+
+Deno.test("rule: b/T decides below the running batch too: a request whose room costs more recompute than it adds is preempted", () => {
+  // Rows cost most of a step: keeping the fourth (84 rows, 9.4 ms) gives 4 / 9.4 < 3 / 1.3.
+  const d = chooseUncached(input({ budget: 4 * 8 * 12, stepMs: (rows) => 1 + 0.1 * rows }));
+  assertEquals([d.batch, d.ratio], [3, 0]);
 });
 
 Deno.test("rule: T has eq. 2/3's context terms, in rows of 24h²L: (s_i + 1 + (s_i·r)²) / 6h", () => {
