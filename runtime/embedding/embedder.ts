@@ -17,6 +17,11 @@ export interface Embeddings {
   promptTokens: number;
 }
 
+export interface EmbedOptions {
+  truncate?: boolean;
+  signal?: AbortSignal;
+}
+
 export interface Embedder {
   /** The vector's length before any truncation. */
   readonly dimensions: number;
@@ -24,8 +29,14 @@ export interface Embedder {
   readonly matryoshka: boolean;
   /** The longest input it reads, in tokens; a longer one is an error naming the limit. */
   readonly maxInputTokens: number;
-  /** Embeds a batch; rejects with InvalidRequest (runtime/errors/) on bad input. */
-  embed(inputs: EmbeddingInput[], signal?: AbortSignal): Promise<Embeddings>;
+  /**
+   * Embeds a batch; rejects with InvalidRequest (runtime/errors/) on bad input: an empty input, a
+   * token id outside the vocabulary, or an input over maxInputTokens unless `truncate` (Ollama's
+   * default) keeps its first maxInputTokens tokens.
+   */
+  embed(inputs: EmbeddingInput[], options?: EmbedOptions): Promise<Embeddings>;
+  /** Closes what it holds on the device (every byte). */
+  close(): Promise<void>;
 }
 
 export interface Relevance {
@@ -36,5 +47,8 @@ export interface Relevance {
 
 export interface Reranker {
   readonly maxInputTokens: number;
-  rerank(query: string, documents: string[], signal?: AbortSignal): Promise<Relevance>;
+  /** Scores each (query, document) pair; a pair over maxInputTokens is truncated or refused as in embed. */
+  rerank(query: string, documents: string[], options?: EmbedOptions): Promise<Relevance>;
+  /** Closes what it holds on the device (every byte). */
+  close(): Promise<void>;
 }
