@@ -23,7 +23,7 @@ async function generate(args: string[]): Promise<void> {
   const { chooseModel } = await import("./engine/sources/default_model.ts");
   const { openRuntime } = await import("./runtime/open.ts");
   const { StreamDecoder } = await import("./engine/text/tokenizer.ts");
-  const model = await chooseModel(flags.model, log);
+  const model = await chooseModel(flags.model?.[0], log);
   const { runtime, tokenizer: tok } = await openRuntime(model.dir, {
     ...generateOptions(flags),
     inProcess: true,
@@ -67,13 +67,9 @@ async function generate(args: string[]): Promise<void> {
 
 async function serveCommand(args: string[]): Promise<void> {
   const flags = parseFlags(COMMAND_FLAGS.serve.schema, args);
-  const { chooseModel } = await import("./engine/sources/default_model.ts");
   const { serve } = await import("./server/serve.ts");
-  const { openRuntime } = await import("./runtime/open.ts");
-  // Resolved (downloaded, or given way to the demo model) before the port opens: the id clients
-  // see must be the model's that is served.
-  const model = await chooseModel(flags.model, log);
-  await serve({ ...flags, model: model.id }, () => openRuntime(model.dir, serveOptions(flags)));
+  const { servedModels } = await import("./runtime/served_models.ts");
+  await serve(flags, await servedModels(flags, serveOptions(flags), log));
 }
 
 async function benchCommand(args: string[]): Promise<void> {

@@ -18,7 +18,7 @@ import {
 } from "./flag_row.ts";
 import { DEFAULT_HOST_KV_MB, ENGINE, MODEL } from "./flags.ts";
 import { PROMPT } from "./generate_flags.ts";
-import { HTTP, REQUESTS } from "./serve_flags.ts";
+import { HTTP, MODELS, REQUESTS } from "./serve_flags.ts";
 
 /** What every command opens a model with. */
 const SHARED = rowsOf([MODEL, ENGINE]);
@@ -82,7 +82,7 @@ function checkPreset(f: SharedValues, ctx: z.RefinementCtx): void {
   }
 }
 
-const SERVE_SECTIONS = [MODEL, HTTP, REQUESTS, ENGINE] as const;
+const SERVE_SECTIONS = [MODEL, MODELS, HTTP, REQUESTS, ENGINE] as const;
 const SERVE_ROWS = rowsOf(SERVE_SECTIONS);
 const serveSchema = z.object(shapeOf(SERVE_ROWS)).superRefine(checkPreset);
 
@@ -98,6 +98,8 @@ const GENERATE_ROWS = rowsOf(GENERATE_SECTIONS);
 const generateSchema = z.object(shapeOf(GENERATE_ROWS))
   .refine((f) => (f.prompt === undefined) !== (f["prompt-ids"] === undefined), {
     message: "pass exactly one of --prompt or --prompt-ids",
+  }).refine((f) => (f.model?.length ?? 0) <= 1, {
+    message: "generate runs one model: pass --model once",
   }).superRefine(checkPreset);
 
 const GENERATE_HEADER =
@@ -132,7 +134,7 @@ export function generateOptions(flags: GenerateFlags) {
 export class UsageError extends Error {}
 
 /** Every command's flags: one another command takes is refused by name, not as unknown. */
-const ALL_FLAGS = parseArgsSpec(rowsOf([PROMPT, MODEL, HTTP, REQUESTS, ENGINE]));
+const ALL_FLAGS = parseArgsSpec(rowsOf([PROMPT, MODEL, MODELS, HTTP, REQUESTS, ENGINE]));
 
 /** `args` parsed and checked by `schema`; throws UsageError. */
 export function parseFlags<T extends z.ZodObject>(schema: T, args: string[]): z.output<T> {

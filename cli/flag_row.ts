@@ -93,12 +93,25 @@ function isSwitch(schema: z.ZodType): boolean {
   return schema instanceof z.ZodBoolean;
 }
 
+/** Whether a flag may be given several times (its schema is an array). */
+function isList(schema: z.ZodType): boolean {
+  if (schema instanceof z.ZodDefault || schema instanceof z.ZodOptional) {
+    return isList(schema.unwrap() as z.ZodType);
+  }
+  return schema instanceof z.ZodArray;
+}
+
 /** node:util parseArgs's options for `rows`. */
-export function parseArgsSpec(rows: Rows): Record<string, { type: "string" | "boolean" }> {
+export function parseArgsSpec(
+  rows: Rows,
+): Record<string, { type: "string" | "boolean"; multiple?: boolean }> {
   return Object.fromEntries(
     Object.entries(rows).map(([name, row]) => [
       name,
-      { type: isSwitch(row.schema) ? "boolean" : "string" },
+      {
+        type: isSwitch(row.schema) ? "boolean" : "string",
+        ...(isList(row.schema) ? { multiple: true } : {}),
+      },
     ]),
   );
 }

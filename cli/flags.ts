@@ -25,9 +25,11 @@ export const DEFAULT_HOST_KV_MB = 256;
 export const MODEL = section("model", {
   // Absent: the default hub model, or the demo model when it cannot be fetched (default_model.ts).
   model: flag({
-    schema: z.string().min(1).optional(),
+    schema: z.array(z.string().min(1)).optional(),
     usage: [
       "--model M",
+      "serve: give it several times for several models, NAME=M to name",
+      "one; the first is the default.",
       "a local model directory, a .gguf file, a Hugging Face id (org/name:",
       "from the Hugging Face cache if there, else downloaded once into",
       "~/.cache/sluice/hub; $HF_ENDPOINT for a mirror; org/name:Q4_K_M or",

@@ -3,11 +3,67 @@
 
 import { z } from "zod";
 import { MAX_READING_RATE, MIN_READING_RATE } from "../runtime/service.ts";
+import { keepAliveMs } from "../runtime/model_router.ts";
 import { flag, section } from "./flag_row.ts";
 import { onOff } from "./flags.ts";
 
 const commaList = z.string().transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
 const env = (name: string) => Deno.env.get(name) || undefined;
+
+/** Which models serve offers and how long they stay loaded: read by main.ts's serve command. */
+export const MODELS = section("models", {
+  "models-dir": flag({
+    schema: z.string().min(1).optional(),
+    usage: [
+      "--models-dir DIR",
+      "serve every model directory and .gguf file directly under DIR too",
+      "(ids: their names), loaded when a request names one",
+    ],
+  }),
+  "discover-models": flag({
+    schema: z.enum(["on", "off"]).default("on"),
+    usage: [
+      "--discover-models on|off",
+      "also offer the models in the Hugging Face cache (org/name) and",
+      "Ollama's store (name:tag) (default on; listing loads nothing)",
+    ],
+  }),
+  "keep-alive": flag({
+    schema: z.string().default("5m").transform((text, ctx) => {
+      const ms = keepAliveMs(text);
+      if (ms === null) {
+        ctx.addIssue({ code: "custom", message: 'a duration such as "5m" or "300s", or -1' });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+    usage: [
+      "--keep-alive D",
+      "unload a model idle this long (default 5m; 0: when idle; -1: never);",
+      "a request's keep_alive (Ollama's API) overrides it for its model",
+    ],
+  }),
+  "max-loaded": flag({
+    schema: z.coerce.number().int().min(1).default(3),
+    usage: [
+      "--max-loaded N",
+      "models loaded at once (default 3); a load past it evicts the least",
+      "recently used idle model, never a pinned or busy one",
+    ],
+  }),
+  "models-memory-mb": flag({
+    schema: z.coerce.number().positive().optional(),
+    usage: [
+      "--models-memory-mb MB",
+      "device memory all loaded models may hold (weights and KV); a load",
+      "past it evicts as --max-loaded does (default: no budget)",
+    ],
+  }),
+  pin: flag({
+    schema: commaList.optional(),
+    usage: ["--pin ID,...", "models loaded at start and never unloaded"],
+  }),
+});
 
 /** serve's HTTP side: read by server/serve.ts, by these names. */
 export const HTTP = section("http", {

@@ -11,6 +11,7 @@ import { PromptEncoder, type PromptEncoderOptions } from "../engine/text/prompt_
 import { Tokenizer } from "../engine/text/tokenizer.ts";
 import { progressBar } from "../engine/util/progress.ts";
 import { Runtime, type RuntimeOptions } from "./service.ts";
+import { chatModel, type LoadedModel } from "./loaded_model.ts";
 
 export interface OpenOptions {
   engine: Omit<EngineOptions, "modelDir" | "gpu" | "onLoadProgress">;
@@ -83,4 +84,14 @@ export async function openRuntime(
   );
   if (runtime.economics) log(`sluice: --sched auto chose ${policy}: ${runtime.economics.reason}`);
   return { runtime, tokenizer, prompts, modelDir };
+}
+
+/** A model opened for the router: a chat model's runtime as a LoadedModel. */
+export async function openServedModel(
+  model: string,
+  options: OpenOptions,
+  log: (msg: string) => void = (m) => console.error(m),
+): Promise<LoadedModel> {
+  const { runtime, tokenizer, prompts } = await openRuntime(model, options, log);
+  return chatModel({ runtime, tokenizer, prompts });
 }

@@ -35,8 +35,6 @@ import { tokenizeRoutes } from "./routes/tokenize.ts";
 import type { ServerState } from "./state/server_state.ts";
 
 export interface ServerConfig {
-  /** The id clients pass as `model` (also accepted: "default"). */
-  modelId: string;
   apiKey?: string;
   maxBodyBytes: number;
   /** How long a client may take to send a request body (default BODY_TIMEOUT_MS); then 408. */
@@ -110,12 +108,11 @@ export function createApp(
   if (config.metricsAuth) app.use("/metrics", apiKey(config.apiKey));
   app.route("/", healthRoutes(state));
   app.route("/", metricsRoutes(state, metrics));
-  app.route("/", stateRoutes(state, config.modelId, metrics));
+  app.route("/", stateRoutes(state, metrics));
   app.route("/", playgroundRoutes());
-  app.route("/v1", modelsRoutes(state, config.modelId));
+  app.route("/v1", modelsRoutes(state));
   const live = new LiveRequests();
   const turns = {
-    modelId: config.modelId,
     live,
     sseKeepAliveMs: config.sseKeepAliveMs,
     reasoningInline: config.reasoningInline,
@@ -124,7 +121,7 @@ export function createApp(
   app.route("/v1", responsesRoutes(state, turns));
   app.route("/v1", messagesRoutes(state, turns));
   app.route("/v1", requestsRoutes(live));
-  app.route("/", tokenizeRoutes(state, config.modelId));
+  app.route("/", tokenizeRoutes(state));
   app.route("/api", ollamaRoutes(state, { ...turns, ...config, metrics }));
   answerWrongMethods(app); // last: it covers the routes mounted above
   return app;

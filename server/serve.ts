@@ -1,11 +1,13 @@
-// `sluice serve`: starts HTTP at once (health says "loading"), loads the model, and on SIGINT or
-// SIGTERM shuts down gracefully (server/shutdown.ts) within the grace period, then exits 0.
-// A load that fails closes the server and rejects with ModelLoadError: a server that can never
-// become ready must not sit listening (the CLI exits 1 with the message). The caller resolves
-// which model to serve before calling (so the port opens once the model's id is known); the port
-// is open while the weights load, so /health says "loading" rather than refusing connections.
+// `sluice serve`: starts HTTP at once (health says "loading"), loads the start-up models (the first
+// --model and the pinned ones; the others load when a request names them, through the model
+// router), and on SIGINT or SIGTERM shuts down gracefully (server/shutdown.ts) within the grace
+// period, then exits 0. A start-up load that fails closes the server and rejects with
+// ModelLoadError: a server that can never become ready must not sit listening (the CLI exits 1
+// with the message). The caller builds the router from the models it resolved before calling (so
+// the port opens once the ids are known); the port is open while the weights load, so /health
+// says "loading" rather than refusing connections.
 
-import type { OpenModel } from "../runtime/open.ts";
+import type { ServedModels } from "../runtime/served_models.ts";
 import { createApp, doorAnswers } from "./app.ts";
 import {
   connectionCapacity,
@@ -30,7 +32,6 @@ export class ModelLoadError extends Error {
 export interface ServeOptions {
   host: string;
   port: number;
-  model: string;
   "api-key"?: string;
   "max-body-kb": number;
   /** Extra Host names to answer to, and web origins that may call the API (comma lists, split). */
@@ -49,11 +50,11 @@ export interface ServeOptions {
   "reasoning-format": "auto" | "none";
 }
 
-export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>): Promise<void> {
-  const state: ServerState = { model: { status: "loading" }, draining: false };
-  const metrics = new ServerMetrics(flags.model);
+export async function serve(flags: ServeOptions, models: ServedModels): Promise<void> {
+  const { router } = models;
+  const state: ServerState = { model: { status: "loading" }, models: router, draining: false };
+  const metrics = new ServerMetrics(router.defaultId ?? "default");
   const config = {
-    modelId: flags.model,
     apiKey: flags["api-key"],
     maxBodyBytes: flags["max-body-kb"] * 1024,
     bindHost: flags.host,
@@ -98,14 +99,19 @@ export async function serve(flags: ServeOptions, load: () => Promise<OpenModel>)
   }
 
   try {
-    const { runtime, tokenizer, prompts } = await load();
-    state.model = { status: "ready", runtime, tokenizer, prompts };
+    for (const id of models.preload) (await router.acquire(id)).release();
+    await router.loadPinned();
+    state.model = { status: "ready" };
+    const ids = router.ids;
     console.error(
-      `sluice: ready at http://${flags.host}:${server.addr.port} (model '${flags.model}')`,
+      `sluice: ready at http://${flags.host}:${server.addr.port} (${
+        ids.length === 1 ? `model '${ids[0]}'` : `${ids.length} models, default '${ids[0]}'`
+      })`,
     );
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     state.model = { status: "failed", error: message };
+    await router.close();
     await server.shutdown();
     throw new ModelLoadError(message);
   }

@@ -22,16 +22,13 @@ export async function shutdown(
   lingerMs = 2000,
 ): Promise<void> {
   state.draining = true;
-  const model = state.model.status === "ready" ? state.model : null;
-  const runtime = model?.runtime;
-  runtime?.drain();
+  for (const { model } of state.models.loaded()) model.chat?.runtime.drain();
   const deadline = performance.now() + graceMs;
-  const busy = () => (runtime?.openRequests ?? 0) > 0 || metrics.openRequests > 0;
+  const busy = () => state.models.inFlight() > 0 || metrics.openRequests > 0;
   while (busy() && performance.now() < deadline) {
     await new Promise((r) => setTimeout(r, Math.min(50, deadline - performance.now())));
   }
-  model?.prompts.close();
-  await runtime?.close();
+  await state.models.close();
   let timer: ReturnType<typeof setTimeout> | undefined;
   await Promise.race([
     server.shutdown(),

@@ -5,14 +5,12 @@
 import type { Context } from "hono";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
-import { readyModel, type ServerState } from "../state/server_state.ts";
+import { type ServerState, withChatModel } from "../state/server_state.ts";
 import type { LiveRequests } from "../completions/live_requests.ts";
 import { type ChatContext, type ChatRun, startChat } from "./chat_run.ts";
 
 /** What the routes that start turns share. */
 export interface TurnRouteConfig {
-  /** The served model's id. */
-  modelId: string;
   /** Where running requests are kept by response id (POST /v1/requests/{id}/priority). */
   live: LiveRequests;
   /** Ms of silence after which a stream sends a keep-alive comment. */
@@ -24,6 +22,8 @@ export interface TurnRouteConfig {
 export interface StartedTurn {
   run: ChatRun;
   abort: AbortController;
+  /** The id of the model that runs it (what the answer names as its model). */
+  modelId: string;
 }
 
 export async function startTurn(
@@ -31,22 +31,17 @@ export async function startTurn(
   state: ServerState,
   route: TurnRouteConfig,
   body: ChatRequest,
+  requestedModel: string | null | undefined,
 ): Promise<StartedTurn> {
-  const { runtime, tokenizer, prompts } = readyModel(state);
-  const abort = new AbortController();
-  c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
-  const observer = c.get("observer");
-  const { modelId, live, reasoningInline } = route;
-  const ctx: ChatContext = {
-    runtime,
-    tokenizer,
-    prompts,
-    observer,
-    modelId,
-    live,
-    reasoningInline,
-  };
-  const run = await startChat(ctx, body, abort.signal);
-  c.header("sluice-request-id", run.id);
-  return { run, abort };
+  return await withChatModel(state, requestedModel, async (chat, modelId) => {
+    const abort = new AbortController();
+    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+    const observer = c.get("observer");
+    observer.model(modelId);
+    const { live, reasoningInline } = route;
+    const ctx: ChatContext = { ...chat, observer, modelId, live, reasoningInline };
+    const run = await startChat(ctx, body, abort.signal);
+    c.header("sluice-request-id", run.id);
+    return { run, abort, modelId };
+  });
 }

@@ -2,6 +2,7 @@
 // the HTTP layer (requests by status, TTFT, inter-token gaps, end-to-end latency, pacer stalls)
 // and from the runtime's stats, sampled at scrape time.
 
+import type { ModelRouter } from "../../runtime/model_router.ts";
 import type { Runtime } from "../../runtime/service.ts";
 import type { ConnectionEvent } from "../connections/front_door.ts";
 import { Registry } from "./exposition.ts";
@@ -28,12 +29,17 @@ export interface RequestObserver {
   readonly keptOpen: boolean;
   /** Counts the request by final status and closes it; later calls do nothing. */
   finish(status: number): void;
+  /** The model the request runs on: its vLLM metrics' model_name from now on. */
+  model(id: string): void;
 }
 
 /** What the metrics read of the runtime at each scrape (solve times: with an offload planner). */
 export type RuntimeView =
   & Pick<Runtime, "stats" | "takeStepTimes">
   & Partial<Pick<Runtime, "takeSolveTimes">>;
+
+/** What the metrics read of the model router. */
+export type ModelsView = Pick<ModelRouter, "loaded" | "ids" | "counts">;
 
 /** Runtime counters as of the last scrape, so each scrape adds what grew since. */
 const ZERO_COUNTERS = {
@@ -61,11 +67,13 @@ export class ServerMetrics {
   readonly m: SluiceMetrics = createSluiceMetrics(this.registry);
   /** vLLM's names, labelled with `model_name`. */
   readonly vllm: VllmMetrics;
+  /** The default model's label (a request's until it names its model: RequestObserver.model). */
   private readonly model: { model_name: string };
   /** Requests not yet finished; graceful shutdown waits for this to reach zero. */
   openRequests = 0;
-  /** The runtime's counters at the last scrape, to add what grew since. */
-  private last = { ...ZERO_COUNTERS };
+  /** Each model's runtime counters at the last scrape, to add what grew since. */
+  private readonly last = new Map<string, typeof ZERO_COUNTERS>();
+  private routerCounts = { loads: 0, unloads: 0 };
 
   /** `modelName`: the id clients pass as `model`, the vLLM metrics' `model_name` label. */
   constructor(modelName = "default") {
@@ -75,7 +83,8 @@ export class ServerMetrics {
 
   requestStarted(arrivedMs = performance.now()): RequestObserver {
     this.openRequests++;
-    const { m, vllm, model } = this;
+    const { m, vllm } = this;
+    let model = this.model;
     let last = -1;
     let tokens = 0;
     let finished = false;
@@ -109,6 +118,10 @@ export class ServerMetrics {
       generating() {
         generating = true;
       },
+      model(id: string) {
+        vllm.ensure(id);
+        model = { model_name: id };
+      },
       stalled(seconds: number) {
         if (seconds > 0) m.stallSeconds.inc(seconds);
       },
@@ -124,64 +137,102 @@ export class ServerMetrics {
     };
   }
 
-  /** Samples the runtime: queue, batch and KV gauges, and what its counters added since. */
+  /** Samples the one runtime of a single-model server (tests): as observeRuntimes. */
   observeRuntime(runtime: RuntimeView): void {
-    const s = runtime.stats();
+    this.observeRuntimes([{ id: this.model.model_name, runtime }]);
+  }
+
+  /** Samples every loaded chat model, and which models are loaded. */
+  observeModels(router: ModelsView): void {
+    const loaded = router.loaded();
+    for (const id of router.ids) {
+      this.m.modelLoaded.set({ model: id }, loaded.some((l) => l.id === id) ? 1 : 0);
+    }
+    this.m.modelLoads.inc(Math.max(0, router.counts.loads - this.routerCounts.loads));
+    this.m.modelUnloads.inc(Math.max(0, router.counts.unloads - this.routerCounts.unloads));
+    this.routerCounts = { ...router.counts };
+    this.observeRuntimes(
+      loaded.flatMap(({ id, model }) => model.chat ? [{ id, runtime: model.chat.runtime }] : []),
+    );
+  }
+
+  /**
+   * Samples runtimes: Sluice's queue, batch and KV gauges summed over them, vLLM's per model
+   * (`model_name`), and what each one's counters added since its last scrape.
+   */
+  observeRuntimes(runtimes: { id: string; runtime: RuntimeView }[]): void {
     const m = this.m;
-    m.queueDepth.set(s.waiting);
-    m.runningRequests.set(s.running);
-    m.pausedRequests.set(s.paused);
-    m.kvBlocksUsed.set({ tier: "device" }, s.kvBlocksUsed);
-    m.kvBlocksTotal.set({ tier: "device" }, s.kvBlocksTotal);
-    m.kvBlocksUsed.set({ tier: "host" }, s.hostBlocksUsed);
-    m.kvBlocksTotal.set({ tier: "host" }, s.hostBlocksTotal);
-    m.kvBlocksCached.set(s.kvBlocksCached);
+    const all = runtimes.map(({ id, runtime }) => ({ id, runtime, s: runtime.stats() }));
+    const sum = (f: (s: ReturnType<RuntimeView["stats"]>) => number) =>
+      all.reduce((total, x) => total + f(x.s), 0);
+    m.queueDepth.set(sum((s) => s.waiting));
+    m.runningRequests.set(sum((s) => s.running));
+    m.pausedRequests.set(sum((s) => s.paused));
+    m.kvBlocksUsed.set({ tier: "device" }, sum((s) => s.kvBlocksUsed));
+    m.kvBlocksTotal.set({ tier: "device" }, sum((s) => s.kvBlocksTotal));
+    m.kvBlocksUsed.set({ tier: "host" }, sum((s) => s.hostBlocksUsed));
+    m.kvBlocksTotal.set({ tier: "host" }, sum((s) => s.hostBlocksTotal));
+    m.kvBlocksCached.set(sum((s) => s.kvBlocksCached));
     const vllm = this.vllm;
-    vllm.running.set(this.model, s.running);
-    vllm.waiting.set(this.model, s.waiting + s.paused); // vLLM requeues preempted requests
-    vllm.kvCacheUsage.set(this.model, s.kvBlocksTotal > 0 ? s.kvBlocksUsed / s.kvBlocksTotal : 0);
-    const now = {
-      tokensGenerated: s.tokensGenerated,
-      preemptions: s.preemptions,
-      policyPauses: s.policyPauses,
-      layerwiseAdmissions: s.layerwiseAdmissions ?? 0,
-      swapsOut: s.swaps?.swapsOut ?? 0,
-      swapsIn: s.swaps?.swapsIn ?? 0,
-      bytesOut: s.kvBytesMoved.out,
-      bytesIn: s.kvBytesMoved.in,
-      prefixHits: s.prefix?.hitBlocks ?? 0,
-      prefixHostHits: s.prefix?.hostHitBlocks ?? 0,
-      prefixLookups: s.prefix?.lookupBlocks ?? 0,
-      plannerSolves: s.planner?.solves ?? 0,
-      recomputedTokens: s.recomputedTokens,
-      effectiveTokens: s.effectiveTokens,
-      choseSwap: s.preemptChoices.swap,
-      choseDropOldest: s.preemptChoices.dropOldest,
-      choseDropAll: s.preemptChoices.dropAll,
-    };
-    const grew = (k: keyof typeof now) => Math.max(0, now[k] - this.last[k]);
-    m.tokensGenerated.inc(grew("tokensGenerated"));
-    m.preemptions.inc(grew("preemptions"));
-    vllm.preemptions.inc(this.model, grew("preemptions"));
-    m.policyPauses.inc(grew("policyPauses"));
-    m.layerwiseAdmissions.inc(grew("layerwiseAdmissions"));
-    m.swaps.inc({ direction: "out" }, grew("swapsOut"));
-    m.swaps.inc({ direction: "in" }, grew("swapsIn"));
-    m.kvBytesMoved.inc({ direction: "out" }, grew("bytesOut"));
-    m.kvBytesMoved.inc({ direction: "in" }, grew("bytesIn"));
-    const hostHits = grew("prefixHostHits");
-    m.prefixHitBlocks.inc({ tier: "device" }, Math.max(0, grew("prefixHits") - hostHits));
-    m.prefixHitBlocks.inc({ tier: "host" }, hostHits);
-    m.prefixLookupBlocks.inc(grew("prefixLookups"));
-    m.plannerSolves.inc(grew("plannerSolves"));
-    m.recomputedTokens.inc(grew("recomputedTokens"));
-    m.effectiveTokens.inc(grew("effectiveTokens"));
-    m.preemptChoices.inc({ kind: "swap" }, grew("choseSwap"));
-    m.preemptChoices.inc({ kind: "drop_oldest" }, grew("choseDropOldest"));
-    m.preemptChoices.inc({ kind: "drop_all" }, grew("choseDropAll"));
-    this.last = now;
-    for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
-    for (const ms of runtime.takeSolveTimes?.() ?? []) m.plannerSolveSeconds.observe(ms / 1000);
+    for (const id of [...this.last.keys()]) {
+      if (all.some((x) => x.id === id)) continue;
+      // An unloaded model: nothing runs; its counters start again from zero if it comes back.
+      const label = { model_name: id };
+      vllm.running.set(label, 0);
+      vllm.waiting.set(label, 0);
+      vllm.kvCacheUsage.set(label, 0);
+      this.last.delete(id);
+    }
+    for (const { id, runtime, s } of all) {
+      const label = { model_name: id };
+      vllm.ensure(id);
+      vllm.running.set(label, s.running);
+      vllm.waiting.set(label, s.waiting + s.paused); // vLLM requeues preempted requests
+      vllm.kvCacheUsage.set(label, s.kvBlocksTotal > 0 ? s.kvBlocksUsed / s.kvBlocksTotal : 0);
+      const now = {
+        tokensGenerated: s.tokensGenerated,
+        preemptions: s.preemptions,
+        policyPauses: s.policyPauses,
+        layerwiseAdmissions: s.layerwiseAdmissions ?? 0,
+        swapsOut: s.swaps?.swapsOut ?? 0,
+        swapsIn: s.swaps?.swapsIn ?? 0,
+        bytesOut: s.kvBytesMoved.out,
+        bytesIn: s.kvBytesMoved.in,
+        prefixHits: s.prefix?.hitBlocks ?? 0,
+        prefixHostHits: s.prefix?.hostHitBlocks ?? 0,
+        prefixLookups: s.prefix?.lookupBlocks ?? 0,
+        plannerSolves: s.planner?.solves ?? 0,
+        recomputedTokens: s.recomputedTokens,
+        effectiveTokens: s.effectiveTokens,
+        choseSwap: s.preemptChoices.swap,
+        choseDropOldest: s.preemptChoices.dropOldest,
+        choseDropAll: s.preemptChoices.dropAll,
+      };
+      const before = this.last.get(id) ?? ZERO_COUNTERS;
+      const grew = (k: keyof typeof now) => Math.max(0, now[k] - before[k]);
+      m.tokensGenerated.inc(grew("tokensGenerated"));
+      m.preemptions.inc(grew("preemptions"));
+      vllm.preemptions.inc(label, grew("preemptions"));
+      m.policyPauses.inc(grew("policyPauses"));
+      m.layerwiseAdmissions.inc(grew("layerwiseAdmissions"));
+      m.swaps.inc({ direction: "out" }, grew("swapsOut"));
+      m.swaps.inc({ direction: "in" }, grew("swapsIn"));
+      m.kvBytesMoved.inc({ direction: "out" }, grew("bytesOut"));
+      m.kvBytesMoved.inc({ direction: "in" }, grew("bytesIn"));
+      const hostHits = grew("prefixHostHits");
+      m.prefixHitBlocks.inc({ tier: "device" }, Math.max(0, grew("prefixHits") - hostHits));
+      m.prefixHitBlocks.inc({ tier: "host" }, hostHits);
+      m.prefixLookupBlocks.inc(grew("prefixLookups"));
+      m.plannerSolves.inc(grew("plannerSolves"));
+      m.recomputedTokens.inc(grew("recomputedTokens"));
+      m.effectiveTokens.inc(grew("effectiveTokens"));
+      m.preemptChoices.inc({ kind: "swap" }, grew("choseSwap"));
+      m.preemptChoices.inc({ kind: "drop_oldest" }, grew("choseDropOldest"));
+      m.preemptChoices.inc({ kind: "drop_all" }, grew("choseDropAll"));
+      this.last.set(id, now);
+      for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
+      for (const ms of runtime.takeSolveTimes?.() ?? []) m.plannerSolveSeconds.observe(ms / 1000);
+    }
   }
 
   /** Counts what the front door reports of its connections. */

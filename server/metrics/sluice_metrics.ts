@@ -8,6 +8,9 @@ export const SLUICE_METRIC_NAMES = {
   ttft: "sluice_ttft_seconds",
   interToken: "sluice_inter_token_seconds",
   queueDepth: "sluice_queue_depth",
+  modelLoaded: "sluice_model_loaded",
+  modelLoads: "sluice_model_loads_total",
+  modelUnloads: "sluice_model_unloads_total",
   runningRequests: "sluice_running_requests",
   pausedRequests: "sluice_paused_requests",
   kvBlocksUsed: "sluice_kv_blocks_used",
@@ -77,6 +80,19 @@ export function createSluiceMetrics(registry: Registry) {
       help: "Connections answered 503 and closed at once: at --max-connections with every one " +
         "in use, or out of file descriptors.",
       labelNames: ["reason"],
+    }),
+    modelLoaded: registry.gauge({
+      name: n.modelLoaded,
+      help: "1 for each model loaded now, 0 for each model the server can load.",
+      labelNames: ["model"],
+    }),
+    modelLoads: registry.counter({
+      name: n.modelLoads,
+      help: "Models loaded (on demand, pinned or at start).",
+    }),
+    modelUnloads: registry.counter({
+      name: n.modelUnloads,
+      help: "Models unloaded (keep-alive ended, evicted for another, or asked to).",
     }),
     queueDepth: registry.gauge({
       name: n.queueDepth,

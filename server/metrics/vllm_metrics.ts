@@ -133,7 +133,10 @@ export function createVllmMetrics(registry: Registry, modelName: string) {
       labelNames,
     }),
   };
-  // The model's series show up at zero from the first scrape, as vLLM's do.
-  for (const metric of Object.values(metrics)) metric.ensure({ model_name: modelName });
-  return metrics;
+  // A model's series show up at zero from the first scrape, as vLLM's do.
+  const ensure = (name: string) => {
+    for (const metric of Object.values(metrics)) metric.ensure({ model_name: name });
+  };
+  ensure(modelName);
+  return { ...metrics, ensure };
 }

@@ -1,43 +1,65 @@
-// The one place the Ollama routes get their model: the name a request gives, checked against the
-// served model, and the loaded model itself (503 while it loads). Ollama names models "name:tag",
-// a name without a tag meaning ":latest", so the served id answers to both forms (and to
-// "default", as on /v1); any other name is Ollama's 404, `model "x" not found`.
+// The one place the Ollama routes get their model, through the server's model router: Ollama names
+// models "name:tag", a name without a tag meaning ":latest", so each id answers to both forms (the
+// router's idOf), and an unknown name is Ollama's 404, `model "x" not found`. A request's
+// keep_alive becomes the model's keep-alive from then on, as Ollama keeps it.
 
+import type { ChatParts } from "../../runtime/model_router.ts";
 import { ApiError } from "../openai/errors.ts";
-import { type ReadyModel, readyModel, type ServerState } from "../state/server_state.ts";
+import {
+  chatPartsOf,
+  modelFor,
+  modelIdOf,
+  type ServedModel,
+  type ServerState,
+} from "../state/server_state.ts";
+import type { KeepAlive } from "./keep_alive.ts";
 
-/** The served model under its Ollama name, and the model itself. */
+/** A chat model held for one Ollama request, under its Ollama name. */
 export interface OllamaModel {
   /** What /api/tags lists and answers carry as `model`. */
   name: string;
-  ready: ReadyModel;
+  chat: ChatParts;
+  served: ServedModel;
 }
 
-/** The served model's Ollama name: its id, with ":latest" when the id has no tag. */
+/** A model's Ollama name: its id, with ":latest" when the id has no tag. */
 export function ollamaName(modelId: string): string {
   return modelId.includes(":") ? modelId : `${modelId}:latest`;
 }
 
-/** The model a request names (404 if it is not served, 503 while it loads). */
-export function ollamaModel(state: ServerState, modelId: string, requested: string): OllamaModel {
-  const name = ollamaName(modelId);
-  if (requested !== name && requested !== modelId && requested !== "default") {
-    throw new ApiError(404, `model "${requested}" not found`, "model", "model_not_found");
-  }
-  return { name, ready: readyModel(state) };
+/** The router's keep-alive for a request's keep_alive (absent: the model's own). */
+export function keepAliveOf(keepAlive: KeepAlive | null | undefined): number | undefined {
+  if (keepAlive == null) return undefined;
+  return keepAlive.ms ?? Infinity;
 }
 
-/** The served model without a request naming it (/api/tags, /api/ps). */
-export function servedModel(state: ServerState, modelId: string): OllamaModel {
-  return ollamaModel(state, modelId, modelId);
-}
-
-/** The served model if it is loaded, else null (/api/ps lists only loaded models). */
-export function loadedModel(state: ServerState, modelId: string): OllamaModel | null {
+/** The id a request names, as Ollama answers an unknown one. */
+export function ollamaId(state: ServerState, requested: string): string {
   try {
-    return servedModel(state, modelId);
+    return modelIdOf(state, requested);
   } catch (err) {
-    if (err instanceof ApiError && err.status === 503) return null;
-    throw err;
+    throw notFound(err, requested);
   }
+}
+
+/** The chat model a request names, loaded (404 if it is not served, 400 if it does not chat). */
+export async function ollamaModel(
+  state: ServerState,
+  requested: string,
+  keepAlive?: KeepAlive | null,
+): Promise<OllamaModel> {
+  let served: ServedModel;
+  try {
+    served = await modelFor(state, requested, keepAliveOf(keepAlive));
+  } catch (err) {
+    throw notFound(err, requested);
+  }
+  return { name: ollamaName(served.id), chat: chatPartsOf(served), served };
+}
+
+function notFound(err: unknown, requested: string): unknown {
+  if (err instanceof ApiError && err.status === 404) {
+    return new ApiError(404, `model "${requested}" not found`, "model", "model_not_found");
+  }
+  return err;
 }

@@ -1,12 +1,13 @@
-// What /api/tags, /api/ps and /api/show say of the served model, in Ollama's shapes. Sluice knows
-// the model's family, layers, vocabulary, context and byte sizes; what it does not know at this
-// layer (the file format, parameter count, quantization) is left empty rather than guessed. The
-// digest is a stable id (sha256 of the name), not a hash of the files. The one model never
-// unloads: /api/ps gives it an expiry that never comes.
+// What /api/tags, /api/ps and /api/show say of the models, in Ollama's shapes. Every model the
+// router knows is listed by /api/tags (its size the weights' bytes on disk, or on the device once
+// loaded); /api/ps lists the loaded ones with when their keep-alive ends. Sluice knows a loaded
+// model's family, layers, vocabulary, context and byte sizes; what it does not know at this layer
+// (the file format, parameter count, quantization) is left empty rather than guessed. The digest
+// is a stable id (sha256 of the name), not a hash of the files.
 
 import { createHash } from "node:crypto";
-import type { ReadyModel } from "../state/server_state.ts";
-import type { OllamaModel } from "./model.ts";
+import type { ChatParts, ModelListing } from "../../runtime/model_router.ts";
+import { ollamaName } from "./model.ts";
 
 /** The Ollama API level whose shapes these routes follow (/api/version). */
 export const OLLAMA_API_VERSION = "0.12.0";
@@ -14,13 +15,12 @@ export const OLLAMA_API_VERSION = "0.12.0";
 /** /api/ps's expires_at for a model that stays loaded. */
 const NEVER = "9999-12-31T23:59:59Z";
 
-function details(ready: ReadyModel) {
-  const family = ready.runtime.info.architecture;
+function details(family: string) {
   return {
     parent_model: "",
     format: "",
     family,
-    families: [family],
+    families: family ? [family] : [],
     parameter_size: "",
     quantization_level: "",
   };
@@ -28,37 +28,41 @@ function details(ready: ReadyModel) {
 
 const digest = (name: string) => createHash("sha256").update(name).digest("hex");
 
-/** One entry of /api/tags. */
-export function listed({ name, ready }: OllamaModel, modifiedAt: Date) {
+/** One entry of /api/tags (its family known once it has been loaded). */
+export function listed(model: ModelListing, chat: ChatParts | null, modifiedAt: Date) {
+  const name = ollamaName(model.id);
   return {
     name,
     model: name,
     modified_at: modifiedAt.toISOString(),
-    size: ready.runtime.info.weightBytes,
+    size: model.sizeBytes || (chat?.runtime.info.weightBytes ?? 0),
     digest: digest(name),
-    details: details(ready),
+    details: details(chat?.runtime.info.architecture ?? ""),
   };
 }
 
-/** One entry of /api/ps: the model loaded, weights and KV on the device. */
-export function running({ name, ready }: OllamaModel) {
-  const { weightBytes, kvBytes, maxContext } = ready.runtime.info;
+/** One entry of /api/ps: a loaded model, weights and KV on the device. */
+export function running(model: ModelListing, chat: ChatParts | null) {
+  const name = ollamaName(model.id);
+  const wallMs = model.expiresAtMs === null
+    ? null
+    : Date.now() + (model.expiresAtMs - performance.now());
   return {
     name,
     model: name,
-    size: weightBytes + kvBytes,
+    size: model.deviceBytes + model.hostBytes,
     digest: digest(name),
-    details: details(ready),
-    expires_at: NEVER,
-    size_vram: weightBytes + kvBytes,
-    context_length: maxContext,
+    details: details(chat?.runtime.info.architecture ?? ""),
+    expires_at: wallMs === null ? NEVER : new Date(wallMs).toISOString(),
+    size_vram: model.deviceBytes,
+    context_length: chat?.runtime.info.maxContext ?? 0,
   };
 }
 
 /** /api/show. */
-export function shown({ name, ready }: OllamaModel, modifiedAt: Date) {
-  const { info } = ready.runtime;
-  const template = ready.tokenizer.chatTemplate() ?? "";
+export function shown(name: string, chat: ChatParts, modifiedAt: Date) {
+  const { info } = chat.runtime;
+  const template = chat.tokenizer.chatTemplate() ?? "";
   const arch = info.architecture;
   const capabilities = ["completion", "tools"];
   if (template.includes("<think>")) capabilities.push("thinking");
@@ -69,7 +73,7 @@ export function shown({ name, ready }: OllamaModel, modifiedAt: Date) {
     parameters: "",
     // The model's own chat template (Jinja, as in its tokenizer_config.json; Ollama's are Go).
     template,
-    details: details(ready),
+    details: details(arch),
     model_info: {
       "general.architecture": arch,
       [`${arch}.block_count`]: info.numLayers,

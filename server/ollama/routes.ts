@@ -1,5 +1,7 @@
-// The Ollama API under /api: version, tags, ps, show, chat and generate over the served model,
-// and Ollama's model-management verbs answered 501 (Sluice has no registry and builds no models).
+// The Ollama API under /api: version, tags, ps, show, chat and generate over the router's models
+// (a request's keep_alive is the model's keep-alive from then on; an empty chat or generate loads
+// the model, or with keep_alive 0 unloads it, as Ollama does), and Ollama's model-management verbs
+// answered 501 (Sluice has no registry and builds no models).
 // Answers are Ollama's, errors too (app.ts answers /api in errors.ts's shape), with the /v1
 // middleware (request counting, API key, body deadline and limit) in front of each route. Chat
 // runs as a chat turn (agent/chat_run.ts, as /v1/chat/completions), generate as a text run
@@ -25,7 +27,8 @@ import { limitToContext } from "./context_limit.ts";
 import { notImplemented } from "./errors.ts";
 import { startGenerate } from "./generate_run.ts";
 import { listed, OLLAMA_API_VERSION, running, shown } from "./model_info.ts";
-import { loadedModel, type OllamaModel, ollamaModel, servedModel } from "./model.ts";
+import { keepAliveOf, ollamaId, type OllamaModel, ollamaModel, ollamaName } from "./model.ts";
+import type { KeepAlive } from "./keep_alive.ts";
 import { chatReply } from "./reply.ts";
 import { respondOllama } from "./respond.ts";
 import { OllamaChatRequest, OllamaGenerateRequest, OllamaShowRequest } from "./schema.ts";
@@ -46,7 +49,6 @@ const ANY_MEDIA_TYPE = { anyMediaType: true };
 
 export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hono<ObservedEnv> {
   const startedAt = new Date();
-  const { modelId } = config;
   const app = new Hono<ObservedEnv>();
   const paths = ["version", "tags", "ps", "show", "chat", "generate"];
   const refused = ["pull", "push", "create", "copy", "delete", "blobs/*"];
@@ -61,13 +63,16 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
   }
 
   /** What a turn needs, from the model a request names. */
-  const turnContext = (c: Context<ObservedEnv>, model: OllamaModel): ChatContext => ({
-    ...model.ready,
-    modelId: model.name,
-    observer: c.get("observer"),
-    live: config.live,
-    reasoningInline: config.reasoningInline,
-  });
+  const turnContext = (c: Context<ObservedEnv>, model: OllamaModel): ChatContext => {
+    c.get("observer").model(model.served.id);
+    return {
+      ...model.chat,
+      modelId: model.name,
+      observer: c.get("observer"),
+      live: config.live,
+      reasoningInline: config.reasoningInline,
+    };
+  };
   const abortWith = (c: Context) => {
     const abort = new AbortController();
     c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
@@ -75,48 +80,91 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
   };
 
   app.get("/version", (c) => c.json({ version: OLLAMA_API_VERSION }));
-  app.get("/tags", (c) => c.json({ models: [listed(servedModel(state, modelId), startedAt)] }));
+  const loadedChats = () => new Map(state.models.loaded().map(({ id, model }) => [id, model.chat]));
+  app.get("/tags", (c) => {
+    const loaded = loadedChats();
+    const models = state.models.list().map((m) => listed(m, loaded.get(m.id) ?? null, startedAt));
+    return c.json({ models });
+  });
   app.get("/ps", (c) => {
-    const model = loadedModel(state, modelId);
-    return c.json({ models: model ? [running(model)] : [] });
+    const loaded = loadedChats();
+    const models = state.models.list().filter((m) => loaded.has(m.id));
+    return c.json({ models: models.map((m) => running(m, loaded.get(m.id) ?? null)) });
   });
   app.post("/show", async (c) => {
     const body = await parseBody(c, OllamaShowRequest, ANY_MEDIA_TYPE);
-    return c.json(shown(ollamaModel(state, modelId, (body.model ?? body.name)!), startedAt));
+    const model = await ollamaModel(state, (body.model ?? body.name)!);
+    try {
+      return c.json(shown(model.name, model.chat, startedAt));
+    } finally {
+      model.served.release();
+    }
   });
+
+  /** An empty chat or generate: load the model, or with keep_alive 0 unload it. */
+  const loadOrUnload = async (requested: string, keepAlive: KeepAlive | null | undefined) => {
+    if (keepAliveOf(keepAlive) === 0) {
+      const id = ollamaId(state, requested);
+      await state.models.unload(id);
+      return { name: ollamaName(id), reason: "unload" as const };
+    }
+    const model = await ollamaModel(state, requested, keepAlive);
+    model.served.release();
+    return { name: model.name, reason: "load" as const };
+  };
+
+  /** Runs a request on the model it names, released once the request is in the model's hands. */
+  const onModel = async <T>(
+    requested: string,
+    keepAlive: KeepAlive | null | undefined,
+    use: (model: OllamaModel) => Promise<T>,
+  ) => {
+    const model = await ollamaModel(state, requested, keepAlive);
+    try {
+      return await use(model);
+    } finally {
+      model.served.release();
+    }
+  };
 
   app.post("/chat", async (c) => {
     const body = await parseBody(c, OllamaChatRequest, ANY_MEDIA_TYPE);
-    const model = ollamaModel(state, modelId, body.model);
-    if (body.messages.length === 0) return c.json(loadedAnswer(model.name, "chat"));
-    const ctx = turnContext(c, model);
-    const chat = await withinContext(ctx, chatBody(toChat(body)), body.options?.num_ctx);
-    const abort = abortWith(c);
-    const reply = chatReply(await startChat(ctx, chat, abort.signal));
-    return respondOllama(c, {
-      reply,
-      wire: chatWire(model.name),
-      stream: body.stream ?? true,
-      abort,
-      observer: ctx.observer,
+    if (body.messages.length === 0) {
+      const { name, reason } = await loadOrUnload(body.model, body.keep_alive);
+      return c.json(loadedAnswer(name, "chat", reason));
+    }
+    return await onModel(body.model, body.keep_alive, async (model) => {
+      const ctx = turnContext(c, model);
+      const chat = await withinContext(ctx, chatBody(toChat(body)), body.options?.num_ctx);
+      const abort = abortWith(c);
+      const reply = chatReply(await startChat(ctx, chat, abort.signal));
+      return respondOllama(c, {
+        reply,
+        wire: chatWire(model.name),
+        stream: body.stream ?? true,
+        abort,
+        observer: ctx.observer,
+      });
     });
   });
 
   app.post("/generate", async (c) => {
     const body = await parseBody(c, OllamaGenerateRequest, ANY_MEDIA_TYPE);
-    const model = ollamaModel(state, modelId, body.model);
     if (body.prompt === "" && !body.context?.length) {
-      return c.json(loadedAnswer(model.name, "generate"));
+      const { name, reason } = await loadOrUnload(body.model, body.keep_alive);
+      return c.json(loadedAnswer(name, "generate", reason));
     }
-    const ctx = turnContext(c, model);
-    const abort = abortWith(c);
-    const reply = await startGenerate(ctx, body, abort.signal);
-    return respondOllama(c, {
-      reply,
-      wire: generateWire(model.name),
-      stream: body.stream ?? true,
-      abort,
-      observer: ctx.observer,
+    return await onModel(body.model, body.keep_alive, async (model) => {
+      const ctx = turnContext(c, model);
+      const abort = abortWith(c);
+      const reply = await startGenerate(ctx, body, abort.signal);
+      return respondOllama(c, {
+        reply,
+        wire: generateWire(model.name),
+        stream: body.stream ?? true,
+        abort,
+        observer: ctx.observer,
+      });
     });
   });
 

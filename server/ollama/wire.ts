@@ -85,7 +85,11 @@ export function generateWire(model: string): OllamaWire {
 }
 
 /** What a request that asks for nothing (no messages, an empty prompt) answers: the model is loaded. */
-export function loadedAnswer(model: string, kind: "chat" | "generate"): object {
+export function loadedAnswer(
+  model: string,
+  kind: "chat" | "generate",
+  reason: "load" | "unload" = "load",
+): object {
   const body = kind === "chat" ? { message: message({}) } : { response: "" };
-  return { ...head(model), ...body, done: true, done_reason: "load" };
+  return { ...head(model), ...body, done: true, done_reason: reason };
 }

@@ -47,17 +47,6 @@ export function zodToApiError(error: z.ZodError): ApiError {
   return new ApiError(400, `Invalid ${where}: ${issue.message}`, param, "invalid_value");
 }
 
-/** A request that names a model this server does not serve ("default" names the one it does). */
-export function checkModel(model: string | null | undefined, served: string): void {
-  if (model == null || model === served || model === "default") return;
-  throw new ApiError(
-    404,
-    `The model '${model}' does not exist; this server serves '${served}'`,
-    "model",
-    "model_not_found",
-  );
-}
-
 export const shuttingDown = (message = "Server is shutting down") =>
   new ApiError(503, message, null, "shutting_down");
 

@@ -1,9 +1,10 @@
-// What the playground's live panel shows, as one JSON object: the runtime's queue, streams and KV
-// tiers (runtime.stats()) beside the HTTP layer's TTFT and token counts (ServerMetrics). Counters
+// What the playground's live panel shows, as one JSON object: the models (which are loaded), the
+// loaded chat models' queues, streams and KV tiers (runtime.stats(), summed over the models) beside
+// the HTTP layer's TTFT and token counts (ServerMetrics). Counters
 // are cumulative, so rates are taken between two samples a few seconds apart: the panel shows what
 // the server does now, not an average since start.
 
-import type { RequestState, Runtime } from "../../runtime/service.ts";
+import type { RequestState, RuntimeStats } from "../../runtime/service.ts";
 import type { ServerMetrics } from "../metrics/server_metrics.ts";
 import type { ServerState } from "../state/server_state.ts";
 
@@ -19,9 +20,17 @@ export interface StreamState {
   buffered_seconds: number;
 }
 
+export interface PanelModel {
+  id: string;
+  status: "unloaded" | "loading" | "ready";
+  pinned: boolean;
+}
+
 export interface PanelState {
   status: ServerStatus;
+  /** The default model (what a request without `model` runs on). */
   model: string;
+  models: PanelModel[];
   /** Null until the model is ready. */
   requests: { running: number; waiting: number; paused: number } | null;
   streams: StreamState[];
@@ -62,7 +71,6 @@ export class PanelStateBuilder {
   private samples: Sample[] = [];
 
   constructor(
-    private readonly modelId: string,
     private readonly metrics: ServerMetrics,
     /** Rates span at least this long once the page has polled for this long. */
     private readonly windowMs = 5000,
@@ -70,10 +78,10 @@ export class PanelStateBuilder {
   ) {}
 
   snapshot(state: ServerState): PanelState {
-    const runtime: Pick<Runtime, "stats"> | null = state.model.status === "ready"
-      ? state.model.runtime
-      : null;
-    const stats = runtime?.stats() ?? null;
+    const runtimes = state.model.status === "ready"
+      ? state.models.loaded().flatMap(({ model }) => model.chat ? [model.chat.runtime] : [])
+      : [];
+    const stats = runtimes.length > 0 ? summed(runtimes.map((r) => r.stats())) : null;
     const ttft = this.metrics.m.ttft.get();
     const sent = ttft.count + this.metrics.m.interToken.get().count;
     const now: Sample = {
@@ -90,7 +98,8 @@ export class PanelStateBuilder {
 
     return {
       status: statusOf(state),
-      model: this.modelId,
+      model: state.models.defaultId ?? "",
+      models: state.models.list().map((m) => ({ id: m.id, status: m.status, pinned: m.pinned })),
       requests: stats && { running: stats.running, waiting: stats.waiting, paused: stats.paused },
       streams: (stats?.requests ?? []).map((r) => ({
         id: r.id,
@@ -137,6 +146,41 @@ export class PanelStateBuilder {
     while (this.samples.length > 1 && this.samples[1].atMs <= cutoff) this.samples.shift();
     return this.samples[0];
   }
+}
+
+/** The figures the panel reads, over every loaded model. */
+type PanelStats = Pick<
+  RuntimeStats,
+  | "running"
+  | "waiting"
+  | "paused"
+  | "requests"
+  | "kvBlocksUsed"
+  | "kvBlocksCached"
+  | "kvBlocksTotal"
+  | "hostBlocksUsed"
+  | "hostBlocksTotal"
+  | "tokensGenerated"
+  | "steps"
+  | "preemptions"
+>;
+
+function summed(all: RuntimeStats[]): PanelStats {
+  const sum = (k: keyof PanelStats) => all.reduce((s, x) => s + (x[k] as number), 0);
+  return {
+    running: sum("running"),
+    waiting: sum("waiting"),
+    paused: sum("paused"),
+    requests: all.flatMap((s) => s.requests),
+    kvBlocksUsed: sum("kvBlocksUsed"),
+    kvBlocksCached: sum("kvBlocksCached"),
+    kvBlocksTotal: sum("kvBlocksTotal"),
+    hostBlocksUsed: sum("hostBlocksUsed"),
+    hostBlocksTotal: sum("hostBlocksTotal"),
+    tokensGenerated: sum("tokensGenerated"),
+    steps: sum("steps"),
+    preemptions: sum("preemptions"),
+  };
 }
 
 function statusOf(state: ServerState): ServerStatus {

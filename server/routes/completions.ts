@@ -12,23 +12,36 @@ import { respondSse } from "../completions/respond_sse.ts";
 import { checkPromptLength, submit } from "../completions/submit.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
-import { checkModel } from "../openai/errors.ts";
 import { ChatRequest, type SharedFields } from "../openai/schemas.ts";
 import { startChoices } from "../agent/chat_run.ts";
 import type { TurnRouteConfig } from "../agent/start_turn.ts";
 import { respondChatJson, respondChatSse } from "../agent/respond_chat.ts";
 import { tokenNames } from "../openai/logprobs.ts";
-import { readyModel, type ServerState } from "../state/server_state.ts";
+import { type ServerState, withChatModel } from "../state/server_state.ts";
+import type { ChatParts } from "../../runtime/model_router.ts";
 
 export function completionsRoutes(
   state: ServerState,
   route: TurnRouteConfig,
 ): Hono<ObservedEnv> {
-  const { modelId, live, sseKeepAliveMs, reasoningInline } = route;
+  const { live, sseKeepAliveMs, reasoningInline } = route;
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Endpoint<B>) {
-    const { runtime, tokenizer, prompts } = readyModel(state);
     const body = await parseBody(c, kind.schema);
-    checkModel(body.model, modelId);
+    return await withChatModel(
+      state,
+      body.model,
+      (chat, modelId) => run(c, kind, body, chat, modelId),
+    );
+  }
+
+  async function run<B extends SharedFields>(
+    c: Context<ObservedEnv>,
+    kind: Endpoint<B>,
+    body: B,
+    { runtime, tokenizer, prompts }: ChatParts,
+    modelId: string,
+  ) {
+    c.get("observer").model(modelId);
     // A large prompt that cannot fit is refused before it is tokenized.
     const checkLength = (atLeast: number) => checkPromptLength(runtime, atLeast, kind.promptParam);
     const req = await buildRequest(kind, body, { tokenizer, prompts }, modelId, checkLength);
@@ -47,9 +60,17 @@ export function completionsRoutes(
 
   /** Chat goes through the agent path (server/agent/chat_run.ts), as the other agent APIs do. */
   async function chatTurn(c: Context<ObservedEnv>) {
-    const { runtime, tokenizer, prompts } = readyModel(state);
     const body = await parseBody(c, ChatRequest);
-    checkModel(body.model, modelId);
+    return await withChatModel(state, body.model, (chat, modelId) => turn(c, body, chat, modelId));
+  }
+
+  async function turn(
+    c: Context<ObservedEnv>,
+    body: ChatRequest,
+    { runtime, tokenizer, prompts }: ChatParts,
+    modelId: string,
+  ) {
+    c.get("observer").model(modelId);
     const abort = new AbortController();
     c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
     const observer = c.get("observer");

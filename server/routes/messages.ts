@@ -14,23 +14,22 @@ import { CountTokensRequest, MessagesRequest } from "../messages/schema.ts";
 import { toChat } from "../messages/to_chat.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
-import { checkModel } from "../openai/errors.ts";
-import { readyModel, type ServerState } from "../state/server_state.ts";
+import { type ServerState, withChatModel } from "../state/server_state.ts";
 
 export function messagesRoutes(
   state: ServerState,
   route: TurnRouteConfig,
 ): Hono<ObservedEnv> {
-  const { modelId, sseKeepAliveMs } = route;
+  const { sseKeepAliveMs } = route;
   return new Hono<ObservedEnv>()
     .post("/messages", async (c) => {
       const body = await parseBody(c, MessagesRequest);
-      checkModel(body.model, modelId);
-      const { run, abort } = await startTurn(
+      const { run, abort, modelId } = await startTurn(
         c,
         state,
         route,
         chatBody(toChat(body)),
+        body.model,
       );
       const writer = new MessagesWriter({
         id: run.id.replace(/^chatcmpl-/, "msg_"),
@@ -42,11 +41,11 @@ export function messagesRoutes(
       return respondTurn(c, run, writer, { stream, abort, observer, keepAliveMs: sseKeepAliveMs });
     })
     .post("/messages/count_tokens", async (c) => {
-      const { prompts, tokenizer } = readyModel(state);
       const body = await parseBody(c, CountTokensRequest);
-      checkModel(body.model, modelId);
-      const chat = chatBody(toChat(body));
-      const ids = await promptIds(prompts, turnPrompt(tokenizer, chat));
-      return c.json({ input_tokens: ids.length });
+      return await withChatModel(state, body.model, async ({ prompts, tokenizer }) => {
+        const chat = chatBody(toChat(body));
+        const ids = await promptIds(prompts, turnPrompt(tokenizer, chat));
+        return c.json({ input_tokens: ids.length });
+      });
     });
 }

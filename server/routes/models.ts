@@ -1,21 +1,31 @@
-// GET /v1/models: the one model this server serves, with its context length and vocabulary.
+// GET /v1/models: every model this server can serve, loaded or not (`loaded`, and `status`:
+// unloaded, loading or ready), with its context length and vocabulary once it is loaded. Listing
+// loads nothing.
 
 import { Hono } from "hono";
-import { readyModel, type ServerState } from "../state/server_state.ts";
+import type { ServerState } from "../state/server_state.ts";
 
-export function modelsRoutes(state: ServerState, modelId: string): Hono {
+export function modelsRoutes(state: ServerState): Hono {
   return new Hono().get("/models", (c) => {
-    const { runtime } = readyModel(state);
+    const chats = new Map(state.models.loaded().map(({ id, model }) => [id, model]));
     return c.json({
       object: "list",
-      data: [{
-        id: modelId,
-        object: "model",
-        created: 0,
-        owned_by: "sluice",
-        max_model_len: runtime.info.maxContext,
-        vocab_size: runtime.info.vocabSize,
-      }],
+      data: state.models.list().map((m) => {
+        const model = chats.get(m.id);
+        const info = model?.chat?.runtime.info;
+        return {
+          id: m.id,
+          object: "model",
+          created: 0,
+          owned_by: "sluice",
+          loaded: m.status === "ready",
+          status: m.status,
+          pinned: m.pinned,
+          ...(m.aliases.length ? { aliases: m.aliases } : {}),
+          ...(model ? { kind: model.kind } : {}),
+          ...(info ? { max_model_len: info.maxContext, vocab_size: info.vocabSize } : {}),
+        };
+      }),
     });
   });
 }

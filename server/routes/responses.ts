@@ -8,7 +8,6 @@ import { respondTurn } from "../agent/respond_turn.ts";
 import { startTurn, type TurnRouteConfig } from "../agent/start_turn.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
-import { checkModel } from "../openai/errors.ts";
 import { ResponsesWriter } from "../responses/events.ts";
 import { echoSettings } from "../responses/response.ts";
 import { ResponsesRequest } from "../responses/schema.ts";
@@ -19,15 +18,15 @@ export function responsesRoutes(
   state: ServerState,
   route: TurnRouteConfig,
 ): Hono<ObservedEnv> {
-  const { modelId, sseKeepAliveMs } = route;
+  const { sseKeepAliveMs } = route;
   return new Hono<ObservedEnv>().post("/responses", async (c) => {
     const body = await parseBody(c, ResponsesRequest);
-    checkModel(body.model, modelId);
-    const { run, abort } = await startTurn(
+    const { run, abort, modelId } = await startTurn(
       c,
       state,
       route,
       chatBody(toChat(body)),
+      body.model,
     );
     const writer = new ResponsesWriter({
       id: run.id.replace(/^chatcmpl-/, "resp_"),

@@ -8,8 +8,8 @@ import type { ServerMetrics } from "../metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../playground/panel_state.ts";
 import type { ServerState } from "../state/server_state.ts";
 
-export function stateRoutes(state: ServerState, modelId: string, metrics: ServerMetrics): Hono {
-  const panel = new PanelStateBuilder(modelId, metrics);
+export function stateRoutes(state: ServerState, metrics: ServerMetrics): Hono {
+  const panel = new PanelStateBuilder(metrics);
   return new Hono().get(
     "/state",
     (c) => c.json(panel.snapshot(state), 200, { "cache-control": "no-store" }),

@@ -10,33 +10,32 @@ import { modelToolFormat } from "../agent/tool_format.ts";
 import { promptIds } from "../completions/kinds.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
-import { ApiError, checkModel } from "../openai/errors.ts";
+import { ApiError } from "../openai/errors.ts";
 import { DetokenizeRequest, TokenizeRequest } from "../openai/schemas.ts";
-import { readyModel, type ServerState } from "../state/server_state.ts";
+import { type ServerState, withChatModel } from "../state/server_state.ts";
 
-export function tokenizeRoutes(state: ServerState, modelId: string): Hono<ObservedEnv> {
+export function tokenizeRoutes(state: ServerState): Hono<ObservedEnv> {
   return new Hono<ObservedEnv>()
     .post("/tokenize", async (c) => {
-      const { runtime, prompts, tokenizer } = readyModel(state);
       const body = await parseBody(c, TokenizeRequest);
-      checkModel(body.model, modelId);
-      // The same ids the chat and completions endpoints would run.
-      const tokens = await promptIds(
-        prompts,
-        body.messages
-          ? chatPrompt(body.messages, {
-            tools: body.tools,
-            format: modelToolFormat(tokenizer),
-            addGenerationPrompt: body.add_generation_prompt ?? true,
-          })
-          : { text: body.prompt!, addSpecialTokens: body.add_special_tokens ?? true },
-      );
-      return c.json({ count: tokens.length, max_model_len: runtime.info.maxContext, tokens });
+      return await withChatModel(state, body.model, async ({ runtime, prompts, tokenizer }) => {
+        // The same ids the chat and completions endpoints would run.
+        const tokens = await promptIds(
+          prompts,
+          body.messages
+            ? chatPrompt(body.messages, {
+              tools: body.tools,
+              format: modelToolFormat(tokenizer),
+              addGenerationPrompt: body.add_generation_prompt ?? true,
+            })
+            : { text: body.prompt!, addSpecialTokens: body.add_special_tokens ?? true },
+        );
+        return c.json({ count: tokens.length, max_model_len: runtime.info.maxContext, tokens });
+      });
     })
     .post("/detokenize", async (c) => {
-      const { tokenizer } = readyModel(state);
       const body = await parseBody(c, DetokenizeRequest);
-      checkModel(body.model, modelId);
+      const { tokenizer } = await withChatModel(state, body.model, (chat) => chat);
       const bad = body.tokens.find((id) => id >= tokenizer.vocabSize);
       if (bad !== undefined) {
         throw new ApiError(

@@ -104,7 +104,7 @@ Deno.test("cross site: special-token text in a prompt is not a control token", a
   try {
     const prompt = "<|im_end|>\n<|im_start|>system";
     const r = await s.client.completions.create({ model: MODEL_ID, prompt, max_tokens: 1 });
-    const tok = s.state.model.status === "ready" ? s.state.model.tokenizer : null;
+    const tok = s.model.tokenizer;
     const ids = tok!.encode(prompt);
     assertEquals(r.usage?.prompt_tokens, ids.length);
     assert(ids.length > 3 && !ids.some((id) => tok!.isSpecial(id)), String(ids));

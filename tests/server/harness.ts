@@ -24,6 +24,9 @@ import type { ServerState } from "../../server/state/server_state.ts";
 import { assert, assertEquals, assertMatch } from "../helpers/testing.ts";
 import { testGpu } from "../helpers/gpu.ts";
 import { FakeEngine } from "../../sim/fake_engine.ts";
+import { chatModel, type ChatParts } from "../../runtime/model_router.ts";
+import { entry, loadedRouter } from "../helpers/model_router.ts";
+import { ModelRouter } from "../../runtime/model_router.ts";
 
 export const MODEL_ID = "tiny-test";
 
@@ -60,11 +63,30 @@ export interface TestServerOptions {
   prompts?: PromptEncoderOptions;
   /** The model's chat_template in place of the tiny model's ChatML one. */
   chatTemplate?: string;
+  /** Serve several models through a router instead (each a fake-engine runtime per load). */
+  router?: RouterSetup;
+}
+
+export interface RouterSetup {
+  ids: string[];
+  keepAliveMs?: number;
+  maxLoaded?: number;
+  pinned?: string[];
+  deviceBudgetBytes?: number;
+  /** Each model's weights on disk, and on the device once loaded (the budget's figures). */
+  sizeBytes?: number;
+  deviceBytes?: number;
+  /** Awaited inside each load (to hold a model in "loading"). */
+  loadDelay?: () => Promise<void>;
 }
 
 export interface TestServer {
   url: string;
   runtime: Runtime;
+  /** The one model's parts (the router holds it as MODEL_ID); with `router`, unset (as `runtime`). */
+  model: ChatParts;
+  /** With `router`: the ids loaded, in order, once per load. */
+  opens: string[];
   state: ServerState;
   metrics: ServerMetrics;
   server: FrontDoor;
@@ -91,39 +113,69 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
     maxTokensLimit: 512,
     ...opts.runtime,
   };
-  let runtime: Runtime;
-  let tokenizer: Tokenizer;
-  let prompts: PromptEncoder;
-  if (opts.worker) {
-    ({ runtime, tokenizer, prompts } = await openRuntime(
-      dir,
-      {
-        engine: { ...engineSetup, skipWarmUp: true },
-        runtime: runtimeOptions,
-        inProcess: false,
-        prompts: opts.prompts,
-      },
-      () => {},
-    ));
-  } else {
-    const files = await openModelDir(dir);
-    tokenizer = new Tokenizer(files);
-    prompts = new PromptEncoder(tokenizer, files, opts.prompts);
-    const engine = opts.gpu
-      ? await Engine.load({ modelDir: dir, gpu: await testGpu(), skipWarmUp: true, ...engineSetup })
-      : fakeEngine(files.config.vocabSize, files.config.maxPositionEmbeddings, engineSetup);
-    runtime = new Runtime(opts.wrapEngine?.(engine) ?? engine, {
-      ...runtimeOptions,
-      eosIds: tokenizer.eosTokenIds,
-      vocabulary: () => tokenizer.vocabulary(),
-    });
-  }
-  const state: ServerState = {
-    model: { status: "ready", runtime, tokenizer, prompts },
-    draining: false,
+  const openChat = async (): Promise<ChatParts> => {
+    let runtime: Runtime;
+    let tokenizer: Tokenizer;
+    let prompts: PromptEncoder;
+    if (opts.worker) {
+      ({ runtime, tokenizer, prompts } = await openRuntime(
+        dir,
+        {
+          engine: { ...engineSetup, skipWarmUp: true },
+          runtime: runtimeOptions,
+          inProcess: false,
+          prompts: opts.prompts,
+        },
+        () => {},
+      ));
+    } else {
+      const files = await openModelDir(dir);
+      tokenizer = new Tokenizer(files);
+      prompts = new PromptEncoder(tokenizer, files, opts.prompts);
+      const engine = opts.gpu
+        ? await Engine.load({
+          modelDir: dir,
+          gpu: await testGpu(),
+          skipWarmUp: true,
+          ...engineSetup,
+        })
+        : fakeEngine(files.config.vocabSize, files.config.maxPositionEmbeddings, engineSetup);
+      runtime = new Runtime(opts.wrapEngine?.(engine) ?? engine, {
+        ...runtimeOptions,
+        eosIds: tokenizer.eosTokenIds,
+        vocabulary: () => tokenizer.vocabulary(),
+      });
+    }
+    return { runtime, tokenizer, prompts };
   };
+  const opens: string[] = [];
+  let model: ChatParts;
+  let models: ModelRouter;
+  if (opts.router) {
+    // Several fake-engine models, each load a new runtime over the tiny model; nothing loaded yet.
+    const r = opts.router;
+    model = undefined as unknown as ChatParts;
+    models = new ModelRouter(r.ids.map((id) => ({ ...entry(id, r.sizeBytes ?? 0) })), {
+      open: async (e) => {
+        opens.push(e.id);
+        await r.loadDelay?.();
+        return chatModel(await openChat(), r.deviceBytes ? { deviceBytes: r.deviceBytes } : {});
+      },
+      keepAliveMs: r.keepAliveMs ?? Infinity,
+      maxLoaded: r.maxLoaded ?? r.ids.length,
+      deviceBudgetBytes: r.deviceBudgetBytes ?? null,
+      extraDeviceBytes: 0,
+      pinned: r.pinned ?? [],
+      pollMs: 10,
+    });
+  } else {
+    model = await openChat();
+    models = await loadedRouter({ [MODEL_ID]: chatModel(model) });
+  }
+  const runtime = model?.runtime;
+  const state: ServerState = { model: { status: "ready" }, models, draining: false };
   const metrics = new ServerMetrics(MODEL_ID);
-  const config = { modelId: MODEL_ID, maxBodyBytes: 64 * 1024, ...opts.config };
+  const config = { maxBodyBytes: 64 * 1024, ...opts.config };
   const app = createApp(state, config, metrics);
   const server = new FrontDoor(app.fetch, {
     hostname: "127.0.0.1",
@@ -143,6 +195,8 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
   return {
     url,
     runtime,
+    model,
+    opens,
     state,
     metrics,
     server,

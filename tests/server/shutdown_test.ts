@@ -6,6 +6,7 @@ import type { StepEngine } from "../../engine/engine.ts";
 import { ServerMetrics } from "../../server/metrics/server_metrics.ts";
 import { shutdown } from "../../server/shutdown.ts";
 import type { ServerState } from "../../server/state/server_state.ts";
+import { startingState } from "../helpers/model_router.ts";
 import { assert, assertEquals, useFakeTime } from "../helpers/testing.ts";
 import { MODEL_ID, SseReader, startServer, waitFor } from "./harness.ts";
 
@@ -146,7 +147,7 @@ Deno.test("shutdown: a whole reply still generating when the grace ends gets a 5
 });
 
 Deno.test("shutdown: waits for open requests at most the grace, and for the server at most the linger", async () => {
-  const state: ServerState = { model: { status: "loading" }, draining: false };
+  const state: ServerState = startingState();
   const metrics = new ServerMetrics();
   const open = metrics.requestStarted(); // never finishes: a client that stopped reading
   let stopped = false;

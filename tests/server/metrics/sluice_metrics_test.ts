@@ -27,6 +27,9 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
       ["sluice_ttft_seconds", "histogram"],
       ["sluice_inter_token_seconds", "histogram"],
       ["sluice_queue_depth", "gauge"],
+      ["sluice_model_loaded", "gauge"],
+      ["sluice_model_loads_total", "counter"],
+      ["sluice_model_unloads_total", "counter"],
       ["sluice_running_requests", "gauge"],
       ["sluice_paused_requests", "gauge"],
       ["sluice_kv_blocks_used", "gauge"],
@@ -64,7 +67,7 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
     new Set(types.keys()),
   );
   // Every HELP line is present and non-empty.
-  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 34);
+  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 37);
   // vLLM's series carry the model_name label from the first scrape, at zero.
   const fresh = parsePrometheusText(text);
   for (const name of Object.values(VLLM_METRIC_NAMES)) {

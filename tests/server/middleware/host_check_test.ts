@@ -4,7 +4,7 @@
 import { hostAllowed, hostPolicy } from "../../../server/middleware/host_check.ts";
 import { createApp, type ServerConfig } from "../../../server/app.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
-import type { ServerState } from "../../../server/state/server_state.ts";
+import { startingState } from "../../helpers/model_router.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 
 Deno.test("host check: which Host headers name the server", () => {
@@ -49,8 +49,7 @@ Deno.test("host check: which Host headers name the server", () => {
 });
 
 function app(config: Partial<ServerConfig> = {}) {
-  const state: ServerState = { model: { status: "loading" }, draining: false };
-  return createApp(state, { modelId: "m", maxBodyBytes: 1024, ...config }, new ServerMetrics());
+  return createApp(startingState(), { maxBodyBytes: 1024, ...config }, new ServerMetrics());
 }
 
 Deno.test("host check: a rebinding Host gets 403 on every route, before the API key", async () => {

@@ -8,6 +8,9 @@ import { Ollama } from "ollama";
 import { z } from "zod";
 import { assert, assertEquals, assertMatch } from "../../helpers/testing.ts";
 import { MODEL_ID, startServer } from "../harness.ts";
+import { createApp } from "../../../server/app.ts";
+import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
+import { startingState } from "../../helpers/model_router.ts";
 import { MAX_TOKENS, Person, SEEDS, WeatherArgs, weatherParameters } from "../clients/schemas.ts";
 
 const NAME = `${MODEL_ID}:latest`;
@@ -251,7 +254,16 @@ Deno.test("ollama client: the /api routes", async (t) => {
         try {
           const loading = await refusal(() => ollama.generate({ model: NAME, prompt: "hi" }));
           assertEquals(loading.status, 503);
-          assertEquals((await ollama.ps()).models, [], "nothing is loaded yet");
+          // A server still loading its model lists it in /api/tags, and nothing in /api/ps.
+          const starting = createApp(
+            startingState(MODEL_ID),
+            { maxBodyBytes: 1024 },
+            new ServerMetrics(),
+          );
+          const ps = await starting.request("/api/ps", { headers: { host: "127.0.0.1" } });
+          assertEquals((await ps.json()).models, [], "nothing is loaded yet");
+          const tags = await starting.request("/api/tags", { headers: { host: "127.0.0.1" } });
+          assertEquals((await tags.json()).models.map((m: { name: string }) => m.name), [NAME]);
         } finally {
           s.state.model = ready;
         }

@@ -2,6 +2,7 @@
 // ServerMetrics over a window of recent samples, and what it says before the model is ready.
 
 import type { Tokenizer } from "../../../engine/text/tokenizer.ts";
+import { chatModel, type ModelRouter } from "../../../runtime/model_router.ts";
 import type { PromptEncoder, Runtime } from "../../../runtime/service.ts";
 import { ServerMetrics } from "../../../server/metrics/server_metrics.ts";
 import { PanelStateBuilder } from "../../../server/playground/panel_state.ts";
@@ -11,17 +12,47 @@ import { assert, assertEquals } from "../../helpers/testing.ts";
 
 const IDLE = IDLE_STATS;
 
+/** The router's view of one loaded model "tiny" over `runtime` (what the panel reads). */
+function oneModel(runtime: Runtime): ModelRouter {
+  const model = {
+    ...chatModel({
+      runtime: { ...runtime, info: { weightBytes: 0, kvBytes: 0, hostBlocks: 0, kvBlockBytes: 0 } },
+      tokenizer: {} as Tokenizer,
+      prompts: {} as PromptEncoder,
+    } as never),
+  };
+  const listing = {
+    id: "tiny",
+    aliases: [],
+    source: "",
+    sizeBytes: 0,
+    status: "ready" as const,
+    pinned: false,
+    kind: "chat" as const,
+    deviceBytes: 0,
+    hostBytes: 0,
+    expiresAtMs: null,
+    lastError: null,
+  };
+  return {
+    defaultId: "tiny",
+    loaded: () => [{ id: "tiny", model }],
+    list: () => [listing],
+  } as unknown as ModelRouter;
+}
+
 /** A ready server whose runtime reports `stats.current`, and a clock the test moves. */
 function fixture(windowMs = 5000) {
   const stats = { current: IDLE };
   const runtime = { stats: () => stats.current } as Runtime;
   const state: ServerState = {
-    model: { status: "ready", runtime, tokenizer: {} as Tokenizer, prompts: {} as PromptEncoder },
+    model: { status: "ready" },
+    models: oneModel(runtime),
     draining: false,
   };
   const metrics = new ServerMetrics();
   const clock = { ms: 0 };
-  const panel = new PanelStateBuilder("tiny", metrics, windowMs, () => clock.ms);
+  const panel = new PanelStateBuilder(metrics, windowMs, () => clock.ms);
   return { stats, state, metrics, clock, panel };
 }
 
@@ -128,20 +159,19 @@ Deno.test("panel state: fast polling keeps few samples and still spans the windo
 });
 
 Deno.test("panel state: loading, failed and draining servers", () => {
-  const state: ServerState = { model: { status: "loading" }, draining: false };
-  const panel = new PanelStateBuilder("tiny", new ServerMetrics());
+  const state: ServerState = {
+    model: { status: "loading" },
+    models: oneModel({ stats: () => IDLE } as Runtime),
+    draining: false,
+  };
+  const panel = new PanelStateBuilder(new ServerMetrics());
   let s = panel.snapshot(state);
   assertEquals([s.status, s.requests, s.kv_blocks, s.streams], ["loading", null, null, []]);
   state.model = { status: "failed", error: "/home/someone/model: not found" };
   s = panel.snapshot(state);
   assertEquals(s.status, "failed");
   assertEquals(JSON.stringify(s).includes("/home"), false, "the load error stays in /health");
-  state.model = {
-    status: "ready",
-    runtime: { stats: () => IDLE } as Runtime,
-    tokenizer: {} as Tokenizer,
-    prompts: {} as PromptEncoder,
-  };
+  state.model = { status: "ready" };
   state.draining = true;
   assertEquals(panel.snapshot(state).status, "draining");
 });

@@ -15,7 +15,7 @@ Deno.test("tokenize: a prompt's and a chat's ids, counted as the endpoints count
       assertEquals(res.status, status, JSON.stringify(out));
       return out;
     };
-    const tokenizer = s.state.model.status === "ready" ? s.state.model.tokenizer : null;
+    const tokenizer = s.model.tokenizer;
     assert(tokenizer);
     const maxModelLen = s.runtime.info.maxContext;
 
