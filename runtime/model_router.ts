@@ -165,6 +165,11 @@ export class ModelRouter {
     return id;
   }
 
+  /** Whether the model a name stands for is loaded now (false while it loads). */
+  isLoaded(requested: string | null | undefined): boolean {
+    return this.slots.get(this.idOf(requested))!.status === "ready";
+  }
+
   /** Loads the pinned models (at start). */
   async loadPinned(): Promise<void> {
     for (const id of this.options.pinned) (await this.acquire(id)).release();

@@ -17,7 +17,8 @@ import { startChoices } from "../agent/chat_run.ts";
 import type { TurnRouteConfig } from "../agent/start_turn.ts";
 import { respondChatJson, respondChatSse } from "../agent/respond_chat.ts";
 import { tokenNames } from "../openai/logprobs.ts";
-import { type ServerState, withChatModel } from "../state/server_state.ts";
+import { mustLoad, type ServerState, withChatModel } from "../state/server_state.ts";
+import { streamWhileLoading } from "../sse/while_loading.ts";
 import type { ChatParts } from "../../runtime/model_router.ts";
 
 export function completionsRoutes(
@@ -27,11 +28,11 @@ export function completionsRoutes(
   const { live, sseKeepAliveMs, reasoningInline } = route;
   async function complete<B extends SharedFields>(c: Context<ObservedEnv>, kind: Endpoint<B>) {
     const body = await parseBody(c, kind.schema);
-    return await withChatModel(
-      state,
-      body.model,
-      (chat, modelId) => run(c, kind, body, chat, modelId),
-    );
+    const answer = () =>
+      withChatModel(state, body.model, (chat, modelId) => run(c, kind, body, chat, modelId));
+    return body.stream && mustLoad(state, body.model)
+      ? whileLoading(c, body.model, answer)
+      : await answer();
   }
 
   async function run<B extends SharedFields>(
@@ -61,7 +62,26 @@ export function completionsRoutes(
   /** Chat goes through the agent path (server/agent/chat_run.ts), as the other agent APIs do. */
   async function chatTurn(c: Context<ObservedEnv>) {
     const body = await parseBody(c, ChatRequest);
-    return await withChatModel(state, body.model, (chat, modelId) => turn(c, body, chat, modelId));
+    const answer = () =>
+      withChatModel(state, body.model, (chat, modelId) => turn(c, body, chat, modelId));
+    return body.stream && mustLoad(state, body.model)
+      ? whileLoading(c, body.model, answer)
+      : await answer();
+  }
+
+  /** A stream for a model still to load: keep-alive comments until it is (sse/while_loading.ts). */
+  function whileLoading(
+    c: Context<ObservedEnv>,
+    requested: string | null | undefined,
+    answer: () => Promise<Response>,
+  ) {
+    return streamWhileLoading({
+      answer,
+      errorEvent: (e) => `data: ${JSON.stringify(e.toJSON())}\n\n`,
+      observer: c.get("observer"),
+      keepAliveMs: sseKeepAliveMs,
+      modelId: state.models.idOf(requested),
+    });
   }
 
   async function turn(

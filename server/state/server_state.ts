@@ -74,6 +74,19 @@ export async function modelFor(
   }
 }
 
+/**
+ * Whether a stream for this name must wait for a load (the route then starts its stream at once,
+ * server/sse/while_loading.ts). False for a name that is not served: the usual path answers 404.
+ */
+export function mustLoad(state: ServerState, requested: string | null | undefined): boolean {
+  if (state.model.status !== "ready" || state.draining) return false;
+  try {
+    return !state.models.isLoaded(requested);
+  } catch {
+    return false;
+  }
+}
+
 /** A chat model's parts; 400 naming the kind of a model that only scores. */
 export function chatPartsOf(served: ServedModel): ChatParts {
   if (served.model.chat) return served.model.chat;

@@ -122,3 +122,58 @@ Deno.test("model router over HTTP: Ollama's tags and ps, keep_alive 0 unloads, -
     await s.close();
   }
 });
+
+Deno.test("model router over HTTP: a stream for a model still loading gets keep-alives, then its stream; a failed load an error event", async () => {
+  let release!: () => void;
+  let fail = false;
+  const gate = new Promise<void>((r) => release = r);
+  const s = await startServer({
+    config: { sseKeepAliveMs: 20 },
+    router: {
+      ids: ["alpha", "beta"],
+      loadDelay: async () => {
+        await gate;
+        if (fail) throw new Error("weights unreadable");
+      },
+    },
+  });
+  try {
+    const res = await s.post("/v1/chat/completions", chat("beta", { stream: true }));
+    assertEquals(res.headers.get("content-type"), "text/event-stream");
+    const reader = res.body!.getReader();
+    const text = new TextDecoder();
+    let head = "";
+    while (!head.includes(": keep-alive")) head += text.decode((await reader.read()).value);
+    assert(head.startsWith(": loading model 'beta'\n\n"), head);
+    release();
+    let rest = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += text.decode(value);
+    }
+    const data = rest.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
+    assertEquals(data.at(-1), "[DONE]");
+    assertEquals(JSON.parse(data[0]).model, "beta");
+    // The official client reads such a stream as any other (comments are not events).
+    await s.state.models.unload("beta");
+    const stream = await s.client.chat.completions.create({
+      model: "beta",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+      stream: true,
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    assert(chunks.length > 0 && chunks.every((c) => c.model === "beta"));
+    // A load that fails ends the stream with one OpenAI error event.
+    await s.state.models.unload("beta");
+    fail = true;
+    const failed = await s.post("/v1/chat/completions", chat("beta", { stream: true }));
+    const events = (await failed.text()).split("\n").filter((l) => l.startsWith("data: "));
+    assertEquals(events.length, 1);
+    assertEquals(JSON.parse(events[0].slice(6)).error.code, "model_failed");
+  } finally {
+    await s.close();
+  }
+});
