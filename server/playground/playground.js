@@ -212,7 +212,7 @@ async function loadModels() {
     }
     if (!res.ok) throw new Error(await errorMessage(res));
     const { data } = await res.json();
-    ui.model.replaceChildren(...data.map((m) => new Option(m.id, m.id)));
+    ui.model.replaceChildren(...data.map((m) => new Option(modelLabel(m.id, m.status), m.id)));
     if (ui.notice.classList.contains("error")) notify("");
   } catch (err) {
     notify(`Models: ${err.message} (retrying)`, true);
@@ -221,6 +221,19 @@ async function loadModels() {
 }
 
 ui.apiKey.addEventListener("change", loadModels);
+
+// A model's entry says whether it is loaded: picking one that is not loads it on the first message.
+function modelLabel(id, status) {
+  return status === "ready" ? `${id} · loaded` : status === "loading" ? `${id} · loading` : id;
+}
+
+function renderModels(models) {
+  for (const m of models ?? []) {
+    const option = [...ui.model.options].find((o) => o.value === m.id);
+    const label = modelLabel(m.id, m.status);
+    if (option && option.text !== label) option.text = label;
+  }
+}
 
 // ---- the state panel ----
 
@@ -291,6 +304,7 @@ function renderPanel(s) {
   renderTier("device", s.kv_blocks?.device);
   renderTier("host", s.kv_blocks?.host);
   renderStreams(s.streams);
+  renderModels(s.models);
   setText(
     "panel-note",
     `Rates over the last ${s.window_seconds.toFixed(1)} s · ${s.totals.steps} steps · ` +

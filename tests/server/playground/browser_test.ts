@@ -133,6 +133,12 @@ async function withPage(
 async function expectModelLoaded(page: Page): Promise<void> {
   await page.locator(`#model option[value="${MODEL_ID}"]`).waitFor({ state: "attached" });
   assertEquals(await page.getByLabel("Model").inputValue(), MODEL_ID);
+  // The picker says which models are loaded.
+  await expectText(
+    page,
+    `#model option[value="${MODEL_ID}"]`,
+    new RegExp(`^${MODEL_ID} · loaded$`),
+  );
 }
 
 /** Sampling settings through their labels: a paced, reproducible reply. */
