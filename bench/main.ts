@@ -1,6 +1,6 @@
 // `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, speed, kv, serve, matrix,
 // constrained, capacity, plan, responsiveness, head-of-line, greedy-rate, huge-prompts,
-// connection-flood, startup): runs one benchmark, prints its Markdown report and saves it under
+// connection-flood, startup, model-switch): runs one benchmark, prints its Markdown report and saves it under
 // bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
 // the usage (exit 2) before any work starts.
 
@@ -160,6 +160,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./startup.ts");
       return { usage: m.USAGE, run: m.benchStartup };
+    },
+  },
+  "model-switch": {
+    summary: "time to first token when a request switches models (--max-loaded 1), cold and warm",
+    load: async () => {
+      const m = await import("./model_switch.ts");
+      return { usage: m.USAGE, run: m.benchModelSwitch };
     },
   },
 };

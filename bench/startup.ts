@@ -216,7 +216,7 @@ function denoDir(): string {
 }
 
 /** One streamed chat request of 16 tokens: ms to the first content chunk and to the end. */
-async function streamOnce(
+export async function streamOnce(
   target: ReturnType<typeof loopbackTarget>,
   model: string,
   deadline: number,
