@@ -4,7 +4,13 @@
 // to the embedding's rows, so llama.cpp loads the same files (`bench llamacpp`).
 
 import { convertToGguf, type GgmlTypeName, type GgufMix, recipeType } from "../engine/bench_api.ts";
-import { benchCacheDir, SMOLLM2_SHAPE, smolShapedModelDir } from "./common/smol_model.ts";
+import {
+  benchCacheDir,
+  type BenchShape,
+  shapedModelDir,
+  SHORT_SHAPE,
+  SMOLLM2_SHAPE,
+} from "./common/smol_model.ts";
 
 /** Single-type files (llama-quantize --pure), f16 the baseline. */
 const PURE_KINDS = ["f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"] as const;
@@ -17,15 +23,21 @@ export type QuantKind = typeof QUANT_KINDS[number];
 const RECIPE_VERSION = 3;
 
 /** The model as a GGUF file of `kind`, written on first use. */
-export async function smolShapedGguf(kind: QuantKind): Promise<string> {
-  const path = `${benchCacheDir()}/bench-smollm2-shape-v1-${kind}-r${RECIPE_VERSION}.gguf`;
+export function smolShapedGguf(kind: QuantKind): Promise<string> {
+  return shapedGguf(kind, "smol");
+}
+
+/** A bench shape's model as a GGUF file of `kind`, written on first use. */
+export async function shapedGguf(kind: QuantKind, shape: BenchShape): Promise<string> {
+  const name = shape === "smol" ? "bench-smollm2-shape-v1" : "bench-short-shape-v1";
+  const path = `${benchCacheDir()}/${name}-${kind}-r${RECIPE_VERSION}.gguf`;
   try {
     await Deno.stat(path);
   } catch {
-    const source = await smolShapedModelDir();
-    console.error(`writing the SmolLM2-shaped model as ${kind} GGUF to ${path} ...`);
+    const source = await shapedModelDir(shape);
+    console.error(`writing the ${shape}-shaped model as ${kind} GGUF to ${path} ...`);
     const tmp = `${path}.tmp-${Deno.pid}`;
-    await convertToGguf(source, tmp, { typeOf: (name, dims) => typeOf(kind, name, dims) });
+    await convertToGguf(source, tmp, { typeOf: (name, dims) => typeOf(kind, name, dims, shape) });
     await Deno.rename(tmp, path);
   }
   return path;
@@ -35,12 +47,14 @@ export async function smolShapedGguf(kind: QuantKind): Promise<string> {
  * The type of one matrix: pure kinds put every matrix in that type, mixes follow llama.cpp's
  * choices (engine/formats/gguf_recipes.ts) for this shape, rows of 576 taking its fallbacks.
  */
-export function typeOf(kind: QuantKind, name: string, dims: number[]): GgmlTypeName {
-  const model = {
-    numLayers: SMOLLM2_SHAPE.numLayers,
-    gqa: SMOLLM2_SHAPE.numHeads / SMOLLM2_SHAPE.numKvHeads,
-    tied: SMOLLM2_SHAPE.tied,
-  };
+export function typeOf(
+  kind: QuantKind,
+  name: string,
+  dims: number[],
+  shape: BenchShape = "smol",
+): GgmlTypeName {
+  const s = shape === "smol" ? SMOLLM2_SHAPE : SHORT_SHAPE;
+  const model = { numLayers: s.numLayers, gqa: s.numHeads / s.numKvHeads, tied: s.tied };
   const recipe = (MIX_KINDS as readonly string[]).includes(kind)
     ? kind as GgufMix
     : { pure: kind.toUpperCase() as GgmlTypeName };

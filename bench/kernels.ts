@@ -84,7 +84,7 @@ export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): 
     return [
       `## Matrix-vector kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
       "",
-      ...matvecTable(await measureMatvecs(gpu, shapes, formats)),
+      ...matvecTable(await measureMatvecs(gpu, shapes, formats, ROOFLINE_ROUNDS)),
       "",
       `_Load average at start: ${load}; ${
         ((performance.now() - started) / 1000).toFixed(0)
@@ -142,7 +142,7 @@ export async function benchKernels(gpu: Gpu, options: KernelBenchOptions = {}): 
     x.destroy();
     y.destroy();
   }
-  const matvecs = await measureMatvecs(gpu, shapes, formats);
+  const matvecs = await measureMatvecs(gpu, shapes, formats, ROOFLINE_ROUNDS);
 
   return [
     `## Kernels — ${gpu.adapterName}, ${gpu.f16 ? "f16" : "f32"} weights`,
@@ -234,13 +234,13 @@ export interface MatvecResult {
 /** The matvec measurement alone, as `bench kernels --only matvec` and `bench speed` run it. */
 export function matvecMeasurement(
   gpu: Gpu,
-  options: { shape?: string; formats?: string[] } = {},
+  options: { shape?: string; formats?: string[]; rounds?: number } = {},
 ): Promise<MatvecResult> {
   const shapes = SHAPES.filter((s) => !options.shape || s.name.startsWith(options.shape));
   const formats = MATVEC_FORMATS(gpu).filter((f) =>
     !options.formats || options.formats.includes(f)
   );
-  return measureMatvecs(gpu, shapes, formats);
+  return measureMatvecs(gpu, shapes, formats, options.rounds ?? ROOFLINE_ROUNDS);
 }
 
 /**
@@ -253,6 +253,7 @@ async function measureMatvecs(
   gpu: Gpu,
   shapes: Shape[],
   formats: string[],
+  rounds: number,
 ): Promise<MatvecResult> {
   const rows: MatvecResult["rows"] = [];
   for (const shape of shapes) {
@@ -285,7 +286,7 @@ async function measureMatvecs(
         texture.run,
       ];
       const gbs: number[][] = runs.map(() => []);
-      for (let round = 0; round < ROOFLINE_ROUNDS; round++) {
+      for (let round = 0; round < rounds; round++) {
         for (let j = 0; j < runs.length; j++) {
           const i = (j + round) % runs.length;
           gbs[i].push(runs[i][1] / (await secondsPerDispatch(gpu, runs[i][0], 1)) / 1e9);

@@ -162,6 +162,13 @@ const BENCHES: Record<string, Bench> = {
       return { usage: m.USAGE, run: m.benchStartup };
     },
   },
+  gpu: {
+    summary: "the one report for a lent GPU: adapter, matvec GB/s, decode by kind and batch, serve",
+    load: async () => {
+      const m = await import("./gpu.ts");
+      return { usage: m.USAGE, run: m.benchGpu };
+    },
+  },
   "model-switch": {
     summary: "time to first token when a request switches models (--max-loaded 1), cold and warm",
     load: async () => {

@@ -18,19 +18,46 @@ export const SMOLLM2_SHAPE = {
   seed: 135,
 } as const;
 
+/**
+ * A small shape for the short runs of composite benches (`bench gpu --short`): every matrix a whole
+ * number of 256-value blocks, so each GGUF type applies to every tensor as on a real model.
+ */
+export const SHORT_SHAPE = {
+  hiddenSize: 256,
+  intermediateSize: 768,
+  numLayers: 2,
+  numHeads: 4,
+  numKvHeads: 2,
+  tied: true,
+  dtype: "F16",
+  maxPositionEmbeddings: 2048,
+  seed: 256,
+} as const;
+
+export type BenchShape = "smol" | "short";
+
 /** Where generated bench models are kept ($SLUICE_CACHE, else ~/.cache/sluice). */
 export function benchCacheDir(): string {
   return Deno.env.get("SLUICE_CACHE") ?? `${Deno.env.get("HOME") ?? "/tmp"}/.cache/sluice`;
 }
 
-export async function smolShapedModelDir(): Promise<string> {
-  const dir = `${benchCacheDir()}/bench-smollm2-shape-v1`;
+export function smolShapedModelDir(): Promise<string> {
+  return shapedModelDir("smol");
+}
+
+/** The random model of a bench shape, written once. */
+export async function shapedModelDir(shape: BenchShape): Promise<string> {
+  const dir = `${benchCacheDir()}/${
+    shape === "smol" ? "bench-smollm2-shape-v1" : "bench-short-shape-v1"
+  }`;
   try {
     await Deno.stat(`${dir}/config.json`);
   } catch {
-    console.error(`writing a SmolLM2-shaped random model to ${dir} ...`);
+    console.error(
+      `writing a ${shape === "smol" ? "SmolLM2" : "short"}-shaped random model to ${dir} ...`,
+    );
     const tmp = `${dir}.tmp-${Deno.pid}`;
-    await writeTinyModel(tmp, SMOLLM2_SHAPE);
+    await writeTinyModel(tmp, shape === "smol" ? SMOLLM2_SHAPE : SHORT_SHAPE);
     await Deno.rename(tmp, dir);
   }
   return dir;
