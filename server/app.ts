@@ -32,6 +32,7 @@ import { requestsRoutes } from "./routes/requests.ts";
 import { responsesRoutes } from "./routes/responses.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { tokenizeRoutes } from "./routes/tokenize.ts";
+import { embeddingsRoutes } from "./embeddings/routes.ts";
 import type { ServerState } from "./state/server_state.ts";
 
 export interface ServerConfig {
@@ -94,7 +95,7 @@ export function createApp(
     checkHost(hostsOf(config)),
     crossOrigin(config.corsOrigins),
   );
-  for (const api of ["/v1/*", "/tokenize", "/detokenize"]) {
+  for (const api of ["/v1/*", "/tokenize", "/detokenize", "/rerank", "/v2/rerank"]) {
     app.use(
       api,
       countRequests(metrics),
@@ -122,6 +123,7 @@ export function createApp(
   app.route("/v1", messagesRoutes(state, turns));
   app.route("/v1", requestsRoutes(live));
   app.route("/", tokenizeRoutes(state));
+  app.route("/", embeddingsRoutes(state));
   app.route("/api", ollamaRoutes(state, { ...turns, ...config, metrics }));
   answerWrongMethods(app); // last: it covers the routes mounted above
   return app;

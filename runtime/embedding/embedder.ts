@@ -20,6 +20,8 @@ export interface Embeddings {
 export interface EmbedOptions {
   truncate?: boolean;
   signal?: AbortSignal;
+  /** Tokens the whole batch may read (after truncation); more is an InvalidRequest naming it. */
+  maxTotalTokens?: number;
 }
 
 export interface Embedder {

@@ -5,8 +5,8 @@
 // Answers are Ollama's, errors too (app.ts answers /api in errors.ts's shape), with the /v1
 // middleware (request counting, API key, body deadline and limit) in front of each route. Chat
 // runs as a chat turn (agent/chat_run.ts, as /v1/chat/completions), generate as a text run
-// (generate_run.ts); both are answered as NDJSON or one object (respond.ts). The embeddings routes
-// are not here.
+// (generate_run.ts); both are answered as NDJSON or one object (respond.ts). /api/embed and
+// /api/embeddings take the model's embedder, as /v1/embeddings does.
 
 import { type Context, Hono } from "hono";
 import { type ChatContext, startChat } from "../agent/chat_run.ts";
@@ -22,7 +22,7 @@ import { countRequests, type ObservedEnv } from "../middleware/count_requests.ts
 import { parseBody } from "../openai/body.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
 import { answerWrongMethods } from "../routes/method_not_allowed.ts";
-import type { ServerState } from "../state/server_state.ts";
+import { type ServerState, withEmbedder } from "../state/server_state.ts";
 import { limitToContext } from "./context_limit.ts";
 import { notImplemented } from "./errors.ts";
 import { startGenerate } from "./generate_run.ts";
@@ -32,6 +32,9 @@ import type { KeepAlive } from "./keep_alive.ts";
 import { chatReply } from "./reply.ts";
 import { respondOllama } from "./respond.ts";
 import { OllamaChatRequest, OllamaGenerateRequest, OllamaShowRequest } from "./schema.ts";
+import { OllamaEmbeddingsRequest, OllamaEmbedRequest } from "../embeddings/schema.ts";
+import { MAX_REQUEST_TOKENS } from "../embeddings/routes.ts";
+import { withDimensions } from "../embeddings/vectors.ts";
 import { toChat } from "./to_chat.ts";
 import { chatWire, generateWire, loadedAnswer } from "./wire.ts";
 
@@ -50,7 +53,7 @@ const ANY_MEDIA_TYPE = { anyMediaType: true };
 export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hono<ObservedEnv> {
   const startedAt = new Date();
   const app = new Hono<ObservedEnv>();
-  const paths = ["version", "tags", "ps", "show", "chat", "generate"];
+  const paths = ["version", "tags", "ps", "show", "chat", "generate", "embed", "embeddings"];
   const refused = ["pull", "push", "create", "copy", "delete", "blobs/*"];
   for (const path of [...paths, ...refused]) {
     app.use(
@@ -166,6 +169,43 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
         observer: ctx.observer,
       });
     });
+  });
+
+  // Embeddings: /api/embed (a batch, truncated to the context unless truncate is false) and the
+  // older /api/embeddings (one prompt). Vectors are the model's, pooled and normalised as its
+  // files say (Ollama's older endpoint returned them unnormalised).
+  app.post("/embed", async (c) => {
+    const started = performance.now();
+    const body = await parseBody(c, OllamaEmbedRequest, ANY_MEDIA_TYPE);
+    const keepAlive = keepAliveOf(body.keep_alive);
+    const requested = ollamaId(state, body.model);
+    return await withEmbedder(state, requested, async (embedder, id) => {
+      const loaded = performance.now();
+      const inputs = typeof body.input === "string" ? [body.input] : body.input;
+      const out = await embedder.embed(inputs, {
+        truncate: body.truncate,
+        maxTotalTokens: MAX_REQUEST_TOKENS,
+      });
+      const vectors = withDimensions(embedder, out.vectors, body.dimensions);
+      const ns = (ms: number) => Math.round(ms * 1e6);
+      return c.json({
+        model: ollamaName(id),
+        embeddings: vectors.map((v) => Array.from(v)),
+        total_duration: ns(performance.now() - started),
+        load_duration: ns(loaded - started),
+        prompt_eval_count: out.promptTokens,
+      });
+    }, keepAlive);
+  });
+  app.post("/embeddings", async (c) => {
+    const body = await parseBody(c, OllamaEmbeddingsRequest, ANY_MEDIA_TYPE);
+    const requested = ollamaId(state, body.model);
+    return await withEmbedder(state, requested, async (embedder) => {
+      // An empty prompt loads the model and answers an empty vector, as Ollama does.
+      if (body.prompt === "") return c.json({ embedding: [] });
+      const out = await embedder.embed([body.prompt], { truncate: true });
+      return c.json({ embedding: Array.from(out.vectors[0]) });
+    }, keepAliveOf(body.keep_alive));
   });
 
   app.post("/pull", () => {

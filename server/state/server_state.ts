@@ -6,12 +6,15 @@
 
 import {
   type ChatParts,
+  type Embedder,
   type LoadedModel,
   type ModelKind,
   ModelRouter,
   ModelUnavailable,
+  type Reranker,
   UnknownModel,
 } from "../../runtime/model_router.ts";
+import { InvalidRequest } from "../../runtime/service.ts";
 import { ApiError, shuttingDown } from "../openai/errors.ts";
 import { redactPaths } from "./redact_paths.ts";
 
@@ -110,6 +113,57 @@ export async function withChatModel<T>(
   const chat = chatPartsOf(served);
   try {
     return await use(chat, served.id);
+  } finally {
+    served.release();
+  }
+}
+
+/** Runs `use` with the embedder of the model a request names (400 naming a model that has none). */
+export function withEmbedder<T>(
+  state: ServerState,
+  requested: string | null | undefined,
+  use: (embedder: Embedder, id: string) => Promise<T>,
+  keepAliveMs?: number,
+): Promise<T> {
+  return withScorer(state, requested, "embedder", use, keepAliveMs);
+}
+
+/** Runs `use` with the reranker of the model a request names (400 naming a model that has none). */
+export function withReranker<T>(
+  state: ServerState,
+  requested: string | null | undefined,
+  use: (reranker: Reranker, id: string) => Promise<T>,
+  keepAliveMs?: number,
+): Promise<T> {
+  return withScorer(state, requested, "reranker", use, keepAliveMs);
+}
+
+async function withScorer<K extends "embedder" | "reranker", T>(
+  state: ServerState,
+  requested: string | null | undefined,
+  part: K,
+  use: (scorer: NonNullable<LoadedModel[K]>, id: string) => Promise<T>,
+  keepAliveMs?: number,
+): Promise<T> {
+  const served = await modelFor(state, requested, keepAliveMs);
+  try {
+    const scorer = served.model[part];
+    if (!scorer) {
+      const what = part === "embedder" ? "embeddings" : "relevance scores";
+      const kind = served.model.kind === "chat"
+        ? "a chat model with no pooling config (sentence-transformers' modules.json)"
+        : kindName(served.model.kind);
+      throw new ApiError(
+        400,
+        `The model '${served.id}' is ${kind}; it cannot serve ${what}`,
+        "model",
+        "model_not_supported",
+      );
+    }
+    return await use(scorer as NonNullable<LoadedModel[K]>, served.id);
+  } catch (err) {
+    if (err instanceof InvalidRequest) throw new ApiError(400, err.message, err.param, err.code);
+    throw err;
   } finally {
     served.release();
   }

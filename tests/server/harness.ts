@@ -24,7 +24,7 @@ import type { ServerState } from "../../server/state/server_state.ts";
 import { assert, assertEquals, assertMatch } from "../helpers/testing.ts";
 import { testGpu } from "../helpers/gpu.ts";
 import { FakeEngine } from "../../sim/fake_engine.ts";
-import { chatModel, type ChatParts } from "../../runtime/model_router.ts";
+import { chatModel, type ChatParts, type LoadedModel } from "../../runtime/model_router.ts";
 import { entry, loadedRouter } from "../helpers/model_router.ts";
 import { ModelRouter } from "../../runtime/model_router.ts";
 
@@ -63,6 +63,8 @@ export interface TestServerOptions {
   prompts?: PromptEncoderOptions;
   /** The model's chat_template in place of the tiny model's ChatML one. */
   chatTemplate?: string;
+  /** More models beside MODEL_ID, loaded (embedding and reranking models: fake_embedder.ts). */
+  scorers?: Record<string, LoadedModel>;
   /** Serve several models through a router instead (each a fake-engine runtime per load). */
   router?: RouterSetup;
 }
@@ -170,7 +172,7 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
     });
   } else {
     model = await openChat();
-    models = await loadedRouter({ [MODEL_ID]: chatModel(model) });
+    models = await loadedRouter({ [MODEL_ID]: chatModel(model), ...opts.scorers });
   }
   const runtime = model?.runtime;
   const state: ServerState = { model: { status: "ready" }, models, draining: false };
