@@ -95,7 +95,7 @@ export function createApp(
     checkHost(hostsOf(config)),
     crossOrigin(config.corsOrigins),
   );
-  for (const api of ["/v1/*", "/tokenize", "/detokenize", "/rerank", "/v2/rerank"]) {
+  for (const api of ["/v1/*", "/tokenize", "/detokenize", "/rerank", "/v2/rerank", "/reranking"]) {
     app.use(
       api,
       countRequests(metrics),

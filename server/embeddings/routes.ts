@@ -1,5 +1,5 @@
-// POST /v1/embeddings and POST /v1/rerank (also at /rerank and /v2/rerank, where Jina's, Cohere's
-// and llama.cpp's clients call it): the request's model's embedder or reranker, through the model
+// POST /v1/embeddings and POST /v1/rerank (also at /rerank, /v2/rerank, /reranking and
+// /v1/reranking, where Jina's, Cohere's and llama.cpp's clients call it): the request's model's embedder or reranker, through the model
 // router like every route. A model that cannot serve the request (a chat model with no pooling
 // config, an embedding model asked to rerank) is a 400 naming what it is.
 
@@ -70,6 +70,9 @@ export function embeddingsRoutes(state: ServerState): Hono<ObservedEnv> {
       });
     });
   };
-  for (const path of ["/v1/rerank", "/rerank", "/v2/rerank"]) app.post(path, rerank);
+  // Jina's and Cohere's paths, and llama.cpp's /reranking spellings.
+  for (const path of ["/v1/rerank", "/rerank", "/v2/rerank", "/reranking", "/v1/reranking"]) {
+    app.post(path, rerank);
+  }
   return app;
 }

@@ -1,8 +1,7 @@
-// The bodies of POST /v1/embeddings (OpenAI's), POST /v1/rerank (Jina's and Cohere's shape, which
-// llama.cpp and vLLM serve too) and Ollama's /api/embed and /api/embeddings, checked with zod.
+// The bodies of POST /v1/embeddings (OpenAI's) and POST /v1/rerank (Jina's and Cohere's shape, which
+// llama.cpp and vLLM serve too), checked with zod. Ollama's /api/embed is server/ollama/schema.ts's.
 
 import { z } from "zod";
-import { keepAliveField } from "../ollama/keep_alive.ts";
 
 /** Inputs one request may carry (OpenAI's own limit). */
 export const MAX_INPUTS = 2048;
@@ -34,19 +33,3 @@ export const RerankRequest = z.object({
   return_documents: z.boolean().default(false),
 });
 export type RerankRequest = z.infer<typeof RerankRequest>;
-
-export const OllamaEmbedRequest = z.object({
-  model: z.string().min(1),
-  input: z.union([z.string(), z.array(z.string()).min(1).max(MAX_INPUTS)]),
-  truncate: z.boolean().default(true),
-  dimensions: z.number().int().min(1).nullish(),
-  options: z.record(z.string(), z.unknown()).nullish(),
-  keep_alive: keepAliveField.nullish(),
-});
-
-export const OllamaEmbeddingsRequest = z.object({
-  model: z.string().min(1),
-  prompt: z.string(),
-  options: z.record(z.string(), z.unknown()).nullish(),
-  keep_alive: keepAliveField.nullish(),
-});

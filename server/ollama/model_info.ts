@@ -6,7 +6,7 @@
 // is a stable id (sha256 of the name), not a hash of the files.
 
 import { createHash } from "node:crypto";
-import type { ChatParts, ModelListing } from "../../runtime/model_router.ts";
+import type { ChatParts, ModelKind, ModelListing } from "../../runtime/model_router.ts";
 import { ollamaName } from "./model.ts";
 
 /** The Ollama API level whose shapes these routes follow (/api/version). */
@@ -56,6 +56,21 @@ export function running(model: ModelListing, chat: ChatParts | null) {
     expires_at: wallMs === null ? NEVER : new Date(wallMs).toISOString(),
     size_vram: model.deviceBytes,
     context_length: chat?.runtime.info.maxContext ?? 0,
+  };
+}
+
+/** /api/show of a model that only scores: its capability, nothing of a chat template. */
+export function shownScorer(name: string, kind: ModelKind, modifiedAt: Date) {
+  return {
+    license: "",
+    modelfile:
+      `# Sluice serves this model from its own files; it has no Modelfile.\nFROM ${name}\n`,
+    parameters: "",
+    template: "",
+    details: details(""),
+    model_info: {},
+    capabilities: [kind === "embedding" ? "embedding" : "rerank"],
+    modified_at: modifiedAt.toISOString(),
   };
 }
 

@@ -22,17 +22,22 @@ import { countRequests, type ObservedEnv } from "../middleware/count_requests.ts
 import { parseBody } from "../openai/body.ts";
 import type { ChatRequest } from "../openai/schemas.ts";
 import { answerWrongMethods } from "../routes/method_not_allowed.ts";
-import { type ServerState, withEmbedder } from "../state/server_state.ts";
+import { modelFor, type ServerState, withEmbedder } from "../state/server_state.ts";
 import { limitToContext } from "./context_limit.ts";
 import { notImplemented } from "./errors.ts";
 import { startGenerate } from "./generate_run.ts";
-import { listed, OLLAMA_API_VERSION, running, shown } from "./model_info.ts";
+import { listed, OLLAMA_API_VERSION, running, shown, shownScorer } from "./model_info.ts";
 import { keepAliveOf, ollamaId, type OllamaModel, ollamaModel, ollamaName } from "./model.ts";
 import type { KeepAlive } from "./keep_alive.ts";
 import { chatReply } from "./reply.ts";
 import { respondOllama } from "./respond.ts";
-import { OllamaChatRequest, OllamaGenerateRequest, OllamaShowRequest } from "./schema.ts";
-import { OllamaEmbeddingsRequest, OllamaEmbedRequest } from "../embeddings/schema.ts";
+import {
+  OllamaChatRequest,
+  OllamaEmbeddingsRequest,
+  OllamaEmbedRequest,
+  OllamaGenerateRequest,
+  OllamaShowRequest,
+} from "./schema.ts";
 import { MAX_REQUEST_TOKENS } from "../embeddings/routes.ts";
 import { withDimensions } from "../embeddings/vectors.ts";
 import { toChat } from "./to_chat.ts";
@@ -96,11 +101,13 @@ export function ollamaRoutes(state: ServerState, config: OllamaRouteConfig): Hon
   });
   app.post("/show", async (c) => {
     const body = await parseBody(c, OllamaShowRequest, ANY_MEDIA_TYPE);
-    const model = await ollamaModel(state, (body.model ?? body.name)!);
+    const served = await modelFor(state, ollamaId(state, (body.model ?? body.name)!));
     try {
-      return c.json(shown(model.name, model.chat, startedAt));
+      const name = ollamaName(served.id);
+      const { chat, kind } = served.model;
+      return c.json(chat ? shown(name, chat, startedAt) : shownScorer(name, kind, startedAt));
     } finally {
-      model.served.release();
+      served.release();
     }
   });
 

@@ -6,6 +6,7 @@
 
 import { z } from "zod";
 import { keepAliveField } from "./keep_alive.ts";
+import { MAX_INPUTS } from "../embeddings/schema.ts";
 import { OllamaOptions } from "./options.ts";
 
 const noImages = z.array(z.string()).refine((a) => a.length === 0, {
@@ -117,3 +118,19 @@ export const OllamaShowRequest = z.object({
   verbose: z.boolean().nullish(),
 }).refine((b) => b.model ?? b.name, { message: "model is required", path: ["model"] });
 export type OllamaShowRequest = z.infer<typeof OllamaShowRequest>;
+
+export const OllamaEmbedRequest = z.object({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.string()).min(1).max(MAX_INPUTS)]),
+  truncate: z.boolean().default(true),
+  dimensions: z.number().int().min(1).nullish(),
+  options: z.record(z.string(), z.unknown()).nullish(),
+  keep_alive: keepAliveField.nullish(),
+});
+
+export const OllamaEmbeddingsRequest = z.object({
+  model: z.string().min(1),
+  prompt: z.string(),
+  options: z.record(z.string(), z.unknown()).nullish(),
+  keep_alive: keepAliveField.nullish(),
+});

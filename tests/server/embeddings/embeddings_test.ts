@@ -89,6 +89,8 @@ Deno.test("embeddings: the official clients, unchanged", async (t) => {
       assertEquals(out.prompt_eval_count, texts.join("").length);
       const cut = await ollama.embed({ model: MRL, input: "water", dimensions: 4 });
       assertEquals(cut.embeddings[0].length, 4);
+      const shown = await ollama.show({ model: EMBED });
+      assertEquals(shown.capabilities, ["embedding"]);
       const old = await ollama.embeddings({ model: EMBED, prompt: "water" });
       assert(close(old.embedding, expected("water")));
       // Ollama truncates by default; truncate: false refuses an input over the model's 64 tokens.
@@ -162,7 +164,7 @@ Deno.test("embeddings: input forms, dimensions, limits and the model's kind", as
 Deno.test("rerank: scores in order, top_n, documents returned, at every path clients call", async () => {
   await withServer(async (s) => {
     const documents = ["a lock raises boats", "bread and butter", "the canal lock gate"];
-    for (const path of ["/v1/rerank", "/rerank", "/v2/rerank"]) {
+    for (const path of ["/v1/rerank", "/rerank", "/v2/rerank", "/reranking", "/v1/reranking"]) {
       const r = await s.post(path, {
         model: RERANK,
         query: "canal lock",
