@@ -3,7 +3,7 @@
 // answered through the Messages writer; count_tokens counts the prompt the same request would run,
 // tools included, rendered as /tokenize renders it.
 
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { chatBody } from "../agent/chat_body.ts";
 import { turnPrompt } from "../agent/chat_prompt.ts";
 import { respondTurn } from "../agent/respond_turn.ts";
@@ -14,7 +14,9 @@ import { CountTokensRequest, MessagesRequest } from "../messages/schema.ts";
 import { toChat } from "../messages/to_chat.ts";
 import type { ObservedEnv } from "../middleware/count_requests.ts";
 import { parseBody } from "../openai/body.ts";
-import { type ServerState, withChatModel } from "../state/server_state.ts";
+import { mustLoad, type ServerState, withChatModel } from "../state/server_state.ts";
+import { streamWhileLoading } from "../sse/while_loading.ts";
+import { anthropicError } from "../messages/errors.ts";
 
 export function messagesRoutes(
   state: ServerState,
@@ -24,21 +26,15 @@ export function messagesRoutes(
   return new Hono<ObservedEnv>()
     .post("/messages", async (c) => {
       const body = await parseBody(c, MessagesRequest);
-      const { run, abort, modelId } = await startTurn(
-        c,
-        state,
-        route,
-        chatBody(toChat(body)),
-        body.model,
-      );
-      const writer = new MessagesWriter({
-        id: run.id.replace(/^chatcmpl-/, "msg_"),
-        model: modelId,
-        promptTokens: run.promptTokens,
+      const answer = () => respond(c, body);
+      if (!body.stream || !mustLoad(state, body.model)) return await answer();
+      return streamWhileLoading({
+        answer,
+        errorEvent: (e) => `event: error\ndata: ${JSON.stringify(anthropicError(e))}\n\n`,
+        observer: c.get("observer"),
+        keepAliveMs: sseKeepAliveMs,
+        modelId: state.models.idOf(body.model),
       });
-      const observer = c.get("observer");
-      const stream = body.stream ?? false;
-      return respondTurn(c, run, writer, { stream, abort, observer, keepAliveMs: sseKeepAliveMs });
     })
     .post("/messages/count_tokens", async (c) => {
       const body = await parseBody(c, CountTokensRequest);
@@ -48,4 +44,22 @@ export function messagesRoutes(
         return c.json({ input_tokens: ids.length });
       });
     });
+
+  async function respond(c: Context<ObservedEnv>, body: MessagesRequest) {
+    const { run, abort, modelId } = await startTurn(
+      c,
+      state,
+      route,
+      chatBody(toChat(body)),
+      body.model,
+    );
+    const writer = new MessagesWriter({
+      id: run.id.replace(/^chatcmpl-/, "msg_"),
+      model: modelId,
+      promptTokens: run.promptTokens,
+    });
+    const observer = c.get("observer");
+    const stream = body.stream ?? false;
+    return respondTurn(c, run, writer, { stream, abort, observer, keepAliveMs: sseKeepAliveMs });
+  }
 }

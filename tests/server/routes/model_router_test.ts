@@ -4,6 +4,7 @@
 // room (the load waits, the stream finishes whole); Ollama's ps, tags and keep_alive 0; /metrics
 // per model.
 
+import Anthropic from "@anthropic-ai/sdk";
 import { Ollama } from "ollama";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { sseData, startServer } from "../harness.ts";
@@ -173,6 +174,50 @@ Deno.test("model router over HTTP: a stream for a model still loading gets keep-
     const events = (await failed.text()).split("\n").filter((l) => l.startsWith("data: "));
     assertEquals(events.length, 1);
     assertEquals(JSON.parse(events[0].slice(6)).error.code, "model_failed");
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("model router over HTTP: Responses and Messages streams wait for a load too, each client reading them as usual", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => release = r);
+  const s = await startServer({
+    config: { sseKeepAliveMs: 20 },
+    router: { ids: ["alpha", "beta", "gamma"], loadDelay: () => gate },
+  });
+  try {
+    const responses = (async () => {
+      const events = [];
+      const stream = await s.client.responses.create({
+        model: "beta",
+        input: "hi",
+        max_output_tokens: 4,
+        stream: true,
+      });
+      for await (const ev of stream) events.push(ev.type);
+      return events;
+    })();
+    const anthropic = new Anthropic({ baseURL: s.url, apiKey: "none", maxRetries: 0 });
+    const messages = (async () => {
+      const events = [];
+      const stream = await anthropic.messages.create({
+        model: "gamma",
+        max_tokens: 4,
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+      });
+      for await (const ev of stream) events.push(ev.type);
+      return events;
+    })();
+    await new Promise((r) => setTimeout(r, 60));
+    release();
+    const [r, m] = await Promise.all([responses, messages]);
+    assertEquals(r[0], "response.created");
+    // Four tokens: complete, or cut by max_output_tokens ("incomplete"), but a whole stream.
+    assert(["response.completed", "response.incomplete"].includes(r.at(-1)!), r.at(-1));
+    assertEquals([m[0], m.at(-1)], ["message_start", "message_stop"]);
+    assertEquals(s.opens.sort(), ["beta", "gamma"]);
   } finally {
     await s.close();
   }
