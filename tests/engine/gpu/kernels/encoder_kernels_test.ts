@@ -19,6 +19,7 @@ import { bindEncoderAttention } from "../../../../engine/gpu/kernels/encoder_att
 import { bindPool, type PoolMode } from "../../../../engine/gpu/kernels/pool.ts";
 import { uploadWeightValues } from "../../../../engine/encoder/upload.ts";
 import { assertClose } from "../../../helpers/compare.ts";
+import { erf } from "../../../helpers/reference_bert.ts";
 import { testGpus } from "../../../helpers/gpu.ts";
 import { randomArray, rng, testSeed } from "../../../helpers/random.ts";
 
@@ -83,35 +84,6 @@ function activation(act: Activation, v: number): number {
     return 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
   }
   return 0.5 * v * (1 + erf(v / Math.SQRT2));
-}
-
-/** erf to double precision (a series for small |z|, a continued fraction beyond). */
-export function erf(z: number): number {
-  const a = Math.abs(z);
-  if (a > 6) return Math.sign(z);
-  if (a < 2.5) {
-    let sum = 0;
-    let term = a;
-    for (let n = 0; n < 100; n++) {
-      sum += term / (2 * n + 1);
-      term *= -a * a / (n + 1);
-    }
-    return Math.sign(z) * 2 / Math.sqrt(Math.PI) * sum;
-  }
-  // erfc by Lentz's continued fraction.
-  let f = a;
-  let c = a;
-  let d = 0;
-  for (let n = 1; n < 200; n++) {
-    const an = n / 2;
-    d = a + an * d;
-    d = 1 / d;
-    c = a + an / c;
-    const delta = c * d;
-    f *= delta;
-  }
-  const erfc = Math.exp(-a * a) / Math.sqrt(Math.PI) / f;
-  return Math.sign(z) * (1 - erfc);
 }
 
 Deno.test("bias + activation: matches float64 for GELU (erf and tanh) and tanh", async (t) => {
