@@ -8,7 +8,7 @@
 const LETTERS = "abcdefghijklmnopqrstuvwxyz";
 const DIGITS = "0123456789";
 const PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
-const OTHER_SCRIPTS = "ßñçøжизнькаяαβγδλ中文日本語한국";
+const OTHER_SCRIPTS = "ßñçøéèàïüöжизнькаяαβγδλ中文日本語한국";
 
 /** WordPiece's special tokens, in id order from 0. */
 export const WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
@@ -106,7 +106,14 @@ export function unigramTokenizerJson(): Record<string, unknown> {
     truncation: null,
     padding: null,
     added_tokens: [...UNIGRAM_SPECIALS, "<mask>"].map((t) => special(id(t), t)),
-    normalizer: { type: "Replace", pattern: { Regex: " {2,}" }, content: " " },
+    // XLM-R's precompiled charsmap turns control whitespace into spaces; runs of spaces become one.
+    normalizer: {
+      type: "Sequence",
+      normalizers: [
+        { type: "Replace", pattern: { Regex: "[\t\n\r]" }, content: " " },
+        { type: "Replace", pattern: { Regex: " {2,}" }, content: " " },
+      ],
+    },
     pre_tokenizer: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
     post_processor: {
       type: "RobertaProcessing",
