@@ -14,7 +14,7 @@
 // every byte, the kernels' parameter uniforms included.
 
 import { join } from "node:path";
-import type { Gpu } from "../gpu/device.ts";
+import { type Gpu, openGpu } from "../gpu/device.ts";
 import { createStorage, readF32, uploadStorage, writeBytes } from "../gpu/buffers.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
 import { bindMatmul } from "../gpu/kernels/matmul.ts";
@@ -33,6 +33,8 @@ import { type TrackedGpu, trackGpu } from "./tracked_gpu.ts";
 
 export type { PoolMode };
 export type { EncoderConfig };
+export { isEncoderConfig } from "./config.ts";
+export { type EncodedInput, EncoderTokenizer, InputTooLong } from "./encoder_tokenizer.ts";
 
 /** One input: token ids as the model reads them (special tokens included), and their types. */
 export interface EncoderInput {
@@ -42,7 +44,10 @@ export interface EncoderInput {
 }
 
 export interface EncoderLoadOptions {
-  gpu: Gpu;
+  /** The device to run on; absent: the model opens one of its own and destroys it on close. */
+  gpu?: Gpu;
+  /** With a device of its own: f32 weights even where the adapter has shader-f16. */
+  forceF32?: boolean;
   /** The most tokens one pass holds, all inputs together (default 4096, at least one input's worth). */
   maxBatchTokens?: number;
   /** The most inputs one pass holds (default 256). */
@@ -60,6 +65,8 @@ export class EncoderModel {
   readonly #layers: BoundKernel[];
   readonly #pools = new Map<PoolMode, BoundKernel>();
   readonly #head: BoundKernel[];
+  /** A device opened for this model alone (destroyed on close). */
+  #ownDevice: GPUDevice | null = null;
   #closed = false;
 
   private constructor(
@@ -94,13 +101,23 @@ export class EncoderModel {
       throw new ModelLoadError(configPath, "SwiGLU with fc1 biases is not supported");
     }
     const { file, weights } = await readEncoderTensors(dir, config);
-    const tracked = trackGpu(options.gpu);
+    const own = options.gpu ? null : await openGpu({ forceF32: options.forceF32 });
+    const tracked = trackGpu(options.gpu ?? own!);
     try {
       const buffers = await uploadEncoderWeights(tracked.gpu, file, weights);
       const tokens = Math.max(options.maxBatchTokens ?? 4096, config.maxInputTokens);
-      return new EncoderModel(config, tracked, buffers, tokens, options.maxBatchInputs ?? 256);
+      const model = new EncoderModel(
+        config,
+        tracked,
+        buffers,
+        tokens,
+        options.maxBatchInputs ?? 256,
+      );
+      model.#ownDevice = own?.device ?? null;
+      return model;
     } catch (e) {
       tracked.destroyAll();
+      own?.device.destroy();
       throw e;
     }
   }
@@ -132,6 +149,7 @@ export class EncoderModel {
     if (this.#closed) return;
     this.#closed = true;
     this.#tracked.destroyAll();
+    this.#ownDevice?.destroy();
   }
 
   /** Runs one pass over `inputs` (they must fit the pass) up to the tail kernels; returns the count. */

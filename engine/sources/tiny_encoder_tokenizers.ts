@@ -13,7 +13,7 @@ const OTHER_SCRIPTS = "ßñçøéèàïüöжизнькаяαβγδλ中文日�
 /** WordPiece's special tokens, in id order from 0. */
 export const WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 const WORDPIECE_WORDS = ["the", "hello", "world", "play", "quick", "brown", "fox", "un"];
-const WORDPIECE_SUFFIXES = ["##ing", "##ed", "##able", "##s", "##ly"];
+const WORDPIECE_SUFFIXES = ["##ing", "##ed", "##able", "##ly"];
 
 /** The WordPiece vocabulary, token → id. */
 export function wordPieceVocab(): Record<string, number> {
@@ -21,6 +21,7 @@ export function wordPieceVocab(): Record<string, number> {
   const chars = [...LETTERS, ...DIGITS, ...PUNCTUATION, ...OTHER_SCRIPTS];
   tokens.push(...chars, ...[...LETTERS, ...DIGITS, ...OTHER_SCRIPTS].map((c) => "##" + c));
   tokens.push(...WORDPIECE_WORDS, ...WORDPIECE_SUFFIXES);
+  if (new Set(tokens).size !== tokens.length) throw new Error("wordPieceVocab: a token twice");
   return Object.fromEntries(tokens.map((t, i) => [t, i]));
 }
 
@@ -95,6 +96,9 @@ export function unigramVocab(): [string, number][] {
   for (const w of UNIGRAM_WORDS) pieces.push(["▁" + w, -4], [w, -4.5]);
   for (const c of LETTERS.toUpperCase()) pieces.push([c, -7], ["▁" + c, -6.5]);
   pieces.push(["<mask>", 0]);
+  if (new Set(pieces.map(([p]) => p)).size !== pieces.length) {
+    throw new Error("unigramVocab: a piece twice");
+  }
   return pieces;
 }
 
