@@ -13,7 +13,6 @@
 // Every buffer is made through a tracked view of the device (tracked_gpu.ts), so close() destroys
 // every byte, the kernels' parameter uniforms included.
 
-import { join } from "node:path";
 import { type Gpu, openGpu } from "../gpu/device.ts";
 import { createStorage, readF32, uploadStorage, writeBytes } from "../gpu/buffers.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
@@ -26,14 +25,16 @@ import { bindRotaryInplace, rotaryTable } from "../gpu/kernels/rotary_inplace.ts
 import { bindEncoderAttention } from "../gpu/kernels/encoder_attention.ts";
 import { bindPool, type PoolMode } from "../gpu/kernels/pool.ts";
 import { ModelLoadError } from "../model/errors.ts";
-import { type EncoderConfig, parseEncoderConfig } from "./config.ts";
-import { readEncoderTensors, uploadEncoderWeights } from "./weights.ts";
+import type { EncoderConfig } from "./config.ts";
+import { resolveEncoderWeights, uploadEncoderWeights } from "./weights.ts";
+import { type EncoderSource, openEncoderSource } from "./source.ts";
 import type { EncoderWeights } from "./tensors.ts";
 import { type TrackedGpu, trackGpu } from "./tracked_gpu.ts";
 
 export type { PoolMode };
 export type { EncoderConfig };
 export { isEncoderConfig } from "./config.ts";
+export { type EncoderSource, isEncoderPath, openEncoderSource } from "./source.ts";
 export { type EncodedInput, EncoderTokenizer, InputTooLong } from "./encoder_tokenizer.ts";
 
 /** One input: token ids as the model reads them (special tokens included), and their types. */
@@ -87,20 +88,22 @@ export class EncoderModel {
     this.#head = this.#bindHead();
   }
 
-  /** Opens the encoder in `dir` (config.json, model.safetensors) on `options.gpu`. */
-  static async load(dir: string, options: EncoderLoadOptions): Promise<EncoderModel> {
-    const configPath = join(dir, "config.json");
-    let json: Record<string, unknown>;
-    try {
-      json = JSON.parse(await Deno.readTextFile(configPath));
-    } catch (e) {
-      throw new ModelLoadError(configPath, `cannot read: ${(e as Error).message}`);
-    }
-    const config = parseEncoderConfig(json, configPath);
+  /** Opens the encoder directory or GGUF file at `path`. */
+  static async load(path: string, options: EncoderLoadOptions = {}): Promise<EncoderModel> {
+    return EncoderModel.fromSource(await openEncoderSource(path), options);
+  }
+
+  /** Opens an encoder from its opened files (openEncoderSource). */
+  static async fromSource(
+    source: EncoderSource,
+    options: EncoderLoadOptions = {},
+  ): Promise<EncoderModel> {
+    const config = source.config;
     if (config.activation === "swiglu" && config.mlpUpBias) {
-      throw new ModelLoadError(configPath, "SwiGLU with fc1 biases is not supported");
+      throw new ModelLoadError(source.path, "SwiGLU with fc1 biases is not supported");
     }
-    const { file, weights } = await readEncoderTensors(dir, config);
+    const weights = resolveEncoderWeights(source);
+    const file = source.weightsFile;
     const own = options.gpu ? null : await openGpu({ forceF32: options.forceF32 });
     const tracked = trackGpu(options.gpu ?? own!);
     try {

@@ -5,8 +5,8 @@
 // the content is cut, the closing special token kept, as Hugging Face's truncation does.
 
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
-import { join } from "node:path";
 import { ModelLoadError } from "../model/errors.ts";
+import { type EncoderSource, openEncoderSource } from "./source.ts";
 
 export interface EncodedInput {
   ids: number[];
@@ -34,25 +34,20 @@ export class EncoderTokenizer {
     this.vocabSize = max + 1;
   }
 
-  /** Reads `dir`'s tokenizer.json (and tokenizer_config.json where present). */
-  static async load(dir: string): Promise<EncoderTokenizer> {
-    const path = join(dir, "tokenizer.json");
-    let json: unknown;
+  /** The tokenizer of an encoder directory or GGUF file. */
+  static async load(path: string): Promise<EncoderTokenizer> {
+    return EncoderTokenizer.fromSource(await openEncoderSource(path));
+  }
+
+  /** The tokenizer of opened encoder files (tokenizer.json, or one rebuilt from GGUF). */
+  static fromSource(source: EncoderSource): EncoderTokenizer {
     try {
-      json = JSON.parse(await Deno.readTextFile(path));
+      return new EncoderTokenizer(source.tokenizerJson, source.tokenizerConfig);
     } catch (e) {
-      throw new ModelLoadError(path, `cannot read: ${(e as Error).message}`);
-    }
-    let config: Record<string, unknown> = {};
-    try {
-      config = JSON.parse(await Deno.readTextFile(join(dir, "tokenizer_config.json")));
-    } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) throw e;
-    }
-    try {
-      return new EncoderTokenizer(json, config);
-    } catch (e) {
-      throw new ModelLoadError(path, `cannot build the tokenizer: ${(e as Error).message}`);
+      throw new ModelLoadError(
+        source.path,
+        `cannot build the tokenizer: ${(e as Error).message}`,
+      );
     }
   }
 

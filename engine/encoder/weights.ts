@@ -1,44 +1,29 @@
-// Reads an encoder's weights from its model.safetensors onto the device as W, checking each
+// Reads an encoder's weights (safetensors or GGUF byte ranges, by Hugging Face name) onto the
+// device as W, checking each
 // tensor's shape first; a weight of several tensors (fused qkv, SwiGLU's gate and up) is stacked on
 // the host and uploaded as one buffer.
 
-import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
 import { uploadStorage } from "../gpu/buffers.ts";
 import { ModelLoadError } from "../model/errors.ts";
-import {
-  numElements,
-  readSafetensorsContents,
-  readTensorInto,
-  type TensorInfo,
-} from "../formats/safetensors.ts";
-import type { EncoderConfig } from "./config.ts";
+import { numElements, readTensorInto, type TensorInfo } from "../formats/safetensors.ts";
+import type { EncoderSource } from "./source.ts";
 import { basePrefix, type EncoderWeights, encoderWeightSpecs, mapWeights } from "./tensors.ts";
 import { weightBytes } from "./upload.ts";
 
-/** Every tensor of `dir`'s model.safetensors, and the weights' specs resolved against them. */
-export async function readEncoderTensors(dir: string, config: EncoderConfig) {
-  const file = join(dir, "model.safetensors");
-  let contents;
-  try {
-    contents = await readSafetensorsContents(file);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) {
-      throw new ModelLoadError(file, "missing (an encoder directory needs model.safetensors)");
-    }
-    throw e;
-  }
-  const names = new Set(contents.tensors.keys());
+/** The weights' specs resolved against the source's tensors, each shape checked. */
+export function resolveEncoderWeights(source: EncoderSource): EncoderWeights<TensorInfo[]> {
+  const { config, tensors, unsupported, weightsFile: file } = source;
+  const names = new Set(tensors.keys());
   const prefix = basePrefix(names);
   if (prefix === null) {
     throw new ModelLoadError(file, "has no embeddings.word_embeddings.weight (under any prefix)");
   }
-  const specs = encoderWeightSpecs(config, prefix);
-  const resolved = mapWeights(specs, (spec) => {
+  return mapWeights(encoderWeightSpecs(config, prefix), (spec) => {
     const parts = spec.names.map((name) => {
-      const info = contents.tensors.get(name);
+      const info = tensors.get(name);
       if (!info) {
-        const other = contents.unsupported.get(name);
+        const other = unsupported.get(name);
         throw new ModelLoadError(file, other ? `${name} is ${other.dtype}` : `${name} is missing`);
       }
       return info;
@@ -54,13 +39,11 @@ export async function readEncoderTensors(dir: string, config: EncoderConfig) {
         file,
         `${spec.names.join(" + ")} has shape [${
           parts.map((t) => t.shape.join(",")).join(" + ")
-        }], ` +
-          `expected [${spec.shape.join(",")}]`,
+        }], expected [${spec.shape.join(",")}]`,
       );
     }
     return parts;
   });
-  return { file, weights: resolved };
 }
 
 /** Uploads every weight as W; a weight over the adapter's binding limit is refused by name. */

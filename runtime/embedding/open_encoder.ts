@@ -1,12 +1,16 @@
-// Where the server's model loader sends an encoder directory: `isEncoderModel` says whether
-// config.json names a BERT-family encoder (BertModel, XLMRobertaModel, NomicBertModel, or a
-// SequenceClassification head on the first two), `openEncoderModel` opens it as an embedder or,
-// with a classification head, a reranker. The one file the server needs from this folder.
+// Where the server's model loader sends an encoder: `isEncoderModel` says whether a path is a
+// directory whose config.json names a BERT-family encoder (BertModel, XLMRobertaModel,
+// NomicBertModel, or a SequenceClassification head on the first two) or a GGUF file of llama.cpp's
+// "bert" or "nomic-bert" architecture; `openEncoderModel` opens it as an embedder or, with a
+// classification head, a reranker. The one file the server needs from this folder.
 
-import { join } from "node:path";
-import { EncoderModel, EncoderTokenizer, isEncoderConfig } from "../../engine/encoder/encoder.ts";
+import {
+  EncoderModel,
+  EncoderTokenizer,
+  isEncoderPath,
+  openEncoderSource,
+} from "../../engine/encoder/encoder.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
-import { readPoolingConfig } from "../../engine/formats/pooling_config.ts";
 import type { Embedder, Reranker } from "./embedder.ts";
 import { EncoderEmbedder, EncoderReranker } from "./encoder_model.ts";
 
@@ -25,29 +29,24 @@ export type OpenEncoder =
   | { kind: "embedding"; embedder: Embedder; reranker?: undefined }
   | { kind: "reranker"; reranker: Reranker; embedder?: undefined };
 
-/** Whether `dir`'s config.json describes an encoder this engine runs (false if it has none). */
-export async function isEncoderModel(dir: string): Promise<boolean> {
-  try {
-    const json = JSON.parse(await Deno.readTextFile(join(dir, "config.json")));
-    return typeof json === "object" && json !== null && isEncoderConfig(json);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound || e instanceof SyntaxError) return false;
-    throw e;
-  }
+/** Whether `path` (a directory or a GGUF file) is an encoder this engine runs; false if neither. */
+export function isEncoderModel(path: string): Promise<boolean> {
+  return isEncoderPath(path);
 }
 
-/** Opens the encoder in `dir`: a reranker if it has a classification head, else an embedder. */
+/** Opens the encoder at `path`: a reranker if it has a classification head, else an embedder. */
 export async function openEncoderModel(
-  dir: string,
+  path: string,
   options: OpenEncoderOptions = {},
 ): Promise<OpenEncoder> {
-  const tokenizer = await EncoderTokenizer.load(dir);
-  const pooling = await readPoolingConfig(dir);
-  const model = await EncoderModel.load(dir, options);
+  const source = await openEncoderSource(path);
+  const tokenizer = EncoderTokenizer.fromSource(source);
+  const pooling = source.pooling;
+  const model = await EncoderModel.fromSource(source, options);
   try {
     if (tokenizer.vocabSize > model.config.vocabSize) {
       throw new Error(
-        `${dir}: the tokenizer has ${tokenizer.vocabSize} ids, the model ${model.config.vocabSize}`,
+        `${path}: the tokenizer has ${tokenizer.vocabSize} ids, the model ${model.config.vocabSize}`,
       );
     }
     if (model.config.classifier) {
