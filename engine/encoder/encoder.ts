@@ -26,12 +26,18 @@ import { bindEncoderAttention } from "../gpu/kernels/encoder_attention.ts";
 import { bindPool, type PoolMode } from "../gpu/kernels/pool.ts";
 import { ModelLoadError } from "../model/errors.ts";
 import type { EncoderConfig } from "./config.ts";
-import { resolveEncoderWeights, uploadEncoderWeights } from "./weights.ts";
+import {
+  defaultMatrixLayout,
+  type MatrixLayout,
+  resolveEncoderWeights,
+  uploadEncoderWeights,
+} from "./weights.ts";
 import { type EncoderSource, openEncoderSource } from "./source.ts";
 import type { EncoderWeights } from "./tensors.ts";
 import { type TrackedGpu, trackGpu } from "./tracked_gpu.ts";
 
 export type { PoolMode };
+export type { MatrixLayout };
 export type { EncoderConfig };
 export { isEncoderConfig } from "./config.ts";
 export { type EncoderSource, isEncoderPath, openEncoderSource } from "./source.ts";
@@ -53,6 +59,8 @@ export interface EncoderLoadOptions {
   maxBatchTokens?: number;
   /** The most inputs one pass holds (default 256). */
   maxBatchInputs?: number;
+  /** Where the matrices live (default: textures on llvmpipe, storage buffers elsewhere). */
+  matrixLayout?: MatrixLayout;
 }
 
 export class EncoderModel {
@@ -61,7 +69,7 @@ export class EncoderModel {
   readonly maxBatchInputs: number;
   readonly #tracked: TrackedGpu;
   readonly #gpu: Gpu;
-  readonly #weights: EncoderWeights<GPUBuffer>;
+  readonly #weights: EncoderWeights<GPUBuffer | GPUTexture>;
   readonly #io: PassBuffers;
   readonly #layers: BoundKernel[];
   readonly #pools = new Map<PoolMode, BoundKernel>();
@@ -73,7 +81,7 @@ export class EncoderModel {
   private constructor(
     config: EncoderConfig,
     tracked: TrackedGpu,
-    weights: EncoderWeights<GPUBuffer>,
+    weights: EncoderWeights<GPUBuffer | GPUTexture>,
     maxBatchTokens: number,
     maxBatchInputs: number,
   ) {
@@ -107,7 +115,8 @@ export class EncoderModel {
     const own = options.gpu ? null : await openGpu({ forceF32: options.forceF32 });
     const tracked = trackGpu(options.gpu ?? own!);
     try {
-      const buffers = await uploadEncoderWeights(tracked.gpu, file, weights);
+      const layout = options.matrixLayout ?? defaultMatrixLayout(tracked.gpu);
+      const buffers = await uploadEncoderWeights(tracked.gpu, file, weights, layout);
       const tokens = Math.max(options.maxBatchTokens ?? 4096, config.maxInputTokens);
       const model = new EncoderModel(
         config,
@@ -226,13 +235,13 @@ export class EncoderModel {
     const kernels: BoundKernel[] = [
       bindEncoderEmbed(gpu, {
         rows3: io.rows3,
-        word: w.word,
-        position: w.position,
-        tokenType: w.tokenType,
+        word: vec(w.word),
+        position: vec(w.position),
+        tokenType: vec(w.tokenType),
         x: io.x,
         D: H,
       }),
-      norm(w.embNormGain, w.embNormBias),
+      norm(vec(w.embNormGain), vec(w.embNormBias)),
     ];
     const cosSin = c.rotaryDim > 0
       ? uploadStorage(gpu, rotaryTable(c.maxInputTokens, c.rotaryDim, c.rotaryBase), "rotary")
@@ -241,7 +250,8 @@ export class EncoderModel {
       kernels.push(
         bindMatmul(gpu, { x: io.x, w: l.qkv, y: io.qkv, K: H, N: 3 * H, mode: "store" }),
       );
-      if (l.qkvBias) kernels.push(bindBiasAdd(gpu, { x: io.qkv, b: l.qkvBias, width: 3 * H }));
+      const qkvBias = vec(l.qkvBias);
+      if (qkvBias) kernels.push(bindBiasAdd(gpu, { x: io.qkv, b: qkvBias, width: 3 * H }));
       if (cosSin) {
         kernels.push(bindRotaryInplace(gpu, {
           qkv: io.qkv,
@@ -260,17 +270,21 @@ export class EncoderModel {
         headDim: c.headDim,
       }));
       kernels.push(bindMatmul(gpu, { x: io.ctx, w: l.o, y: io.x, K: H, N: H, mode: "add" }));
-      if (l.oBias) kernels.push(bindBiasAdd(gpu, { x: io.x, b: l.oBias, width: H }));
-      kernels.push(norm(l.attnNormGain, l.attnNormBias));
+      const oBias = vec(l.oBias);
+      if (oBias) kernels.push(bindBiasAdd(gpu, { x: io.x, b: oBias, width: H }));
+      kernels.push(norm(vec(l.attnNormGain), vec(l.attnNormBias)));
       if (c.activation === "swiglu") {
         kernels.push(bindMatmul(gpu, { x: io.x, w: l.up, y: io.inter, K: H, N: I, mode: "glu" }));
       } else {
         kernels.push(bindMatmul(gpu, { x: io.x, w: l.up, y: io.inter, K: H, N: I, mode: "store" }));
-        kernels.push(bindBiasAct(gpu, { x: io.inter, b: l.upBias, width: I, act: c.activation }));
+        kernels.push(
+          bindBiasAct(gpu, { x: io.inter, b: vec(l.upBias), width: I, act: c.activation }),
+        );
       }
       kernels.push(bindMatmul(gpu, { x: io.inter, w: l.down, y: io.x, K: I, N: H, mode: "add" }));
-      if (l.downBias) kernels.push(bindBiasAdd(gpu, { x: io.x, b: l.downBias, width: H }));
-      kernels.push(norm(l.mlpNormGain, l.mlpNormBias));
+      const downBias = vec(l.downBias);
+      if (downBias) kernels.push(bindBiasAdd(gpu, { x: io.x, b: downBias, width: H }));
+      kernels.push(norm(vec(l.mlpNormGain), vec(l.mlpNormBias)));
     }
     return kernels;
   }
@@ -308,12 +322,26 @@ export class EncoderModel {
         N: H,
         mode: "store",
       }),
-      bindBiasAct(gpu, { x: io.headHidden, b: w.headDenseBias, width: H, act: "tanh" }),
-      bindMatmul(gpu, { x: io.headHidden, w: w.headOut, y: io.logits, K: H, N: n, mode: "store" }),
+      bindBiasAct(gpu, { x: io.headHidden, b: vec(w.headDenseBias), width: H, act: "tanh" }),
+      bindMatmul(gpu, {
+        x: io.headHidden,
+        w: vec(w.headOut),
+        y: io.logits,
+        K: H,
+        N: n,
+        mode: "store",
+      }),
     ];
-    if (w.headOutBias) kernels.push(bindBiasAdd(gpu, { x: io.logits, b: w.headOutBias, width: n }));
+    const headOutBias = vec(w.headOutBias);
+    if (headOutBias) kernels.push(bindBiasAdd(gpu, { x: io.logits, b: headOutBias, width: n }));
     return kernels;
   }
+}
+
+/** A weight that is never a matrix (tables, norms, biases): always a storage buffer. */
+function vec<T extends GPUBuffer | GPUTexture | null>(w: T): Exclude<T, GPUTexture> {
+  if (w instanceof GPUTexture) throw new Error("a vector weight in a texture");
+  return w as Exclude<T, GPUTexture>;
 }
 
 /** The activations of one pass, sized for the most tokens and inputs a pass holds. */

@@ -1,20 +1,26 @@
-// A view of the device that records every buffer made through it, so that a model closes every
+// A view of the device that records every buffer and texture made through it, so that a model closes every
 // byte it opened (the kernels' own parameter uniforms included) and a test can see that it did.
 // The view is a Proxy over the real device: pipelines, bind groups and the queue are the real
-// ones; only createBuffer is watched (and each buffer's destroy).
+// ones; only createBuffer and createTexture are watched (and each one's destroy).
 
 import type { Gpu } from "../gpu/device.ts";
 
 export interface TrackedGpu {
   gpu: Gpu;
-  /** Buffers made through `gpu` and not yet destroyed, and their bytes. */
+  /** Buffers and textures made through `gpu` and not yet destroyed, and their bytes. */
   live(): { buffers: number; bytes: number };
-  /** Destroys every buffer made through `gpu`. */
+  /** Destroys every buffer and texture made through `gpu`. */
   destroyAll(): void;
+}
+
+/** Bytes of an rgba32uint weight texture (the only kind an encoder makes). */
+function textureBytes(t: GPUTexture): number {
+  return t.width * t.height * 16;
 }
 
 export function trackGpu(gpu: Gpu): TrackedGpu {
   const buffers = new Set<GPUBuffer>();
+  const textures = new Set<GPUTexture>();
   const real = gpu.device;
   const device = new Proxy(real, {
     get(target, key) {
@@ -31,6 +37,18 @@ export function trackGpu(gpu: Gpu): TrackedGpu {
           return buffer;
         };
       }
+      if (key === "createTexture") {
+        return (descriptor: GPUTextureDescriptor) => {
+          const texture = target.createTexture(descriptor);
+          textures.add(texture);
+          const destroy = texture.destroy.bind(texture);
+          texture.destroy = () => {
+            textures.delete(texture);
+            destroy();
+          };
+          return texture;
+        };
+      }
       const value = Reflect.get(target, key, target);
       return typeof value === "function" ? value.bind(target) : value;
     },
@@ -40,11 +58,14 @@ export function trackGpu(gpu: Gpu): TrackedGpu {
     live() {
       let bytes = 0;
       for (const b of buffers) bytes += b.size;
-      return { buffers: buffers.size, bytes };
+      for (const t of textures) bytes += textureBytes(t);
+      return { buffers: buffers.size + textures.size, bytes };
     },
     destroyAll() {
       for (const b of buffers) b.destroy();
+      for (const t of textures) t.destroy();
       buffers.clear();
+      textures.clear();
     },
   };
 }
