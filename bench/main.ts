@@ -1,7 +1,7 @@
 // `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, speed, kv, serve, matrix,
-// constrained, capacity, plan, responsiveness, head-of-line, greedy-rate, huge-prompts,
-// connection-flood, startup, model-switch): runs one benchmark, prints its Markdown report and saves it under
-// bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
+// constrained, capacity, embeddings, plan, responsiveness, head-of-line, greedy-rate, huge-prompts,
+// connection-flood, startup, gpu, model-switch): runs one benchmark, prints its Markdown report and
+// saves it under bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
 // the usage (exit 2) before any work starts.
 
 import { UsageError } from "./common/cli.ts";
@@ -111,6 +111,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./capacity.ts");
       return { usage: m.USAGE, run: m.benchCapacity };
+    },
+  },
+  embeddings: {
+    summary: "encoder embeddings: inputs/s and tokens/s at batch 1 and 32 (all-MiniLM shape)",
+    load: async () => {
+      const m = await import("./embeddings.ts");
+      return { usage: m.USAGE, run: m.benchEmbeddings };
     },
   },
   plan: {

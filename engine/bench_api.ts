@@ -36,3 +36,6 @@ export { greedyChunks } from "./gpu/kernels/sample_greedy.ts";
 export { blocksPerLayer, NOT_RESIDENT } from "./kv/pool_shape.ts";
 export { copyMs, gbPerS, lineOf, type StepLoad, sumsOf } from "./kv/cost_model.ts";
 export { type ProfileTarget, queueMs, roundTripMs } from "./kv/cost_profile.ts";
+
+// Encoders (bench embeddings): a generated all-MiniLM-shaped model.
+export { writeTinyEncoder } from "./sources/tiny_encoder.ts";

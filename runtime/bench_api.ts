@@ -14,3 +14,6 @@ export { PlannerClient } from "./plan/planner_client.ts";
 export { InlinePlanner } from "./plan/inline_planner.ts";
 export { layerComputeMs, type PlanCosts } from "./plan/latency_model.ts";
 export type { Plan, PlanInput, PlanRequest } from "./plan/plan_types.ts";
+
+// Encoders behind the embedding face (bench embeddings).
+export { openEncoderModel } from "./embedding/open_encoder.ts";
