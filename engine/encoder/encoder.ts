@@ -63,6 +63,9 @@ export interface EncoderLoadOptions {
   matrixLayout?: MatrixLayout;
 }
 
+/** The most rows one dispatch covers (WebGPU's workgroup count per dimension). */
+const MAX_PASS_ROWS = 65535;
+
 export class EncoderModel {
   readonly config: EncoderConfig;
   readonly maxBatchTokens: number;
@@ -117,7 +120,11 @@ export class EncoderModel {
     try {
       const layout = options.matrixLayout ?? defaultMatrixLayout(tracked.gpu);
       const buffers = await uploadEncoderWeights(tracked.gpu, file, weights, layout);
-      const tokens = Math.max(options.maxBatchTokens ?? 4096, config.maxInputTokens);
+      // At least one input's worth; at most one dispatch's rows (attention runs a workgroup per row).
+      const tokens = Math.min(
+        Math.max(options.maxBatchTokens ?? 4096, config.maxInputTokens),
+        MAX_PASS_ROWS,
+      );
       const model = new EncoderModel(
         config,
         tracked,
