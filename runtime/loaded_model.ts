@@ -26,6 +26,57 @@ export interface LoadedModel {
   close(): Promise<void>;
 }
 
+/**
+ * A model that only scores (an encoder) as a LoadedModel: its calls counted, so the router never
+ * unloads it mid-request.
+ */
+export function scoringModel(
+  parts: { embedder?: Embedder; reranker?: Reranker; deviceBytes: number },
+): LoadedModel {
+  let running = 0;
+  const counted =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) => async (...args: A): Promise<R> => {
+      running++;
+      try {
+        return await fn(...args);
+      } finally {
+        running--;
+      }
+    };
+  const { embedder, reranker } = parts;
+  return {
+    kind: embedder ? "embedding" : "reranker",
+    chat: null,
+    embedder: embedder
+      ? { ...embedderFace(embedder), embed: counted(embedder.embed.bind(embedder)) }
+      : null,
+    reranker: reranker
+      ? {
+        maxInputTokens: reranker.maxInputTokens,
+        rerank: counted(reranker.rerank.bind(reranker)),
+        close: () => reranker.close(),
+      }
+      : null,
+    deviceBytes: parts.deviceBytes,
+    hostBytes: 0,
+    inFlight: () => running,
+    close: async () => {
+      await embedder?.close();
+      await reranker?.close();
+    },
+  };
+}
+
+function embedderFace(e: Embedder): Embedder {
+  return {
+    dimensions: e.dimensions,
+    matryoshka: e.matryoshka,
+    maxInputTokens: e.maxInputTokens,
+    embed: e.embed.bind(e),
+    close: () => e.close(),
+  };
+}
+
 /** A chat model's runtime as a LoadedModel. */
 export function chatModel(chat: ChatParts, extra: Partial<LoadedModel> = {}): LoadedModel {
   const info = chat.runtime.info;

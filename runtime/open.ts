@@ -11,7 +11,8 @@ import { PromptEncoder, type PromptEncoderOptions } from "../engine/text/prompt_
 import { Tokenizer } from "../engine/text/tokenizer.ts";
 import { progressBar } from "../engine/util/progress.ts";
 import { Runtime, type RuntimeOptions } from "./service.ts";
-import { chatModel, type LoadedModel } from "./loaded_model.ts";
+import { chatModel, type LoadedModel, scoringModel } from "./loaded_model.ts";
+import { isEncoderModel, openEncoderModel } from "./embedding/open_encoder.ts";
 
 export interface OpenOptions {
   engine: Omit<EngineOptions, "modelDir" | "gpu" | "onLoadProgress">;
@@ -86,12 +87,25 @@ export async function openRuntime(
   return { runtime, tokenizer, prompts, modelDir };
 }
 
-/** A model opened for the router: a chat model's runtime as a LoadedModel. */
+/**
+ * A model opened for the router, by what it is: a BERT-family encoder (runtime/embedding/
+ * open_encoder.ts) as an embedder or reranker; a decoder as a chat runtime.
+ */
 export async function openServedModel(
   model: string,
   options: OpenOptions,
   log: (msg: string) => void = (m) => console.error(m),
 ): Promise<LoadedModel> {
-  const { runtime, tokenizer, prompts } = await openRuntime(model, options, log);
+  const path = await resolveModel(model, log);
+  if (await isEncoderModel(path)) {
+    const encoder = await openEncoderModel(path, { forceF32: options.engine.forceF32 });
+    log(
+      `sluice: model ${path}: an encoder, serving ${
+        encoder.kind === "embedding" ? "embeddings" : "relevance scores"
+      } (${(encoder.deviceBytes / 2 ** 20).toFixed(1)} MiB on the device)`,
+    );
+    return scoringModel(encoder);
+  }
+  const { runtime, tokenizer, prompts } = await openRuntime(path, options, log);
   return chatModel({ runtime, tokenizer, prompts });
 }

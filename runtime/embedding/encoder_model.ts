@@ -102,6 +102,18 @@ export function* passes<T extends { ids: readonly number[] }>(
   if (batch.length > 0) yield batch;
 }
 
+/** A request's inputs together within `max` tokens (EmbedOptions.maxTotalTokens). */
+function checkTotal(inputs: { ids: readonly number[] }[], max: number | undefined, param: string) {
+  const total = inputs.reduce((a, x) => a + x.ids.length, 0);
+  if (max !== undefined && total > max) {
+    throw new InvalidRequest(
+      `the request's inputs have ${total} tokens together; one request may read ${max}`,
+      param,
+      "too_many_tokens",
+    );
+  }
+}
+
 export class EncoderEmbedder implements Embedder {
   readonly dimensions: number;
   /** Nothing in a BERT-family directory says it was trained so; not claimed. */
@@ -125,6 +137,7 @@ export class EncoderEmbedder implements Embedder {
         ? this.#runner.types(this.#runner.encodeText(x, `input[${i}]`, truncate))
         : { ids: this.#checkIds(x, i, truncate) }
     );
+    checkTotal(encoded, options.maxTotalTokens, "input");
     const model = this.#runner.model;
     const vectors = await this.#runner.run(
       encoded,
@@ -190,6 +203,7 @@ export class EncoderReranker implements Reranker {
       }
       return this.#runner.types(this.#runner.encodeText(query, `documents[${i}]`, truncate, d));
     });
+    checkTotal(pairs, options.maxTotalTokens, "documents");
     const model = this.#runner.model;
     const logits = await this.#runner.run(pairs, options.signal, (batch) => model.logits(batch));
     return {

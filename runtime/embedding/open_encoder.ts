@@ -26,8 +26,14 @@ export interface OpenEncoderOptions {
 }
 
 export type OpenEncoder =
-  | { kind: "embedding"; embedder: Embedder; reranker?: undefined }
-  | { kind: "reranker"; reranker: Reranker; embedder?: undefined };
+  & (
+    | { kind: "embedding"; embedder: Embedder; reranker?: undefined }
+    | { kind: "reranker"; reranker: Reranker; embedder?: undefined }
+  )
+  & {
+    /** Bytes its weights and buffers hold on the device (the router's budget). */
+    deviceBytes: number;
+  };
 
 /** Whether `path` (a directory or a GGUF file) is an encoder this engine runs; false if neither. */
 export function isEncoderModel(path: string): Promise<boolean> {
@@ -49,12 +55,14 @@ export async function openEncoderModel(
         `${path}: the tokenizer has ${tokenizer.vocabSize} ids, the model ${model.config.vocabSize}`,
       );
     }
+    const deviceBytes = model.deviceMemory().bytes;
     if (model.config.classifier) {
-      return { kind: "reranker", reranker: new EncoderReranker(model, tokenizer) };
+      return { kind: "reranker", reranker: new EncoderReranker(model, tokenizer), deviceBytes };
     }
     return {
       kind: "embedding",
       embedder: new EncoderEmbedder(model, tokenizer, pooling?.mode ?? "mean"),
+      deviceBytes,
     };
   } catch (e) {
     model.close();

@@ -51,7 +51,9 @@ export function embeddingsRoutes(state: ServerState): Hono<ObservedEnv> {
       const abort = new AbortController();
       c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
       const texts = body.documents.map((d) => typeof d === "string" ? d : d.text);
+      // Documents longer than the model reads are cut, as Cohere's and Jina's rerankers cut them.
       const out = await reranker.rerank(body.query, texts, {
+        truncate: true,
         signal: abort.signal,
         maxTotalTokens: MAX_REQUEST_TOKENS,
       });

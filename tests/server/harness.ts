@@ -80,6 +80,8 @@ export interface RouterSetup {
   deviceBytes?: number;
   /** Awaited inside each load (to hold a model in "loading"). */
   loadDelay?: () => Promise<void>;
+  /** Opens a model itself (real models) instead of a fake-engine runtime. */
+  open?: (id: string) => Promise<LoadedModel>;
 }
 
 export interface TestServer {
@@ -161,6 +163,7 @@ export async function startServer(opts: TestServerOptions = {}): Promise<TestSer
       open: async (e) => {
         opens.push(e.id);
         await r.loadDelay?.();
+        if (r.open) return r.open(e.id);
         return chatModel(await openChat(), r.deviceBytes ? { deviceBytes: r.deviceBytes } : {});
       },
       keepAliveMs: r.keepAliveMs ?? Infinity,
