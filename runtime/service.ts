@@ -13,6 +13,7 @@ import { type CompiledGrammarHandle, Grammars } from "./grammar/grammars.ts";
 import { RequestGrammar } from "./grammar/request_grammar.ts";
 import type { GrammarSpec } from "./grammar/spec.ts";
 import type { RuntimeOptions } from "./options.ts";
+import type { PoolingMode } from "../engine/formats/pooling_config.ts";
 import type { EconomicsChoice } from "./policy/economics.ts";
 import type { PolicyName } from "./policy/index.ts";
 import type { OffloadPlanner } from "./plan/offload_planner.ts";
@@ -107,6 +108,9 @@ export interface RequestHandle {
   bufferStats(): PacerStats;
 }
 
+/** An embedding request samples nothing; its slot's sampling parameters are these. */
+const NO_SAMPLING = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+
 export class Runtime {
   private readonly parts: Assembly;
   private nextId = 1;
@@ -116,6 +120,8 @@ export class Runtime {
   /** Requests whose token buffer may still be playing out (pruned as they finish). */
   private readonly streams = new Set<Request>();
   private readonly grammars: Grammars;
+  /** Embedding requests just submitted, until pool() takes its own back. */
+  private readonly pooledRequests = new Map<number, Request>();
 
   /**
    * `parts`: what the caller makes itself (an offload planner of its own, or where OrbitFlow's
@@ -199,6 +205,7 @@ export class Runtime {
     if (params.signal?.aborted) cancel();
     params.signal?.addEventListener("abort", cancel, { once: true });
     this.parts.loop.kick();
+    if (req.pooled) this.pooledRequests.set(req.id, req);
     for (const r of this.streams) if (r.buffer.finished) this.streams.delete(r);
     this.streams.add(req);
     // The request's end: generation over and its buffer drained (or cut). Its tokens' weights
@@ -227,6 +234,27 @@ export class Runtime {
       },
       bufferStats: () => req.buffer.stats(),
     };
+  }
+
+  /**
+   * Runs `ids` as an embedding request (a prefill through the same batches, its KV freed at the
+   * end) and resolves with its hidden states, final-normed and pooled by `pooling` (mean: their
+   * mean), not L2-normalised. Throws InvalidRequest or Refused as submit does; rejects when the
+   * request ends otherwise (cancelled by `signal`, a failed step, shutdown).
+   */
+  async pool(ids: number[], pooling: PoolingMode, signal?: AbortSignal): Promise<Float32Array> {
+    const handle = this.submit({ ids, pooling, sampling: NO_SAMPLING, signal });
+    const req = this.pooledRequests.get(handle.id)!;
+    this.pooledRequests.delete(handle.id);
+    // It yields no tokens; reading its stream to the end lets its buffer close.
+    for await (const _ of handle.tokens) { /* none */ }
+    const done = await handle.done;
+    if (done.reason !== "stop") {
+      throw new Error(
+        `embedding request ended: ${done.reason}${done.error ? `: ${done.error}` : ""}`,
+      );
+    }
+    return req.pooled!.vector();
   }
 
   /**
