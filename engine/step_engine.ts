@@ -8,7 +8,7 @@ import type { TableWrite } from "./kv/device_kv.ts";
 import type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
 import type { KvCopyStats } from "./kv/kv_transfers.ts";
 import type { CostModel } from "./kv/cost_model.ts";
-import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
+import type { SamplingParams } from "./gpu/kernels/sample.ts";
 import type {
   DecodeGroup,
   HiddenRead,

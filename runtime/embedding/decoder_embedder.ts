@@ -10,16 +10,27 @@
 // appended, as the model card's own code does. Token-id inputs are taken as they are.
 
 import { openModelDir } from "../../engine/formats/open_model.ts";
-import { type PoolingConfig, readPoolingConfig } from "../../engine/formats/pooling_config.ts";
+import {
+  type PoolingConfig,
+  type PoolingMode,
+  readPoolingConfig,
+} from "../../engine/formats/pooling_config.ts";
 import type { Tokenizer } from "../../engine/text/tokenizer.ts";
 import { InvalidRequest } from "../errors/invalid_request.ts";
-import type { Runtime } from "../service.ts";
 import type { Embedder, EmbeddingInput, Embeddings, EmbedOptions } from "./embedder.ts";
+
+/** What an embedder needs of the runtime (runtime/service.ts's Runtime is one). */
+export interface PoolingRuntime {
+  readonly info: { readonly maxContext: number; readonly vocabSize: number };
+  /** The pooled final-normed hidden states of `ids`, not normalised (Runtime.pool). */
+  pool(ids: number[], pooling: PoolingMode, signal?: AbortSignal): Promise<Float32Array>;
+  close(): Promise<void>;
+}
 
 /** What a decoder embedder is built from. */
 export interface DecoderEmbedderParts {
   /** The runtime over the model's engine (its scheduler batches the inputs). */
-  runtime: Runtime;
+  runtime: PoolingRuntime;
   tokenizer: Tokenizer;
   pooling: PoolingConfig;
   /** The model's hidden size: the vector's length. */
@@ -34,7 +45,7 @@ export const END_OF_TEXT = "<|endoftext|>";
 export class DecoderEmbedder implements Embedder {
   readonly dimensions: number;
   readonly matryoshka: boolean;
-  private readonly runtime: Runtime;
+  private readonly runtime: PoolingRuntime;
   private readonly tokenizer: Tokenizer;
   private readonly pooling: PoolingConfig;
   /** The id appended to text input (last-token pooling only), or null. */
@@ -54,7 +65,11 @@ export class DecoderEmbedder implements Embedder {
    * sentence-transformers files, or, where it has none (a GGUF file, a bare checkpoint),
    * Qwen3-Embedding's: the last token, normalised.
    */
-  static async open(modelDir: string, runtime: Runtime, tokenizer: Tokenizer) {
+  static async open(
+    modelDir: string,
+    runtime: PoolingRuntime,
+    tokenizer: Tokenizer,
+  ): Promise<DecoderEmbedder> {
     const files = await openModelDir(modelDir);
     const dir = files.gguf ? null : files.dir;
     const pooling = (dir ? await readPoolingConfig(dir) : null) ??

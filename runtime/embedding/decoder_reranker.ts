@@ -20,8 +20,7 @@
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import type { Tokenizer } from "../../engine/text/tokenizer.ts";
 import { InvalidRequest } from "../errors/invalid_request.ts";
-import type { Runtime } from "../service.ts";
-import { tokenId } from "./decoder_embedder.ts";
+import { type PoolingRuntime, tokenId } from "./decoder_embedder.ts";
 import type { EmbedOptions, Relevance, Reranker } from "./embedder.ts";
 import { readLmHeadRows } from "./lm_head_rows.ts";
 
@@ -33,7 +32,7 @@ const SYSTEM = "Judge whether the Document meets the requirements based on the Q
   'Instruct provided. Note that the answer can only be "yes" or "no".';
 
 export interface DecoderRerankerParts {
-  runtime: Runtime;
+  runtime: PoolingRuntime;
   tokenizer: Tokenizer;
   /** The LM head's rows of the "yes" and "no" tokens. */
   yesRow: Float64Array;
@@ -42,7 +41,7 @@ export interface DecoderRerankerParts {
 }
 
 export class DecoderReranker implements Reranker {
-  private readonly runtime: Runtime;
+  private readonly runtime: PoolingRuntime;
   private readonly tokenizer: Tokenizer;
   private readonly yesRow: Float64Array;
   private readonly noRow: Float64Array;
@@ -81,7 +80,7 @@ export class DecoderReranker implements Reranker {
   /** A reranker for the model at `modelDir` served by `runtime` (its answers: answerTokenIds). */
   static async open(
     modelDir: string,
-    runtime: Runtime,
+    runtime: PoolingRuntime,
     tokenizer: Tokenizer,
     instruction?: string,
   ): Promise<DecoderReranker> {

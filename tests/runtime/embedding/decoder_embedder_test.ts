@@ -3,7 +3,7 @@
 // hidden states: last, mean and cls pooling of inputs of different lengths in one batch, the same
 // vectors embedded alone and batched and when a prompt takes several prefill chunks, every KV
 // block back in the pool after; Qwen3-Reranker scores against the reference's yes/no logits; the
-// inputs it refuses.
+// inputs it refuses; the same through the engine Worker.
 
 import { join } from "node:path";
 import { Engine } from "../../../engine/engine.ts";
@@ -13,6 +13,7 @@ import type { PoolingMode } from "../../../engine/formats/pooling_config.ts";
 import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { InvalidRequest, Runtime } from "../../../runtime/service.ts";
+import { openRuntime } from "../../../runtime/open.ts";
 import {
   DecoderEmbedder,
   END_OF_TEXT,
@@ -224,7 +225,13 @@ Deno.test("decoder reranker: scores are the reference's two-way softmax of the y
       const h = (await referenceFinalHidden(files, ids)).at(-1)!;
       const [yes, no] = rows.map((r) => r.reduce((s, w, j) => s + w * h[j], 0));
       const expected = Math.exp(yes) / (Math.exp(yes) + Math.exp(no));
-      assert(Math.abs(scores[i] - expected) <= 1e-3, `document ${i}: ${scores[i]} vs ${expected}`);
+      assert(Math.abs(scores[i] - expected) <= 1e-4, `document ${i}: ${scores[i]} vs ${expected}`);
+      // Near 0 or 1 a score says little: its log-odds are the logits' difference.
+      const logOdds = Math.log(scores[i] / (1 - scores[i]));
+      assert(
+        Math.abs(logOdds - (yes - no)) <= 1e-2,
+        `document ${i}: log-odds ${logOdds} vs ${yes - no}`,
+      );
     }
     assertEquals(promptTokens, total);
     // A pair over the context is refused, or truncated to it.
@@ -271,6 +278,35 @@ Deno.test("decoder embedder: refuses empty inputs, ids outside the vocabulary an
     assert(cosine(vectors[0], await referenceVector(files, textIds, "last")) >= 0.9999);
     await assertKvFreed(runtime);
   } finally {
+    await runtime.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("decoder embedder: the hidden reads cross from the engine Worker as they do in-process", async () => {
+  const dir = await writeEmbeddingModel();
+  const { runtime, tokenizer, prompts } = await openRuntime(
+    dir,
+    {
+      engine: { gpuKvMb: 4, maxRows: 8, maxSlots: 4, skipWarmUp: true },
+      runtime: { policy: "fcfs", maxQueue: 64, maxTokensLimit: 512 },
+      inProcess: false,
+    },
+    () => {},
+  );
+  try {
+    const files = await openModelDir(dir);
+    const embedder = await DecoderEmbedder.open(dir, runtime, tokenizer);
+    const eot = tokenId(tokenizer, END_OF_TEXT)!;
+    const { vectors } = await embedder.embed(TEXTS);
+    for (const [i, v] of vectors.entries()) {
+      const ids = [...tokenizer.encode(TEXTS[i]), eot];
+      const c = cosine(v, await referenceVector(files, ids, "last"));
+      assert(c >= 0.9999, `input ${i}: cosine ${c}`);
+    }
+    await assertKvFreed(runtime);
+  } finally {
+    prompts.close();
     await runtime.close();
     await Deno.remove(dir, { recursive: true });
   }
