@@ -1,9 +1,10 @@
 // Embeddings and reranking from a decoder (a generated tiny Qwen3 declared a sentence-transformers
 // model) through the real runtime and GPU engine, against the float64 reference's final-normed
-// hidden states: last, mean and cls pooling of inputs of different lengths in one batch, the same
-// vectors embedded alone and batched and when a prompt takes several prefill chunks, every KV
-// block back in the pool after; Qwen3-Reranker scores against the reference's yes/no logits; the
-// inputs it refuses; the same through the engine Worker.
+// hidden states: last, mean and cls pooling of inputs of different lengths in one batch; the same
+// vectors embedded alone and batched, when a prompt takes several prefill chunks (a generating
+// request beside them keeping its greedy tokens), with the prefix cache on, and when an embedding
+// is preempted mid-prefill; every KV block back in the pool after. Qwen3-Reranker's scores against
+// the reference's yes/no logits; the inputs refused; the same vectors through the engine Worker.
 
 import { join } from "node:path";
 import { Engine } from "../../../engine/engine.ts";
@@ -64,19 +65,26 @@ interface Served {
   files: ModelFiles;
 }
 
-async function serve(dir: string, maxRows: number, maxSlots: number): Promise<Served> {
+async function serve(
+  dir: string,
+  maxRows: number,
+  maxSlots: number,
+  prefixCache = false,
+  gpuKvMb = 4,
+): Promise<Served> {
   const files = await openModelDir(dir);
   const tokenizer = new Tokenizer(files);
   const engine = await Engine.load({
     modelDir: dir,
     gpu: await testGpu(),
-    gpuKvMb: 4,
+    gpuKvMb,
     maxRows,
     maxSlots,
     skipWarmUp: true,
   });
   const runtime = new Runtime(engine, {
     policy: "fcfs",
+    prefixCache,
     maxQueue: 64,
     maxTokensLimit: 512,
     eosIds: tokenizer.eosTokenIds,
@@ -123,6 +131,16 @@ async function assertKvFreed(runtime: Runtime) {
   }
   assertEquals(runtime.stats().kvBlocksUsed, 0);
   assertEquals(runtime.openRequests, 0);
+}
+
+/** Greedy tokens of `ids` (`maxTokens` of them, no early stop). */
+async function generate(runtime: Runtime, ids: number[], maxTokens = 12): Promise<number[]> {
+  const sampling = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+  const handle = runtime.submit({ ids, sampling, maxTokens, stopIds: [] });
+  const out: number[] = [];
+  for await (const ev of handle.tokens) out.push(ev.id);
+  await handle.done;
+  return out;
 }
 
 const TEXTS = [
@@ -202,6 +220,81 @@ Deno.test("decoder embedder: a prompt longer than a prefill chunk pools every ch
       const d = maxAbsDiff(alone.vectors[0], vectors[0]);
       assert(d <= 1e-5, `${mode}: alone and batched differ by ${d}`);
     }
+    // A generating request's greedy tokens are the same beside embeddings as alone.
+    const embedder = await DecoderEmbedder.open(dir, runtime, tokenizer);
+    const prompt = long.slice(5, 30);
+    const aloneTokens = await generate(runtime, prompt);
+    const [beside] = await Promise.all([generate(runtime, prompt), embedder.embed(inputs)]);
+    assertEquals(beside, aloneTokens);
+    assertEquals(aloneTokens.length, 12);
+    await assertKvFreed(runtime);
+  } finally {
+    await runtime.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("decoder embedder: with the prefix cache, last pooling reuses a cached prefix and mean pooling reads every row", async () => {
+  const dir = await writeEmbeddingModel();
+  const { runtime, tokenizer, files } = await serve(dir, 16, 4, true);
+  try {
+    const long = Array.from({ length: 70 }, (_, i) => (i * 13 + 5) % 500);
+    const hits: number[] = [];
+    for (const mode of ["last", "mean"] as const) {
+      const embedder = new DecoderEmbedder({
+        runtime,
+        tokenizer,
+        pooling: { mode, normalize: true },
+        dimensions: SPEC.hiddenSize,
+      });
+      // The second time its full blocks are in the cache (last pooling may start past them).
+      const first = await embedder.embed([long]);
+      const again = await embedder.embed([long, long.slice(0, 40)]);
+      const reference = await referenceVector(files, long, mode);
+      for (const v of [first.vectors[0], again.vectors[0]]) {
+        const c = cosine(v, reference);
+        assert(c >= 0.9999, `${mode}: cosine ${c}`);
+      }
+      const c = cosine(again.vectors[1], await referenceVector(files, long.slice(0, 40), mode));
+      assert(c >= 0.9999, `${mode} prefix: cosine ${c}`);
+      hits.push(runtime.stats().prefix!.hitBlocks);
+    }
+    // Last pooling took cached blocks; mean pooling took none.
+    assert(hits[0] > 0, "last pooling found nothing in the prefix cache");
+    assertEquals(hits[1], hits[0]);
+  } finally {
+    await runtime.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("decoder embedder: inputs preempted for room (their prefill recomputed) pool every row once", async () => {
+  const dir = await writeEmbeddingModel();
+  // A pool of a few blocks: three long inputs cannot all hold their KV at once.
+  const { runtime, tokenizer, files } = await serve(dir, 16, 4, false, 0.05);
+  try {
+    const inputs = [0, 1, 2].map((k) =>
+      Array.from({ length: 120 + 7 * k }, (_, i) => (i * 31 + k * 101 + 3) % 500)
+    );
+    assert(runtime.info.maxContext < 3 * 120, `context ${runtime.info.maxContext}`);
+    for (const mode of ["mean", "last"] as const) {
+      const embedder = new DecoderEmbedder({
+        runtime,
+        tokenizer,
+        pooling: { mode, normalize: true },
+        dimensions: SPEC.hiddenSize,
+      });
+      // A generating request admitted first grows as it decodes, preempting the newest admitted:
+      // an embedding in mid-prefill, whose rows are computed again and must not be read twice.
+      const growing = generate(runtime, inputs[1].slice(0, 60), 60);
+      const { vectors } = await embedder.embed(inputs);
+      await growing;
+      for (const [i, v] of vectors.entries()) {
+        const c = cosine(v, await referenceVector(files, inputs[i], mode));
+        assert(c >= 0.9999, `${mode} input ${i}: cosine ${c}`);
+      }
+    }
+    assert(runtime.stats().preemptions > 0, "nothing was preempted");
     await assertKvFreed(runtime);
   } finally {
     await runtime.close();
