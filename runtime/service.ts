@@ -134,8 +134,6 @@ export class Runtime {
   /** Requests whose token buffer may still be playing out (pruned as they finish). */
   private readonly streams = new Set<Request>();
   private readonly grammars: Grammars;
-  /** Embedding requests just submitted, until pool() takes its own back. */
-  private readonly pooledRequests = new Map<number, Request>();
 
   /**
    * `parts`: what the caller makes itself (an offload planner of its own, or where OrbitFlow's
@@ -188,19 +186,24 @@ export class Runtime {
 
   /** Validates and queues a request. Throws InvalidRequest or Refused, synchronously. */
   submit(params: SubmitParams): RequestHandle {
+    return this.enqueue(params).handle;
+  }
+
+  /** submit(), keeping the request itself for the runtime's own reading (pool()). */
+  private enqueue(params: SubmitParams): { req: Request; handle: RequestHandle } {
     if (this.closing) throw new Refused("Server is shutting down", "shutting_down", 0);
     const { info, settings: options } = this;
     const spec = validate(params, info, info.maxContext, options);
-    const handle = params.grammar;
-    if (handle && handle.owner !== this.grammars) {
+    const compiled = params.grammar;
+    if (compiled && compiled.owner !== this.grammars) {
       throw new InvalidRequest(
         "The grammar was compiled by another runtime",
         "response_format",
         "invalid_grammar",
       );
     }
-    const grammar = handle
-      ? new RequestGrammar(this.grammars.matcher(handle), this.grammars.stopIds)
+    const grammar = compiled
+      ? new RequestGrammar(this.grammars.matcher(compiled), this.grammars.stopIds)
       : null;
     const req = new Request(this.nextId++, spec, performance.now(), grammar);
     // Its masks come between steps: the loop may be asleep waiting for one.
@@ -219,7 +222,6 @@ export class Runtime {
     if (params.signal?.aborted) cancel();
     params.signal?.addEventListener("abort", cancel, { once: true });
     this.parts.loop.kick();
-    if (req.pooled) this.pooledRequests.set(req.id, req);
     for (const r of this.streams) if (r.buffer.finished) this.streams.delete(r);
     this.streams.add(req);
     // The request's end: generation over and its buffer drained (or cut). Its tokens' weights
@@ -231,7 +233,7 @@ export class Runtime {
         req.generated.length,
       );
     });
-    return {
+    const handle: RequestHandle = {
       id: req.id,
       tokens: req.buffer,
       done: ended.then(([f]) => req.streamCut ? { ...f, reason: "shutdown" as const } : f),
@@ -248,18 +250,18 @@ export class Runtime {
       },
       bufferStats: () => req.buffer.stats(),
     };
+    return { req, handle };
   }
 
   /**
    * Runs `ids` as an embedding request (a prefill through the same batches, its KV freed at the
    * end) and resolves with its hidden states, final-normed and pooled by `pooling` (mean: their
-   * mean), not L2-normalised. Throws InvalidRequest or Refused as submit does; rejects when the
-   * request ends otherwise (cancelled by `signal`, a failed step, shutdown).
+   * mean), not L2-normalised. Rejects with InvalidRequest or Refused where submit would throw
+   * them, and with an Error when the request ends otherwise (cancelled by `signal`, a failed
+   * step, shutdown).
    */
   async pool(ids: number[], pooling: PoolingMode, signal?: AbortSignal): Promise<Float32Array> {
-    const handle = this.submit({ ids, pooling, sampling: NO_SAMPLING, signal });
-    const req = this.pooledRequests.get(handle.id)!;
-    this.pooledRequests.delete(handle.id);
+    const { req, handle } = this.enqueue({ ids, pooling, sampling: NO_SAMPLING, signal });
     // It yields no tokens; reading its stream to the end lets its buffer close.
     for await (const _ of handle.tokens) { /* none */ }
     const done = await handle.done;
