@@ -4,7 +4,8 @@
 // vectors embedded alone and batched, when a prompt takes several prefill chunks (a generating
 // request beside them keeping its greedy tokens), with the prefix cache on, and when an embedding
 // is preempted mid-prefill; every KV block back in the pool after. Qwen3-Reranker's scores against
-// the reference's yes/no logits; the inputs refused; the same vectors through the engine Worker.
+// the reference's yes/no logits; the inputs refused; the same vectors with f32 weights and
+// through the engine Worker.
 
 import { join } from "node:path";
 import { Engine } from "../../../engine/engine.ts";
@@ -21,7 +22,8 @@ import {
   tokenId,
 } from "../../../runtime/embedding/decoder_embedder.ts";
 import { answerTokenIds, DecoderReranker } from "../../../runtime/embedding/decoder_reranker.ts";
-import { testGpu } from "../../helpers/gpu.ts";
+import { testGpu, testGpuF32 } from "../../helpers/gpu.ts";
+import type { Gpu } from "../../../engine/gpu/device.ts";
 import { referenceFinalHidden, referenceLmHeadRows } from "../../helpers/reference_llama.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 
@@ -71,12 +73,13 @@ async function serve(
   maxSlots: number,
   prefixCache = false,
   gpuKvMb = 4,
+  gpu: Gpu | null = null,
 ): Promise<Served> {
   const files = await openModelDir(dir);
   const tokenizer = new Tokenizer(files);
   const engine = await Engine.load({
     modelDir: dir,
-    gpu: await testGpu(),
+    gpu: gpu ?? await testGpu(),
     gpuKvMb,
     maxRows,
     maxSlots,
@@ -191,6 +194,24 @@ Deno.test("decoder embedder: last, mean and cls pooling of a batch match the flo
       }
     }
     await assertKvFreed(runtime);
+  } finally {
+    await runtime.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("decoder embedder: with f32 weights (the final norm's gain read as f32) the same holds", async () => {
+  const dir = await writeEmbeddingModel();
+  const { runtime, tokenizer, files } = await serve(dir, 64, 8, false, 4, await testGpuF32());
+  try {
+    const embedder = await DecoderEmbedder.open(dir, runtime, tokenizer);
+    const eot = tokenId(tokenizer, END_OF_TEXT)!;
+    const { vectors } = await embedder.embed(TEXTS);
+    for (const [i, v] of vectors.entries()) {
+      const ids = [...tokenizer.encode(TEXTS[i]), eot];
+      const c = cosine(v, await referenceVector(files, ids, "last"));
+      assert(c >= 0.9999, `input ${i}: cosine ${c}`);
+    }
   } finally {
     await runtime.close();
     await Deno.remove(dir, { recursive: true });
