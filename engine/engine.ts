@@ -18,7 +18,7 @@ import { profileCosts, type ProfileTarget } from "./kv/cost_profile.ts";
 import type { LlamaConfig } from "./model/config.ts";
 import { ForwardPass } from "./forward/pass.ts";
 import type { ForwardKernels } from "./forward/forward.ts";
-import type { SampleRecord } from "./gpu/kernels/sample.ts";
+import type { StepRecords } from "./forward/step.ts";
 import { usesPenalties } from "./gpu/kernels/logit_controls.ts";
 import { openModelDir } from "./formats/open_model.ts";
 import type { LoadProgress } from "./weights/upload.ts";
@@ -41,7 +41,14 @@ export type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
 export type { KvCopyStats } from "./kv/kv_transfers.ts";
 export type { CostModel } from "./kv/cost_model.ts";
 export type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
-export type { DecodeGroup, StepMask, StepRow, StepSample } from "./forward/step.ts";
+export type {
+  DecodeGroup,
+  HiddenRead,
+  StepMask,
+  StepRecords,
+  StepRow,
+  StepSample,
+} from "./forward/step.ts";
 export type { PenaltySeed } from "./forward/sampling_controls.ts";
 export type { ForwardKernels } from "./forward/forward.ts";
 export type { BoundKernel, KernelKind } from "./gpu/kernel.ts";
@@ -199,7 +206,7 @@ export class Engine implements StepEngine {
    * copies, table and sampling updates and kernels, in that order. The records resolve once the
    * kernels' samples are read back and the "out" copies have landed in host memory.
    */
-  step(plan: StepPlan): Promise<SampleRecord[]> {
+  step(plan: StepPlan): Promise<StepRecords> {
     if (this.closed) return Promise.reject(new Error("engine is closed"));
     const copies = plan.copies ?? [];
     const runs = this.transfers.plan(copies);
@@ -229,7 +236,7 @@ export class Engine implements StepEngine {
     for (const s of plan.penaltySeeds ?? []) this.forward.seedPenalties(s);
     const staged = this.transfers.stagePrefetch(prefetchRuns);
     const out = this.transfers.stageAfterLayers(afterRuns);
-    const records = copyOnly
+    const records: Promise<StepRecords> = copyOnly
       ? Promise.resolve([])
       : this.forward.submit(plan, undefined, staged?.between, out?.after);
     // The staging buffers are needed until the GPU has run the step (a step with no samples

@@ -8,8 +8,15 @@ import type { TableWrite } from "./kv/device_kv.ts";
 import type { KvCopy, KvPrefetch } from "./kv/kv_copies.ts";
 import type { KvCopyStats } from "./kv/kv_transfers.ts";
 import type { CostModel } from "./kv/cost_model.ts";
-import type { SampleRecord, SamplingParams } from "./gpu/kernels/sample.ts";
-import type { DecodeGroup, StepMask, StepRow, StepSample } from "./forward/step.ts";
+import type { SamplingParams } from "./gpu/kernels/sample.ts";
+import type {
+  DecodeGroup,
+  HiddenRead,
+  StepMask,
+  StepRecords,
+  StepRow,
+  StepSample,
+} from "./forward/step.ts";
 import type { PenaltySeed } from "./forward/sampling_controls.ts";
 import type { MatmulChoice } from "./forward/matmul_choice.ts";
 
@@ -98,13 +105,21 @@ export interface StepPlan {
    * copies, prefetches or after-layer copies; steps × samples records.
    */
   group?: DecodeGroup;
+  /**
+   * Rows whose final-normed hidden state comes back instead of a sample (an embedding's pooled
+   * rows, forward/step.ts's HiddenRead): the records' `hidden`, one vector per read, in order.
+   */
+  hiddenReads?: HiddenRead[];
 }
 
 /** The engine as the runtime sees it, in-process or behind a Worker. */
 export interface StepEngine {
   readonly info: EngineInfo;
-  /** Submits a step; resolves with its sample records once the GPU has finished it. */
-  step(plan: StepPlan): Promise<SampleRecord[]>;
+  /**
+   * Submits a step; resolves with its sample records (and the hidden states it read) once the GPU
+   * has finished it.
+   */
+  step(plan: StepPlan): Promise<StepRecords>;
   /**
    * KV copies executed so far (counted at submission). Behind a Worker, as of the last records
    * received. Optional so engines without a host tier (test fakes) need not count.

@@ -34,7 +34,13 @@ self.onmessage = (event: MessageEvent<ToEngine>) => {
       try {
         engine!.step(msg.plan).then(
           (records) =>
-            post({ type: "records", id: msg.id, records, copyStats: engine!.copyStats() }),
+            post({
+              type: "records",
+              id: msg.id,
+              records: [...records],
+              ...(records.hidden ? { hidden: records.hidden } : {}),
+              copyStats: engine!.copyStats(),
+            }),
           (err) => post({ type: "step-failed", id: msg.id, message: messageOf(err) }),
         );
       } catch (err) {

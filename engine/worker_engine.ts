@@ -5,14 +5,14 @@ import type {
   EngineInfo,
   EngineOptions,
   KvCopyStats,
-  SampleRecord,
   StepEngine,
   StepPlan,
+  StepRecords,
 } from "./engine.ts";
 import type { FromEngine, ToEngine } from "./worker_protocol.ts";
 
 interface Pending {
-  resolve: (records: SampleRecord[]) => void;
+  resolve: (records: StepRecords) => void;
   reject: (err: Error) => void;
 }
 
@@ -64,7 +64,7 @@ export class WorkerEngine implements StepEngine {
     });
   }
 
-  step(plan: StepPlan): Promise<SampleRecord[]> {
+  step(plan: StepPlan): Promise<StepRecords> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.closing) return Promise.reject(new Error("engine is closed"));
     const id = this.nextId++;
@@ -95,7 +95,7 @@ export class WorkerEngine implements StepEngine {
       this.pending.delete(msg.id);
       if (msg.type === "records") {
         this.stats = msg.copyStats;
-        p?.resolve(msg.records);
+        p?.resolve(msg.hidden ? Object.assign(msg.records, { hidden: msg.hidden }) : msg.records);
       } else p?.reject(new Error(msg.message));
     } else if (msg.type === "closed") {
       for (const p of this.pending.values()) p.reject(new Error("engine closed"));

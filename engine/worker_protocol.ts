@@ -13,6 +13,13 @@ export type FromEngine =
   | { type: "loaded"; info: EngineInfo }
   | { type: "load-failed"; message: string }
   // The copy counters as of this step's records (its "out" copies landed), for copyStats().
-  | { type: "records"; id: number; records: SampleRecord[]; copyStats: KvCopyStats }
+  // `hidden`: the step's hidden reads (an array's own properties do not survive structured clone).
+  | {
+    type: "records";
+    id: number;
+    records: SampleRecord[];
+    hidden?: Float32Array[];
+    copyStats: KvCopyStats;
+  }
   | { type: "step-failed"; id: number; message: string }
   | { type: "closed" };

@@ -5,7 +5,7 @@
 // its steps, and each of them is timed as its share of the group. The loop only awaits promises,
 // so the thread it runs on stays free for HTTP and timers.
 
-import type { SampleRecord, StepEngine } from "../engine/engine.ts";
+import type { StepEngine, StepRecords } from "../engine/engine.ts";
 import type { BuiltStep } from "./step_builder.ts";
 
 /** What the loop asks of the scheduler (runtime/scheduler.ts). */
@@ -13,7 +13,7 @@ export interface StepSource {
   /** The next step, or null when nothing can run now. */
   schedule(): BuiltStep | null;
   /** A step's records are back: returns the tokens delivered (default: one per record). */
-  deliver(step: BuiltStep, records: SampleRecord[]): number | void;
+  deliver(step: BuiltStep, records: StepRecords): number | void;
   /** A step failed: every request ends with `message`. */
   failAll(message: string): void;
   /** Some request still waits or runs. */
@@ -26,7 +26,7 @@ export interface StepSource {
 const HOLD_RETRY_MS = 20;
 
 interface InFlight {
-  records: Promise<SampleRecord[]>;
+  records: Promise<StepRecords>;
   step: BuiltStep;
   submittedAt: number;
 }

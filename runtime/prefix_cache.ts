@@ -31,6 +31,8 @@ export class PrefixCache {
    * its tail in that step).
    */
   share(req: Request): PrefixEntry[] {
+    // Mean and cls pooling read rows a shared prefix would skip.
+    if (req.pooled && req.pooled.mode !== "last") return [];
     const target = req.prefillTarget;
     const most = Math.floor((target - 1) / this.pool.blockSize);
     return this.index.acquire(req.id, req.tokens(0, target), most);

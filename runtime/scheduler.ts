@@ -9,13 +9,14 @@
 //               left (prefill_share.ts), each given its blocks first (the space preempts the
 //               policy's victims when the pool is short). A step with nothing to decide and
 //               nothing for the host between steps becomes a decode group: k steps in one go;
-//   5. deliver: once the engine has run the step, its sampled tokens go to their requests.
+//   5. deliver: once the engine has run the step, its sampled tokens go to their requests (and
+//               the hidden states read for embedding requests, to theirs).
 //
 // It keeps the batch (batch.ts), the policy, the step builder and decode groups (decode_group.ts);
 // where KV lives, and all that moves it, is its KV space's (kv_space.ts). It is pure host logic: it
 // returns a plan (step_builder.ts), and the engine runs it.
 
-import type { CostModel, SampleRecord } from "../engine/engine.ts";
+import type { CostModel, StepRecords } from "../engine/engine.ts";
 import { Batch } from "./batch.ts";
 import { DecodeGroups, type DecodeSteps } from "./decode_group.ts";
 import { KvSpace, type KvSpaceOptions } from "./kv_space.ts";
@@ -258,10 +259,13 @@ export class Scheduler {
     if (n <= 0) return;
     if (!this.grow(req, req.computed + n) || !this.space.claim(req)) return;
     this.rows(req, req.computed, req.computed + n);
+    if (req.pooled) this.step.pooled(req, req.computed, n);
     req.computeTo(req.computed + n);
     this.space.wrote(req);
     if (req.computed < req.prefillTarget) return;
     req.startDecoding();
+    // An embedding request ends when its pooled rows are back (deliver).
+    if (req.pooled) return;
     if (req.spec.maxTokens === 0) req.end("length"); // nothing to sample: done once prefilled
     else this.step.sample(req);
   }
@@ -288,8 +292,9 @@ export class Scheduler {
   }
 
   /** Delivers a step's landings, and its sampled tokens to their requests: how many. */
-  deliver(step: Pick<BuiltStep, "owners" | "landings">, records: SampleRecord[]): number {
+  deliver(step: Pick<BuiltStep, "owners" | "landings" | "readers">, records: StepRecords): number {
     this.space.land(step.landings);
+    records.hidden?.forEach((vector, i) => step.readers![i].acceptHidden(vector));
     return deliverRecords(step.owners, records);
   }
 

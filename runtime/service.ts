@@ -13,6 +13,7 @@ import { type CompiledGrammarHandle, Grammars } from "./grammar/grammars.ts";
 import { RequestGrammar } from "./grammar/request_grammar.ts";
 import type { GrammarSpec } from "./grammar/spec.ts";
 import type { RuntimeOptions } from "./options.ts";
+import type { PoolingMode } from "../engine/formats/pooling_config.ts";
 import type { EconomicsChoice } from "./policy/economics.ts";
 import type { PolicyName } from "./policy/index.ts";
 import type { OffloadPlanner } from "./plan/offload_planner.ts";
@@ -74,6 +75,20 @@ export { PromptEncoder } from "../engine/text/prompt_encoder.ts";
 export type { Prompt } from "../engine/text/prompt.ts";
 export { TokenizerClosed } from "../engine/text/tokenizer_thread.ts";
 
+// Models that serve vectors (runtime/embedding/): which kind a model is, and the decoders' faces.
+export type {
+  Embedder,
+  EmbeddingInput,
+  Embeddings,
+  EmbedOptions,
+  ModelKind,
+  Relevance,
+  Reranker,
+} from "./embedding/embedder.ts";
+export { DecoderEmbedder, type PoolingRuntime } from "./embedding/decoder_embedder.ts";
+export { DecoderReranker } from "./embedding/decoder_reranker.ts";
+export { decoderModelKind } from "./embedding/model_kind.ts";
+
 /** A valid request the runtime will not take now (the server answers 429 or 503). */
 export class Refused extends Error {
   constructor(
@@ -106,6 +121,9 @@ export interface RequestHandle {
   setPriority(priority: number): boolean;
   bufferStats(): PacerStats;
 }
+
+/** An embedding request samples nothing; its slot's sampling parameters are these. */
+const NO_SAMPLING = { temperature: 0, topK: 0, topP: 1, seed: 0 };
 
 export class Runtime {
   private readonly parts: Assembly;
@@ -168,19 +186,24 @@ export class Runtime {
 
   /** Validates and queues a request. Throws InvalidRequest or Refused, synchronously. */
   submit(params: SubmitParams): RequestHandle {
+    return this.enqueue(params).handle;
+  }
+
+  /** submit(), keeping the request itself for the runtime's own reading (pool()). */
+  private enqueue(params: SubmitParams): { req: Request; handle: RequestHandle } {
     if (this.closing) throw new Refused("Server is shutting down", "shutting_down", 0);
     const { info, settings: options } = this;
     const spec = validate(params, info, info.maxContext, options);
-    const handle = params.grammar;
-    if (handle && handle.owner !== this.grammars) {
+    const compiled = params.grammar;
+    if (compiled && compiled.owner !== this.grammars) {
       throw new InvalidRequest(
         "The grammar was compiled by another runtime",
         "response_format",
         "invalid_grammar",
       );
     }
-    const grammar = handle
-      ? new RequestGrammar(this.grammars.matcher(handle), this.grammars.stopIds)
+    const grammar = compiled
+      ? new RequestGrammar(this.grammars.matcher(compiled), this.grammars.stopIds)
       : null;
     const req = new Request(this.nextId++, spec, performance.now(), grammar);
     // Its masks come between steps: the loop may be asleep waiting for one.
@@ -210,7 +233,7 @@ export class Runtime {
         req.generated.length,
       );
     });
-    return {
+    const handle: RequestHandle = {
       id: req.id,
       tokens: req.buffer,
       done: ended.then(([f]) => req.streamCut ? { ...f, reason: "shutdown" as const } : f),
@@ -227,6 +250,27 @@ export class Runtime {
       },
       bufferStats: () => req.buffer.stats(),
     };
+    return { req, handle };
+  }
+
+  /**
+   * Runs `ids` as an embedding request (a prefill through the same batches, its KV freed at the
+   * end) and resolves with its hidden states, final-normed and pooled by `pooling` (mean: their
+   * mean), not L2-normalised. Rejects with InvalidRequest or Refused where submit would throw
+   * them, and with an Error when the request ends otherwise (cancelled by `signal`, a failed
+   * step, shutdown).
+   */
+  async pool(ids: number[], pooling: PoolingMode, signal?: AbortSignal): Promise<Float32Array> {
+    const { req, handle } = this.enqueue({ ids, pooling, sampling: NO_SAMPLING, signal });
+    // It yields no tokens; reading its stream to the end lets its buffer close.
+    for await (const _ of handle.tokens) { /* none */ }
+    const done = await handle.done;
+    if (done.reason !== "stop") {
+      throw new Error(
+        `embedding request ended: ${done.reason}${done.error ? `: ${done.error}` : ""}`,
+      );
+    }
+    return req.pooled!.vector();
   }
 
   /**

@@ -23,10 +23,14 @@ import type { BlockPool } from "./kv/block_pool.ts";
 import type { Landing } from "./kv/host_tier.ts";
 import type { Request } from "./request/request.ts";
 
-/** A built step: the plan for the engine and, per sample row, the request it belongs to. */
+/**
+ * A built step: the plan for the engine and, per sample row, the request it belongs to (and per
+ * hidden read, the embedding request it pools for).
+ */
 export interface BuiltStep {
   plan: StepPlan;
   owners: Request[];
+  readers?: Request[];
   /** Host copies that are complete once this step is delivered. */
   landings: Landing[];
 }
@@ -47,6 +51,8 @@ export class StepBuilder {
   private samples: StepPlan["samples"] = [];
   private masks: NonNullable<StepPlan["masks"]> = [];
   private owners: Request[] = [];
+  private hiddenReads: NonNullable<StepPlan["hiddenReads"]> = [];
+  private readers: Request[] = [];
   /** Landings of a step that carried nothing: the next step takes them, so they land only after
    * every step before it is delivered (their copies may be in one still in flight). */
   private carriedLandings: Landing[] = [];
@@ -98,6 +104,8 @@ export class StepBuilder {
     this.samples = [];
     this.masks = [];
     this.owners = [];
+    this.hiddenReads = [];
+    this.readers = [];
     this.inStep.clear();
   }
 
@@ -148,6 +156,17 @@ export class StepBuilder {
     return { steps, budgets, stopIds: owners.map((req) => [...req.spec.stopIds]) };
   }
 
+  /**
+   * `req`'s last `count` rows, at positions from..from+count-1, are prefill rows of an embedding
+   * request: the ones its pooling reads are marked in the step.
+   */
+  pooled(req: Request, from: number, count: number): void {
+    const read = req.pooled!.mark(from, from + count, this.rows.length - count);
+    if (!read) return;
+    this.hiddenReads.push(read);
+    this.readers.push(req);
+  }
+
   /** The last row is sampled, for `req` (under its grammar's mask if it has one). */
   sample(req: Request): void {
     const mask = req.grammar?.mask;
@@ -186,11 +205,13 @@ export class StepBuilder {
       wantTopLogprobs: this.owners.some((r) => r.spec.topLogprobs > 0),
       ...(this.masks.length > 0 ? { masks: this.masks } : {}),
       ...(group ? { group } : {}),
+      ...(this.hiddenReads.length > 0 ? { hiddenReads: this.hiddenReads } : {}),
     };
     this.tables = [];
     this.sampling = [];
     this.penaltySeeds = [];
-    return { plan, owners: this.owners, landings };
+    const readers = this.readers.length > 0 ? { readers: this.readers } : {};
+    return { plan, owners: this.owners, landings, ...readers };
   }
 }
 

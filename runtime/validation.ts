@@ -4,6 +4,7 @@
 // runtime's defaults. A request that fails is refused with InvalidRequest (the server answers 400).
 
 import type { EngineInfo, SamplingParams } from "../engine/engine.ts";
+import type { PoolingMode } from "../engine/formats/pooling_config.ts";
 import { MAX_LOGIT_BIAS } from "../engine/gpu/kernels/logit_controls.ts";
 import type { CompiledGrammarHandle } from "./grammar/grammars.ts";
 import { InvalidRequest } from "./errors/invalid_request.ts";
@@ -29,6 +30,11 @@ export interface SubmitParams {
   signal?: AbortSignal;
   /** Constrains the output (Runtime.compileGrammar); it ends with "stop" once the grammar is complete. */
   grammar?: CompiledGrammarHandle;
+  /**
+   * An embedding request (Runtime.pool): the prompt's hidden states pooled so, nothing generated
+   * (max_tokens must be 0 or absent); the prompt may fill the whole context.
+   */
+  pooling?: PoolingMode;
 }
 
 export { InvalidRequest };
@@ -76,7 +82,17 @@ export function validate(
       "invalid_value",
     );
   }
-  if (p.ids.length >= context) throw promptTooLong(String(p.ids.length), context);
+  // A generating prompt leaves room for one token; a pooled one generates none.
+  if (p.ids.length >= context + (p.pooling ? 1 : 0)) {
+    throw promptTooLong(String(p.ids.length), context);
+  }
+  if (p.pooling && (p.maxTokens ?? 0) !== 0) {
+    throw new InvalidRequest(
+      "An embedding request generates no tokens",
+      "max_tokens",
+      "invalid_value",
+    );
+  }
   const limit = options.maxTokensLimit;
   const room = context - p.ids.length;
   if (p.maxTokens !== undefined) {
@@ -102,7 +118,9 @@ export function validate(
       );
     }
   }
-  const maxTokens = p.maxTokens ?? Math.min(room, limit, p.maxTokensDefault ?? Infinity);
+  const maxTokens = p.pooling
+    ? 0
+    : p.maxTokens ?? Math.min(room, limit, p.maxTokensDefault ?? Infinity);
   const topLogprobs = p.topLogprobs ?? 0;
   if (!Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > info.maxTopLogprobs) {
     throw new InvalidRequest(
@@ -132,6 +150,7 @@ export function validate(
     readingRate,
     slo: { ...definedOnly(options.defaultSlo), ...definedOnly(p.slo) },
     priority: p.priority,
+    ...(p.pooling ? { pooling: p.pooling } : {}),
   };
 }
 

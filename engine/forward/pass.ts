@@ -26,7 +26,8 @@ import type { LayerCopies } from "../kv/kv_transfers.ts";
 import type { LlamaConfig } from "../model/config.ts";
 import type { ModelWeights } from "../weights/model_weights.ts";
 import { bindForward, type BoundForward, type ForwardKernels } from "./forward.ts";
-import type { ForwardLimits, StepPlan } from "./step.ts";
+import type { ForwardLimits, StepPlan, StepRecords } from "./step.ts";
+import { HiddenReadout } from "./hidden_readout.ts";
 import { StepBuffers } from "./step_buffers.ts";
 import { type PenaltySeed, SamplingControls } from "./sampling_controls.ts";
 
@@ -43,6 +44,8 @@ export class ForwardPass {
   private readonly controls: SamplingControls;
   /** Where each step's sample records are copied for the host to read. */
   private readonly readback: ReadbackRing;
+  /** The hidden states a step returns instead of sampling (an embedding's rows). */
+  private readonly hiddenReadout: HiddenReadout;
   /** Moves a decode group's rows on between its steps; bound by the first group. */
   private advance: DecodeAdvance | null = null;
 
@@ -65,6 +68,14 @@ export class ForwardPass {
     this.bound = bindForward(gpu, cfg, weights, kv, io, this.controls, limits);
     this.encoded = this.bound.kernels;
     this.greedySlots = new Uint8Array(limits.maxSlots).fill(1);
+    this.hiddenReadout = new HiddenReadout(
+      gpu,
+      io.hidden,
+      weights.finalNorm,
+      cfg.hiddenSize,
+      cfg.rmsNormEps,
+      limits.maxRows,
+    );
     // A ring entry holds every step of a decode group.
     const recordBytes = limits.maxSlots * (2 + 2 * limits.maxTopLogprobs) * 4;
     this.readback = new ReadbackRing(gpu, limits.ringSize, recordBytes * this.maxDecodeSteps);
@@ -157,6 +168,7 @@ export class ForwardPass {
       throw new Error(`step samples ${samples.length} rows (max ${this.limits.maxSlots})`);
     }
     this.controls.checkMasks(plan.masks ?? [], samples.length);
+    this.hiddenReadout.check(plan.hiddenReads ?? [], rows.length);
     if (plan.group) this.checkGroup(plan);
     if (this.readback.full) {
       throw new Error(`more than ${this.readback.size} steps unread: await an older step first`);
@@ -171,6 +183,7 @@ export class ForwardPass {
       throw new RangeError(`decode group of ${steps} steps (max ${this.maxDecodeSteps})`);
     }
     if (plan.masks?.length) throw new Error("a decode group's rows cannot be masked");
+    if (plan.hiddenReads?.length) throw new Error("a decode group reads no hidden states");
     if (samples.length !== rows.length || samples.some((smp, i) => smp.row !== i)) {
       throw new Error("every row of a decode group must be sampled, in row order");
     }
@@ -204,7 +217,7 @@ export class ForwardPass {
     prelude?: (encoder: GPUCommandEncoder) => void,
     between?: LayerCopies,
     after?: LayerCopies,
-  ): Promise<SampleRecord[]> {
+  ): Promise<StepRecords> {
     this.check(plan);
     const { samples } = plan;
     const steps = plan.group?.steps ?? 1;
@@ -241,14 +254,18 @@ export class ForwardPass {
         );
       }
     }
+    const reads = plan.hiddenReads ?? [];
+    const hidden = reads.length > 0 ? this.hiddenReadout.encode(encoder, reads) : null;
     this.gpu.device.queue.submit([encoder.finish()]);
-    if (recordBytes === 0) return Promise.resolve([]);
-
-    return this.readback.read(
-      entry,
-      steps * recordBytes,
-      (words) => decodeSampleRecords(words, steps * samples.length, K),
-    );
+    const records: Promise<SampleRecord[]> = recordBytes === 0
+      ? Promise.resolve([])
+      : this.readback.read(
+        entry,
+        steps * recordBytes,
+        (words) => decodeSampleRecords(words, steps * samples.length, K),
+      );
+    if (!hidden) return records;
+    return Promise.all([records, hidden()]).then(([r, h]) => Object.assign(r, { hidden: h }));
   }
 
   /** One step's compute passes: the forward pass, then the sampling of its sample rows. */

@@ -1,6 +1,9 @@
 // What one step of the forward pass is given: token rows (a request's slot, its position, its
-// token) and the rows whose logits are sampled. What it gives back, a SampleRecord per sample, is
-// the sampler's (gpu/kernels/sample.ts).
+// token), the rows whose logits are sampled and the rows whose hidden state is read instead (an
+// embedding's pooling). What it gives back, a SampleRecord per sample, is the sampler's
+// (gpu/kernels/sample.ts), with the hidden states it was asked for beside them.
+
+import type { SampleRecord } from "../gpu/kernels/sample.ts";
 
 /** One token row of a step. `token: null` means "the id the sampler wrote for this slot last step". */
 export interface StepRow {
@@ -13,6 +16,19 @@ export interface StepRow {
 export interface StepSample {
   row: number;
 }
+
+/**
+ * Rows whose final-normed hidden state (rmsnorm(hidden) · finalNorm, what the LM head reads) a
+ * step returns, summed: `count` consecutive rows from `first` (one row: its state; a prefill
+ * chunk's rows: their sum, for mean pooling). Nothing is sampled for them.
+ */
+export interface HiddenRead {
+  first: number;
+  count: number;
+}
+
+/** A step's results: a record per sample, and a vector per hidden read when the plan had any. */
+export type StepRecords = SampleRecord[] & { hidden?: Float32Array[] };
 
 /**
  * A sample row's token mask (constrained decoding): bit id % 32 of word floor(id / 32) set means
@@ -35,6 +51,8 @@ export interface StepPlan {
   masks?: StepMask[];
   /** Run the rows as a decode group: several decode steps in one submission (below). */
   group?: DecodeGroup;
+  /** Hidden states to read back (never in a decode group); records.hidden, in this order. */
+  hiddenReads?: HiddenRead[];
 }
 
 /**

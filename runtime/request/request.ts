@@ -23,6 +23,8 @@
 import type { SampleRecord, SamplingParams } from "../../engine/engine.ts";
 import type { RequestGrammar } from "../grammar/request_grammar.ts";
 import { TokenPacer } from "./token_buffer.ts";
+import type { PoolingMode } from "../../engine/formats/pooling_config.ts";
+import { PooledHidden } from "./pooled_hidden.ts";
 
 export type RequestState = "waiting" | "prefilling" | "decoding" | "paused" | "finished";
 
@@ -68,6 +70,11 @@ export interface RequestSpec {
   slo: RequestSlo;
   /** Its priority when submitted (lower runs first; default 0; runtime/policy/priority.ts). */
   priority?: number;
+  /**
+   * An embedding request: its prompt's hidden states pooled so (pooled_hidden.ts), nothing sampled
+   * (maxTokens 0); it ends ("stop") once the pooled rows are read.
+   */
+  pooling?: PoolingMode;
 }
 
 /** A request as its own methods write it: the same object, every field writable. */
@@ -110,6 +117,8 @@ export class Request {
   /** True when shutdown dropped tokens its reader had not yet taken. */
   readonly streamCut: boolean = false;
   readonly buffer: TokenPacer<TokenEvent>;
+  /** An embedding request's pooled rows (spec.pooling), else null. */
+  readonly pooled: PooledHidden | null;
   readonly done: Promise<FinishInfo>;
   #resolveDone!: (f: FinishInfo) => void;
 
@@ -124,6 +133,7 @@ export class Request {
     readonly grammar: RequestGrammar | null = null,
   ) {
     this.priority = spec.priority ?? 0;
+    this.pooled = spec.pooling ? new PooledHidden(spec.pooling, spec.ids.length) : null;
     this.buffer = new TokenPacer({ rate: spec.readingRate });
     this.done = new Promise((r) => this.#resolveDone = r);
     grammar?.listen(() => this.grammarMoved());
@@ -332,6 +342,12 @@ export class Request {
    * Takes one sampled token back from the GPU; ends the request on a stop id (its own, or its
    * grammar's) or max tokens.
    */
+  /** A pooled read of its rows came back; the last one ends it. */
+  acceptHidden(vector: Float32Array): void {
+    if (this.finish) return;
+    if (this.pooled!.add(vector)) this.end("stop");
+  }
+
   accept(rec: SampleRecord): void {
     const self = this as Writable;
     if (this.finish) return;

@@ -17,6 +17,25 @@ export interface ReferenceOptions {
 export async function referenceForward(
   files: ModelFiles,
   ids: number[],
+  options: ReferenceOptions = {},
+): Promise<Float64Array[]> {
+  const w = await loadWeights(files);
+  return (await referenceFinalHidden(files, ids, options)).map((x) => matVec(w.lmHead, x));
+}
+
+/** The LM head's rows `ids` (its logits of those ids are these rows · the final hidden state). */
+export async function referenceLmHeadRows(
+  files: ModelFiles,
+  ids: number[],
+): Promise<Float64Array[]> {
+  const { lmHead } = await loadWeights(files);
+  return ids.map((id) => lmHead.data.slice(id * lmHead.cols, (id + 1) * lmHead.cols));
+}
+
+/** The final-normed hidden state (what the LM head reads) at every position of `ids`. */
+export async function referenceFinalHidden(
+  files: ModelFiles,
+  ids: number[],
   { positionOffset = 0 }: ReferenceOptions = {},
 ): Promise<Float64Array[]> {
   const cfg = files.config;
@@ -91,7 +110,7 @@ export async function referenceForward(
       addInPlace(xs[t], matVec(L.down, act));
     }
   }
-  return xs.map((x) => matVec(w.lmHead, rmsNorm(x, w.finalNorm, cfg.rmsNormEps)));
+  return xs.map((x) => rmsNorm(x, w.finalNorm, cfg.rmsNormEps));
 }
 
 interface Matrix {

@@ -64,3 +64,15 @@ Deno.test("sampling controls out of range are refused, naming the body parameter
     /limit is 1024/,
   );
 });
+
+Deno.test("an embedding request (pooling) may fill the context, and generates nothing", () => {
+  const pooled = (ids: number[], maxTokens?: number) =>
+    validate({ ids, sampling: greedy, pooling: "last", maxTokens }, info, 64, options);
+  const full = Array.from({ length: 64 }, (_, i) => i % 50);
+  assertEquals([pooled(full).maxTokens, pooled(full).pooling], [0, "last"]);
+  assertEquals(pooled([1], 0).maxTokens, 0);
+  assertThrows(() => pooled([...full, 1]), InvalidRequest);
+  assertThrows(() => pooled([1], 1), InvalidRequest);
+  // A generating prompt must leave room for a token.
+  assertThrows(() => validate({ ids: full, sampling: greedy }, info, 64, options), InvalidRequest);
+});

@@ -169,6 +169,8 @@ Deno.test("request: outside request.ts no field of it can be written (the type c
     ["arrivedAt", () => req.arrivedAt = 0],
     // @ts-expect-error: read-only outside request.ts
     ["grammar", () => req.grammar = null],
+    // @ts-expect-error: read-only outside request.ts
+    ["pooled", () => req.pooled = null],
   ];
   // Every field a request has is among them: a new one is added here too.
   assertEquals([...new Set(writes.map(([field]) => field))].sort(), Object.keys(req).sort());
