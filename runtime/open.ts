@@ -13,6 +13,9 @@ import { progressBar } from "../engine/util/progress.ts";
 import { Runtime, type RuntimeOptions } from "./service.ts";
 import { chatModel, type LoadedModel, scoringModel } from "./loaded_model.ts";
 import { isEncoderModel, openEncoderModel } from "./embedding/open_encoder.ts";
+import { decoderModelKind } from "./embedding/model_kind.ts";
+import { DecoderEmbedder } from "./embedding/decoder_embedder.ts";
+import { DecoderReranker } from "./embedding/decoder_reranker.ts";
 
 export interface OpenOptions {
   engine: Omit<EngineOptions, "modelDir" | "gpu" | "onLoadProgress">;
@@ -89,7 +92,9 @@ export async function openRuntime(
 
 /**
  * A model opened for the router, by what it is: a BERT-family encoder (runtime/embedding/
- * open_encoder.ts) as an embedder or reranker; a decoder as a chat runtime.
+ * open_encoder.ts) as an embedder or reranker; a decoder whose files say it embeds or reranks
+ * (runtime/embedding/model_kind.ts) as one, over its runtime (each input a pooled prefill-only
+ * request); any other decoder as a chat runtime.
  */
 export async function openServedModel(
   model: string,
@@ -106,6 +111,29 @@ export async function openServedModel(
     );
     return scoringModel(encoder);
   }
+  const kind = await decoderModelKind(path);
   const { runtime, tokenizer, prompts } = await openRuntime(path, options, log);
-  return chatModel({ runtime, tokenizer, prompts });
+  const chat = chatModel({ runtime, tokenizer, prompts });
+  if (kind === "chat") return chat;
+  try {
+    const scorer = kind === "embedding"
+      ? { embedder: await DecoderEmbedder.open(path, runtime, tokenizer) }
+      : { reranker: await DecoderReranker.open(path, runtime, tokenizer) };
+    log(
+      `sluice: model ${path}: a decoder serving ${
+        kind === "embedding" ? "embeddings" : "relevance scores"
+      }`,
+    );
+    // Its runtime's requests are its pooled inputs: the router waits for them as for a chat's.
+    const scoring = scoringModel({ ...scorer, deviceBytes: chat.deviceBytes });
+    return {
+      ...scoring,
+      hostBytes: chat.hostBytes,
+      inFlight: () => scoring.inFlight() + chat.inFlight(),
+      close: chat.close,
+    };
+  } catch (err) {
+    await chat.close();
+    throw err;
+  }
 }

@@ -1,10 +1,11 @@
-// Real encoders behind the router, as `serve` opens them (runtime/open.ts's openServedModel): a
+// Models that serve vectors behind the router, as `serve` opens them (runtime/open.ts's openServedModel): a
 // generated BERT embedding model and a BERT cross-encoder answer /v1/embeddings, /api/embed and
 // /v1/rerank with what the encoder computes itself (the encoder's own tests hold it to a float64
 // reference), /v1/models says each one's kind once loaded, and each refuses what it cannot serve.
 
 import { join } from "node:path";
 import { writeTinyEncoder } from "../../../engine/sources/tiny_encoder.ts";
+import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { openEncoderModel } from "../../../runtime/embedding/open_encoder.ts";
 import { openServedModel } from "../../../runtime/open.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
@@ -86,6 +87,65 @@ Deno.test("served encoders: embeddings and relevance through the router, as the 
   } finally {
     await direct.embedder!.close();
     await directRanker.reranker!.close();
+    await s.close();
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("served decoder embeddings: a Qwen3 with a pooling config is an embedding model, in a Worker as serve opens it", async () => {
+  const root = await Deno.makeTempDir({ prefix: "sluice-served-dec-" });
+  const dir = join(root, "qwen3-embedding");
+  await writeTinyModel(dir, {
+    architecture: "qwen3",
+    hiddenSize: 64,
+    intermediateSize: 136,
+    numLayers: 2,
+    numHeads: 4,
+    numKvHeads: 2,
+    tied: false,
+    dtype: "F16",
+    maxPositionEmbeddings: 256,
+    seed: 23,
+  });
+  await Deno.writeTextFile(
+    join(dir, "modules.json"),
+    JSON.stringify([
+      { idx: 0, name: "0", path: "", type: "sentence_transformers.models.Transformer" },
+      { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
+      { idx: 2, name: "2", path: "2_Normalize", type: "sentence_transformers.models.Normalize" },
+    ]),
+  );
+  await Deno.mkdir(join(dir, "1_Pooling"));
+  await Deno.writeTextFile(
+    join(dir, "1_Pooling", "config.json"),
+    JSON.stringify({ word_embedding_dimension: 64, pooling_mode_lasttoken: true }),
+  );
+  const opts = {
+    engine: { gpuKvMb: 4, maxSlots: 4, maxRows: 32, skipWarmUp: true },
+    runtime: { policy: "fcfs" as const, maxQueue: 16, maxTokensLimit: 64 },
+  };
+  const s = await startServer({
+    router: { ids: ["qe"], open: () => openServedModel(dir, opts, () => {}) },
+  });
+  // The same model in this process, its embedder called directly.
+  const local = await openServedModel(dir, { ...opts, inProcess: true }, () => {});
+  try {
+    const texts = ["the sluice gate", "a much longer sentence about a lock on the canal", "x"];
+    const got = await s.client.embeddings.create({ model: "qe", input: texts });
+    const want = (await local.embedder!.embed(texts)).vectors;
+    texts.forEach((t, i) => {
+      const c = cosine(got.data[i].embedding, want[i]);
+      assert(c >= 0.99999, `${t}: cosine ${c}`);
+    });
+    assertEquals(got.data[0].embedding.length, 64);
+    const chat = await s.post("/v1/chat/completions", {
+      model: "qe",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assertEquals(chat.status, 400);
+    assert((await chat.json()).error.message.includes("an embedding model"));
+  } finally {
+    await local.close();
     await s.close();
     await Deno.remove(root, { recursive: true });
   }
