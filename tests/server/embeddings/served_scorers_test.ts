@@ -1,7 +1,9 @@
-// Models that serve vectors behind the router, as `serve` opens them (runtime/open.ts's openServedModel): a
-// generated BERT embedding model and a BERT cross-encoder answer /v1/embeddings, /api/embed and
-// /v1/rerank with what the encoder computes itself (the encoder's own tests hold it to a float64
-// reference), /v1/models says each one's kind once loaded, and each refuses what it cannot serve.
+// Models that serve vectors behind the router, as `serve` opens them (runtime/open.ts's
+// openServedModel): a generated BERT embedding model and a BERT cross-encoder answer
+// /v1/embeddings, /api/embed and /v1/rerank with what the encoder computes itself, and a Qwen3 with
+// a sentence-transformers pooling config, in a Worker, what the same model gives in this process
+// (each one's own tests hold it to a float64 reference); /v1/models says each one's kind once
+// loaded, and each refuses what it cannot serve.
 
 import { join } from "node:path";
 import { writeTinyEncoder } from "../../../engine/sources/tiny_encoder.ts";
