@@ -75,20 +75,6 @@ export { PromptEncoder } from "../engine/text/prompt_encoder.ts";
 export type { Prompt } from "../engine/text/prompt.ts";
 export { TokenizerClosed } from "../engine/text/tokenizer_thread.ts";
 
-// Models that serve vectors (runtime/embedding/): which kind a model is, and the decoders' faces.
-export type {
-  Embedder,
-  EmbeddingInput,
-  Embeddings,
-  EmbedOptions,
-  ModelKind,
-  Relevance,
-  Reranker,
-} from "./embedding/embedder.ts";
-export { DecoderEmbedder, type PoolingRuntime } from "./embedding/decoder_embedder.ts";
-export { DecoderReranker } from "./embedding/decoder_reranker.ts";
-export { decoderModelKind } from "./embedding/model_kind.ts";
-
 /** A valid request the runtime will not take now (the server answers 429 or 503). */
 export class Refused extends Error {
   constructor(

@@ -14,6 +14,7 @@ import {
 import { ModelLoadError } from "../model/errors.ts";
 import { type EncoderConfig, isEncoderConfig, parseEncoderConfig } from "./config.ts";
 import { ggufEncoder, isGgufEncoder } from "./gguf_encoder.ts";
+import { readJson as readModelJson } from "../formats/hf_dir.ts";
 
 export interface EncoderSource {
   /** The directory or GGUF file. */
@@ -90,19 +91,9 @@ export async function openEncoderSource(path: string): Promise<EncoderSource> {
   };
 }
 
+/** A JSON file of the model as an object (hf_dir.ts reads and names the failures). */
 async function readJson(path: string): Promise<Record<string, unknown>> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) throw new ModelLoadError(path, "missing");
-    throw e;
-  }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new ModelLoadError(path, `not JSON (${(e as Error).message})`);
-  }
+  return await readModelJson(path) as Record<string, unknown>;
 }
 
 async function isFile(path: string): Promise<boolean> {

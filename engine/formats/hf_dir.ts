@@ -131,7 +131,8 @@ function checkTensors(cfg: LlamaConfig, weights: Weights): void {
   }
 }
 
-async function readJson(path: string): Promise<unknown> {
+/** A model file's JSON, or a ModelLoadError ("missing", or not valid JSON) naming the file. */
+export async function readJson(path: string): Promise<unknown> {
   let text: string;
   try {
     text = await Deno.readTextFile(path);

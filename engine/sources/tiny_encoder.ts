@@ -17,6 +17,7 @@ import {
   wordPieceTokenizerJson,
   wordPieceVocab,
 } from "./tiny_encoder_tokenizers.ts";
+import { gaussian, tensorSeed } from "./tiny_model.ts";
 
 export type TinyEncoderFamily = "bert" | "xlm-roberta" | "nomic_bert";
 
@@ -204,31 +205,4 @@ function planTensors(
 
 async function writeJson(path: string, value: unknown): Promise<void> {
   await Deno.writeTextFile(path, JSON.stringify(value, null, 2) + "\n");
-}
-
-/** FNV-1a over the name, mixed with the seed: each tensor's values depend only on (seed, name). */
-function tensorSeed(seed: number, name: string): number {
-  let h = 0x811c9dc5 ^ (seed >>> 0);
-  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
-  return h >>> 0;
-}
-
-/** N(0, 1) samples via Box–Muller from mulberry32. */
-function gaussian(seed: number, n: number): Float64Array {
-  let state = seed >>> 0;
-  const uniform = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), state | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = new Float64Array(n);
-  for (let i = 0; i < n; i += 2) {
-    const u1 = 1 - uniform();
-    const u2 = uniform();
-    const r = Math.sqrt(-2 * Math.log(u1));
-    out[i] = r * Math.cos(2 * Math.PI * u2);
-    if (i + 1 < n) out[i + 1] = r * Math.sin(2 * Math.PI * u2);
-  }
-  return out;
 }

@@ -253,14 +253,14 @@ function pad5(n: number): string {
 }
 
 /** FNV-1a over the name, mixed with the seed: each tensor's values depend only on (seed, name). */
-function tensorSeed(seed: number, name: string): number {
+export function tensorSeed(seed: number, name: string): number {
   let h = 0x811c9dc5 ^ (seed >>> 0);
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
   return h >>> 0;
 }
 
 /** N(0, 1) samples via Box–Muller from mulberry32 (a small 32-bit generator; plenty here). */
-function gaussian(seed: number, n: number): Float64Array {
+export function gaussian(seed: number, n: number): Float64Array {
   let state = seed >>> 0;
   const uniform = () => {
     state = (state + 0x6d2b79f5) >>> 0;

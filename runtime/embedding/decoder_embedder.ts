@@ -18,6 +18,7 @@ import {
 import type { Tokenizer } from "../../engine/text/tokenizer.ts";
 import { InvalidRequest } from "../errors/invalid_request.ts";
 import type { Embedder, EmbeddingInput, Embeddings, EmbedOptions } from "./embedder.ts";
+import { checkVocabulary } from "./token_ids.ts";
 
 /** What an embedder needs of the runtime (runtime/service.ts's Runtime is one). */
 export interface PoolingRuntime {
@@ -118,14 +119,7 @@ export class DecoderEmbedder implements Embedder {
     } else {
       ids = input;
       const vocab = this.runtime.info.vocabSize;
-      const bad = ids.find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
-      if (bad !== undefined) {
-        throw new InvalidRequest(
-          `${param}: token id ${bad} is outside the vocabulary (0..${vocab - 1})`,
-          param,
-          "invalid_value",
-        );
-      }
+      checkVocabulary(ids, vocab, param);
     }
     if (ids.length === 0) throw new InvalidRequest(`${param} is empty`, param, "invalid_value");
     const max = this.maxInputTokens;

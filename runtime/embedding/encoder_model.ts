@@ -26,6 +26,7 @@ import type {
   Relevance,
   Reranker,
 } from "./embedder.ts";
+import { checkVocabulary } from "./token_ids.ts";
 
 const POOL_MODES: Record<PoolingMode, PoolMode> = { cls: "first", mean: "mean", last: "last" };
 
@@ -155,14 +156,7 @@ export class EncoderEmbedder implements Embedder {
     const param = `input[${i}]`;
     if (ids.length === 0) throw new InvalidRequest(`${param} is empty`, param, "invalid_value");
     const vocab = this.#runner.model.config.vocabSize;
-    const bad = ids.find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
-    if (bad !== undefined) {
-      throw new InvalidRequest(
-        `${param}: token id ${bad} is outside the vocabulary (0..${vocab - 1})`,
-        param,
-        "invalid_value",
-      );
-    }
+    checkVocabulary(ids, vocab, param);
     if (ids.length <= this.maxInputTokens) return ids;
     if (truncate) return ids.slice(0, this.maxInputTokens);
     throw new InvalidRequest(

@@ -48,3 +48,15 @@ export function assertClose(
 
 /** Fills a buffer with NaN bit patterns so a kernel that skips an output is caught. */
 export const POISON_F32 = 0x7fc00bad;
+
+/** Cosine similarity of two vectors; -1 where it is not finite (NaN never passes a bound). */
+export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  const c = ab / Math.sqrt(aa * bb);
+  return Number.isFinite(c) ? c : -1;
+}

@@ -18,19 +18,9 @@ import { loadReferenceBert } from "../../helpers/reference_bert.ts";
 import { rng, testSeed } from "../../helpers/random.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { assertClose } from "../../helpers/compare.ts";
+import { cosine } from "../../helpers/compare.ts";
 
 const COSINE_BOUND = 0.9999;
-
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let ab = 0, aa = 0, bb = 0;
-  for (let i = 0; i < a.length; i++) {
-    ab += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  const c = ab / Math.sqrt(aa * bb);
-  return Number.isFinite(c) ? c : -1;
-}
 
 function randomInputs(seed: number, vocab: number, lengths: number[], types: boolean) {
   const next = rng(seed);

@@ -7,12 +7,10 @@
 // the reference's yes/no logits; the inputs refused; the same vectors with f32 weights and
 // through the engine Worker.
 
-import { join } from "node:path";
 import { Engine } from "../../../engine/engine.ts";
 import { openModelDir } from "../../../engine/formats/open_model.ts";
 import type { ModelFiles } from "../../../engine/formats/model_files.ts";
 import type { PoolingMode } from "../../../engine/formats/pooling_config.ts";
-import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { Tokenizer } from "../../../engine/text/tokenizer.ts";
 import { InvalidRequest, Runtime } from "../../../runtime/service.ts";
 import { openRuntime } from "../../../runtime/open.ts";
@@ -26,40 +24,16 @@ import { testGpu, testGpuF32 } from "../../helpers/gpu.ts";
 import type { Gpu } from "../../../engine/gpu/device.ts";
 import { referenceFinalHidden, referenceLmHeadRows } from "../../helpers/reference_llama.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
+import { cosine } from "../../helpers/compare.ts";
+import {
+  EMBEDDING_CONTEXT,
+  EMBEDDING_SPEC,
+  writeTinyEmbeddingModel,
+} from "../../helpers/tiny_embedding_model.ts";
 
-const CONTEXT = 256;
-const SPEC = {
-  architecture: "qwen3",
-  hiddenSize: 64,
-  intermediateSize: 136,
-  numLayers: 2,
-  numHeads: 4,
-  numKvHeads: 2,
-  tied: false,
-  dtype: "F16",
-  maxPositionEmbeddings: CONTEXT,
-  seed: 23,
-} as const;
-
-/** A tiny Qwen3 with Qwen3-Embedding's sentence-transformers files (last token, normalised). */
-async function writeEmbeddingModel(): Promise<string> {
-  const dir = await Deno.makeTempDir({ prefix: "sluice-embed-" });
-  await writeTinyModel(dir, SPEC);
-  await Deno.writeTextFile(
-    join(dir, "modules.json"),
-    JSON.stringify([
-      { idx: 0, name: "0", path: "", type: "sentence_transformers.models.Transformer" },
-      { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
-      { idx: 2, name: "2", path: "2_Normalize", type: "sentence_transformers.models.Normalize" },
-    ]),
-  );
-  await Deno.mkdir(join(dir, "1_Pooling"));
-  await Deno.writeTextFile(
-    join(dir, "1_Pooling", "config.json"),
-    JSON.stringify({ word_embedding_dimension: 64, pooling_mode_lasttoken: true }),
-  );
-  return dir;
-}
+const CONTEXT = EMBEDDING_CONTEXT;
+const SPEC = EMBEDDING_SPEC;
+const writeEmbeddingModel = () => writeTinyEmbeddingModel();
 
 interface Served {
   runtime: Runtime;
@@ -108,16 +82,6 @@ async function referenceVector(files: ModelFiles, ids: number[], mode: PoolingMo
   }
   const norm = Math.hypot(...v);
   return v.map((x) => x / norm);
-}
-
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let ab = 0, aa = 0, bb = 0;
-  for (let i = 0; i < a.length; i++) {
-    ab += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  return ab / Math.sqrt(aa * bb); // NaN if either holds one: NaN >= bound is false
 }
 
 function maxAbsDiff(a: Float32Array, b: Float32Array): number {

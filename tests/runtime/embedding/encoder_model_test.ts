@@ -15,20 +15,10 @@ import { InvalidRequest } from "../../../runtime/errors/invalid_request.ts";
 import { testGpu } from "../../helpers/gpu.ts";
 import { loadReferenceBert } from "../../helpers/reference_bert.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
+import { cosine } from "../../helpers/compare.ts";
 
 const SHAPE = { numLayers: 2, hiddenSize: 32, numHeads: 4, intermediateSize: 64, seed: 3 };
 const TEXTS = ["hello world", "the quick brown fox", "playing 42!", "x", "naïve café, 中文"];
-
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let ab = 0, aa = 0, bb = 0;
-  for (let i = 0; i < a.length; i++) {
-    ab += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  const c = ab / Math.sqrt(aa * bb);
-  return Number.isFinite(c) ? c : -1;
-}
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "sluice-embed-" });

@@ -7,11 +7,12 @@
 
 import { join } from "node:path";
 import { writeTinyEncoder } from "../../../engine/sources/tiny_encoder.ts";
-import { writeTinyModel } from "../../../engine/sources/tiny_model.ts";
 import { openEncoderModel } from "../../../runtime/embedding/open_encoder.ts";
 import { openServedModel } from "../../../runtime/open.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 import { startServer } from "../harness.ts";
+import { cosine } from "../../helpers/compare.ts";
+import { writeTinyEmbeddingModel } from "../../helpers/tiny_embedding_model.ts";
 
 const SHAPE = {
   numLayers: 2,
@@ -20,16 +21,6 @@ const SHAPE = {
   intermediateSize: 64,
   seed: 5,
   dtype: "F16" as const,
-};
-
-const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  let ab = 0, aa = 0, bb = 0;
-  for (let i = 0; i < a.length; i++) {
-    ab += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  return ab / Math.sqrt(aa * bb);
 };
 
 Deno.test("served encoders: embeddings and relevance through the router, as the encoder gives them", async () => {
@@ -97,31 +88,7 @@ Deno.test("served encoders: embeddings and relevance through the router, as the 
 Deno.test("served decoder embeddings: a Qwen3 with a pooling config is an embedding model, in a Worker as serve opens it", async () => {
   const root = await Deno.makeTempDir({ prefix: "sluice-served-dec-" });
   const dir = join(root, "qwen3-embedding");
-  await writeTinyModel(dir, {
-    architecture: "qwen3",
-    hiddenSize: 64,
-    intermediateSize: 136,
-    numLayers: 2,
-    numHeads: 4,
-    numKvHeads: 2,
-    tied: false,
-    dtype: "F16",
-    maxPositionEmbeddings: 256,
-    seed: 23,
-  });
-  await Deno.writeTextFile(
-    join(dir, "modules.json"),
-    JSON.stringify([
-      { idx: 0, name: "0", path: "", type: "sentence_transformers.models.Transformer" },
-      { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
-      { idx: 2, name: "2", path: "2_Normalize", type: "sentence_transformers.models.Normalize" },
-    ]),
-  );
-  await Deno.mkdir(join(dir, "1_Pooling"));
-  await Deno.writeTextFile(
-    join(dir, "1_Pooling", "config.json"),
-    JSON.stringify({ word_embedding_dimension: 64, pooling_mode_lasttoken: true }),
-  );
+  await writeTinyEmbeddingModel(dir);
   const opts = {
     engine: { gpuKvMb: 4, maxSlots: 4, maxRows: 32, skipWarmUp: true },
     runtime: { policy: "fcfs" as const, maxQueue: 16, maxTokensLimit: 64 },
