@@ -3,9 +3,9 @@
 // each switch evicts the other and loads from disk), and a streamed chat request's time to first
 // token (16 tokens) in four cases: the first request after start (a cold load: the files read and
 // the pipelines built for the first time in this process; the shader cache is whatever the
-// machine's is), a request to the loaded model (no load), a switch (the other model evicted, this
-// one loaded again: the files in the OS page cache, the shaders in Mesa's cache), and, for
-// comparison, what `serve` takes from the model's load to ready (its log). Medians over the rounds.
+// machine's is), a request to the loaded model (no load), and a switch (the other model evicted,
+// this one loaded again: the files in the OS page cache, the shaders in Mesa's cache). Medians over
+// the rounds.
 
 import { join } from "node:path";
 import { z } from "zod";
