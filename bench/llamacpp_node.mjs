@@ -8,6 +8,7 @@
 //
 // Requests: {op:"info"} | {op:"load", kind, path, contextSize, threads:[n...]}
 //         | {op:"decode", kind, threads, ids, steps} | {op:"prefill", kind, threads, ids}
+//         | {op:"embed", path, inputs:[[id...]...], contextSize, threads} (bench embeddings-llamacpp)
 // Replies start with REPLY so that anything else a library prints on stdout is told apart.
 
 import { createInterface } from "node:readline";
@@ -91,6 +92,23 @@ const ops = {
     const start = performance.now();
     for await (const _ of seq.evaluate(ids, { temperature: 0, yieldEogToken: true })) break;
     return { ms: performance.now() - start };
+  },
+  /** One pooled vector per input (token ids as given: no special tokens added), as llama.cpp's
+   *  embedding context pools them (the GGUF's pooling_type). The model is loaded for this call. */
+  async embed({ path, inputs, contextSize, threads }) {
+    const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+    try {
+      const context = await model.createEmbeddingContext({ contextSize, threads });
+      try {
+        const vectors = [];
+        for (const ids of inputs) vectors.push([...(await context.getEmbeddingFor(ids)).vector]);
+        return { vectors };
+      } finally {
+        await context.dispose();
+      }
+    } finally {
+      await model.dispose();
+    }
   },
 };
 

@@ -176,6 +176,13 @@ const BENCHES: Record<string, Bench> = {
       return { usage: m.USAGE, run: m.benchGpu };
     },
   },
+  "embeddings-llamacpp": {
+    summary: "encoder vectors against llama.cpp's on the same generated GGUF files (cosine)",
+    load: async () => {
+      const m = await import("./embeddings_llamacpp.ts");
+      return { usage: m.USAGE, run: m.benchEmbeddingsLlamaCpp };
+    },
+  },
   "model-switch": {
     summary: "time to first token when a request switches models (--max-loaded 1), cold and warm",
     load: async () => {
@@ -188,7 +195,7 @@ const BENCHES: Record<string, Bench> = {
 export const USAGE = `usage: deno task bench <bench> [flags]    (bench/main.ts)
 
 benches:
-${Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(15)} ${b.summary}`).join("\n")}
+${Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(19)} ${b.summary}`).join("\n")}
 
 "<bench> --help" lists a bench's flags. Reports are printed and saved as bench/reports/<bench>.md.`;
 

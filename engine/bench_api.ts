@@ -37,5 +37,6 @@ export { blocksPerLayer, NOT_RESIDENT } from "./kv/pool_shape.ts";
 export { copyMs, gbPerS, lineOf, type StepLoad, sumsOf } from "./kv/cost_model.ts";
 export { type ProfileTarget, queueMs, roundTripMs } from "./kv/cost_profile.ts";
 
-// Encoders (bench embeddings): a generated all-MiniLM-shaped model.
+// Encoders (bench embeddings, embeddings-llamacpp): generated models, as directories and GGUF.
 export { writeTinyEncoder } from "./sources/tiny_encoder.ts";
+export { writeTinyEncoderGguf } from "./sources/tiny_encoder_gguf.ts";

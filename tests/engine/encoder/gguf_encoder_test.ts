@@ -1,4 +1,4 @@
-// Encoders from GGUF files written as llama.cpp writes them (tests/helpers/tiny_encoder_gguf.ts):
+// Encoders from GGUF files written as llama.cpp writes them (engine/sources/tiny_encoder_gguf.ts):
 // BERT with separate and fused q/k/v, NomicBERT, F32 and F16 matrices; each against the float64
 // reference on the directory it was written from (cosine ≥ 0.9999 after L2 normalisation, each
 // element within 1e-4 of the largest: the GGUF holds the directory's values exactly, F16 ones from
@@ -13,7 +13,7 @@ import { meta, writeGguf } from "../../../engine/formats/gguf_writer.ts";
 import { isEncoderModel, openEncoderModel } from "../../../runtime/embedding/open_encoder.ts";
 import { testGpu, testGpuF32 } from "../../helpers/gpu.ts";
 import { loadReferenceBert } from "../../helpers/reference_bert.ts";
-import { writeTinyEncoderGguf } from "../../helpers/tiny_encoder_gguf.ts";
+import { writeTinyEncoderGguf } from "../../../engine/sources/tiny_encoder_gguf.ts";
 import { assertClose } from "../../helpers/compare.ts";
 import { assert, assertEquals } from "../../helpers/testing.ts";
 

@@ -1,12 +1,14 @@
 // Writes a generated encoder directory (engine/sources/tiny_encoder.ts, BERT or NomicBERT) as a
 // GGUF file the way llama.cpp's converter does: its tensor names and metadata keys, the WordPiece
 // vocabulary in "phantom space" form, and (optionally) BERT's q, k and v fused into one attn_qkv.
-// Written here, from llama.cpp's naming, not from the loader's table, so the loader is checked.
+// Written from llama.cpp's naming, not from the loader's table, so the loader is checked
+// (tests/engine/encoder/gguf_encoder_test.ts) and llama.cpp reads the same file (bench
+// embeddings-llamacpp).
 
 import { join } from "node:path";
-import { readSafetensorsHeader, readTensorF64 } from "../../engine/formats/safetensors.ts";
-import { encodeTensor } from "../../engine/formats/safetensors.ts";
-import { type GgufMeta, meta, writeGguf } from "../../engine/formats/gguf_writer.ts";
+import { readSafetensorsHeader, readTensorF64 } from "../formats/safetensors.ts";
+import { encodeTensor } from "../formats/safetensors.ts";
+import { type GgufMeta, meta, writeGguf } from "../formats/gguf_writer.ts";
 
 export interface TinyEncoderGgufOptions {
   type: "F32" | "F16";
@@ -46,8 +48,10 @@ export async function writeTinyEncoderGguf(
       at += p.data.length;
     }
     const shape = [rows, ...parts[0].shape.slice(1)];
-    // llama.cpp keeps norms and biases (1-D) in F32.
-    const type = shape.length === 1 ? 0 : ggmlType;
+    // llama.cpp's converter keeps norms and biases (1-D), token types and learned positions in
+    // F32 (its BERT graph adds a row of token_types as it is, so an F16 one is refused there).
+    const alwaysF32 = gguf === "token_types.weight" || gguf === "position_embd.weight";
+    const type = shape.length === 1 || alwaysF32 ? 0 : ggmlType;
     tensors.push({
       name: gguf,
       ggmlType: type,
@@ -120,6 +124,8 @@ export async function writeTinyEncoderGguf(
     [`${arch}.attention.causal`]: meta.bool(false),
     [`${arch}.pooling_type`]: meta.u32(options.poolingType ?? 1),
     "tokenizer.ggml.model": meta.str("bert"),
+    // llama.cpp refuses a BERT without it: the rows of token_types.weight.
+    "tokenizer.ggml.token_type_count": meta.u32(cfg.type_vocab_size ?? 2),
     "tokenizer.ggml.tokens": meta.strs(tokens),
     "tokenizer.ggml.token_type": meta.i32s(tokens.map((t) => (/^\[.*\]$/.test(t) ? 3 : 1))),
     "tokenizer.ggml.cls_token_id": meta.u32(idOf("[CLS]")),
