@@ -146,16 +146,22 @@ export class Engine implements StepEngine {
     const blockBytes = DeviceKv.bytesPerBlock(gpu, layout);
     const host = new HostKv(blockBytes, (opts.hostKvMb ?? 0) * 2 ** 20);
     const transfers = new KvTransfers(gpu, kv, host);
+    // A running request's KV must fit in the pool on every layer at once (the host tier holds
+    // requests or layers that are not running).
+    const poolTokens = blocksPerLayer(layout) * layout.blockSize;
+    const maxContext = Math.min(
+      cfg.maxPositionEmbeddings,
+      layout.maxBlocksPerSeq * layout.blockSize,
+      poolTokens,
+    );
     const forward = new ForwardPass(gpu, cfg, weights, kv, {
       maxRows,
       maxSlots,
       maxTopLogprobs: opts.maxTopLogprobs ?? 20,
       ringSize,
       maxDecodeSteps: opts.maxDecodeSteps ?? 1,
+      maxContext,
     });
-    // A running request's KV must fit in the pool on every layer at once (the host tier holds
-    // requests or layers that are not running).
-    const poolTokens = blocksPerLayer(layout) * layout.blockSize;
     const info: EngineInfo = {
       architecture: cfg.architecture,
       slidingWindow: cfg.slidingWindow,
@@ -173,11 +179,7 @@ export class Engine implements StepEngine {
       maxSlots,
       maxRows,
       maxTopLogprobs: forward.limits.maxTopLogprobs,
-      maxContext: Math.min(
-        cfg.maxPositionEmbeddings,
-        layout.maxBlocksPerSeq * layout.blockSize,
-        poolTokens,
-      ),
+      maxContext,
       ringSize,
       maxDecodeSteps: forward.maxDecodeSteps,
       hostBlocks: host.blocks,

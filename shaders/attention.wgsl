@@ -6,7 +6,8 @@
 // block. GQA: q head h reads kv head
 // h / (numHeads / numKvHeads). q_h is qkv's q head h rotated by the row's position (RoPE:
 // rope_rotation.wgsl, appended to this file) as it is loaded into registers; qkv holds q unrotated,
-// and the cache holds the keys kv_write rotated.
+// and the cache holds the keys kv_write rotated. As there, only the first 8 * ropeHalf4 values of
+// a head turn (none on a layer without RoPE), scaled by ropeScale.
 //
 // Shader consts: HD (head dim, multiple of 8); HPW, the query heads one workgroup computes (all of
 // one kv head); KV_F16 (1 when the cache holds f16, read as packed u32 pairs); KV_Q8 (1 when it
@@ -38,6 +39,8 @@ struct Params {
   maxSlots: u32,
   maxBlocksPerSeq: u32,
   window: u32, // 0: none
+  ropeHalf4: u32,
+  ropeScale: f32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -48,7 +51,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read> rowSlot: array<u32>;
 @group(0) @binding(6) var<storage, read> rowPos: array<u32>;
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;
-// f32 [HD / 2]: RoPE's inverse frequencies.
+// f32 [ropeHalf4 * 4]: RoPE's inverse frequencies.
 @group(0) @binding(8) var<storage, read> invFreq: array<vec4<f32>>;
 
 const LANES: u32 = 8u;
@@ -57,8 +60,6 @@ const GROUPS: u32 = 4u;
 const TP: u32 = 16u;
 const TP4: u32 = TP / 4u;
 const HD4: u32 = HD / 4u;
-// vec4s per half head: a q value's RoPE partner is HD8 vec4s away.
-const HD8: u32 = HD / 8u;
 // vec4s per chunk: a vec4<u32> holds 8 f16 values, 4 f32 values or 16 q8_0 values.
 const VPC: u32 = KV_F16 + 1u + 3u * KV_Q8;
 const CHUNKS: u32 = HD4 / VPC;
@@ -240,20 +241,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc: array<vec4<f32>, QN>;
   var runMax: array<f32, HPW>;
   var runSum: array<f32, HPW>;
+  // A q value's RoPE partner is `ropeHalf` vec4s away; vec4s from 2 * ropeHalf on are not turned.
+  let ropeHalf = params.ropeHalf4;
   for (var i = 0u; i < CPL; i++) {
     let ch = lane + i * LANES;
     for (var u = 0u; u < VPC; u++) {
       let d = ch * VPC + u;
-      let upper = d >= HD8;
-      let partner = select(d + HD8, d - HD8, upper);
+      let turned = ch < CHUNKS && d < 2u * ropeHalf;
+      let upper = d >= ropeHalf;
+      let partner = select(d + ropeHalf, d - ropeHalf, upper);
       var turn = RopeTurn(vec4<f32>(0.0), vec4<f32>(0.0));
-      if (ch < CHUNKS) { turn = ropeTurn(n - 1u, invFreq[select(d, d - HD8, upper)]); }
+      if (turned) { turn = ropeTurn(n - 1u, invFreq[select(d, d - ropeHalf, upper)]); }
       for (var g = 0u; g < HPW; g++) {
         let k = (g * CPL + i) * VPC + u;
         q[k] = vec4<f32>(0.0);
         if (ch < CHUNKS) {
           let head = qBase + g * HD4;
-          q[k] = ropeRotate(qkv[head + d], qkv[head + partner], turn, upper) * scale;
+          var x = qkv[head + d];
+          if (turned) { x = ropeRotate(x, qkv[head + partner], turn, upper) * params.ropeScale; }
+          q[k] = x * scale;
         }
         acc[k] = vec4<f32>(0.0);
       }

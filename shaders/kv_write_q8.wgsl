@@ -3,7 +3,8 @@
 // scale each (the layout is engine/kv/kv_format.ts's): d = max|x| / 127 rounded to f16, q =
 // round(x / d) in -127..127, so that q * d is what attention reads back. K values are rotated by
 // the row's position (RoPE, rope_rotation.wgsl, appended) before they are quantized, as if a RoPE
-// pass had rotated qkv first: the cache holds post-RoPE keys.
+// pass had rotated qkv first: the cache holds post-RoPE keys. RoPE's per-layer options (ropeHalf4,
+// ropeScale) as in kv_write.wgsl.
 //
 // Shader consts: HD (head dim, multiple of 32); SW, scale words per (position, head) row.
 // One workgroup per row; each invocation takes one scale word of K or V (two groups, 64 values):
@@ -18,6 +19,8 @@ struct Params {
   blockSize: u32,
   maxSlots: u32,
   maxBlocksPerSeq: u32,
+  ropeHalf4: u32,
+  ropeScale: f32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -27,15 +30,13 @@ struct Params {
 @group(0) @binding(4) var<storage, read> blockTable: array<u32>;
 @group(0) @binding(5) var<storage, read> rowSlot: array<u32>;
 @group(0) @binding(6) var<storage, read> rowPos: array<u32>;
-// f32 [HD / 2]: RoPE's inverse frequencies.
+// f32 [ropeHalf4 * 4]: RoPE's inverse frequencies.
 @group(0) @binding(7) var<storage, read> invFreq: array<vec4<f32>>;
 
 const WG: u32 = 64u;
 const GROUPS: u32 = HD / 32u;
 // vec4<u32> of quants per (position, head) row: 16 int8 values each.
 const ROW_V4: u32 = HD / 16u;
-// f32 vec4s per half head: a value's RoPE partner is HALF_V4 vec4s away.
-const HALF_V4: u32 = HD / 8u;
 
 struct Group {
   // 32 int8 values in 8 u32 words.
@@ -51,13 +52,16 @@ fn pack4(q: vec4<f32>) -> u32 {
   return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
 }
 
-// The four values at qkv vec4 `src`, vec4 `d` of its head, rotated by RoPE at `pos` when `rotate`.
+// The four values at qkv vec4 `src`, vec4 `d` of its head, rotated by RoPE at `pos` when `rotate`
+// and d is among the turned vec4s (a value's partner is `ropeHalf` vec4s away).
 fn loadValues(src: u32, d: u32, rotate: bool, pos: u32) -> vec4<f32> {
   let x = qkv[src];
-  if (!rotate) { return x; }
-  let upper = d >= HALF_V4;
-  let partner = qkv[select(src + HALF_V4, src - HALF_V4, upper)];
-  return ropeRotate(x, partner, ropeTurn(pos, invFreq[select(d, d - HALF_V4, upper)]), upper);
+  let ropeHalf = params.ropeHalf4;
+  if (!rotate || d >= 2u * ropeHalf) { return x; }
+  let upper = d >= ropeHalf;
+  let partner = qkv[select(src + ropeHalf, src - ropeHalf, upper)];
+  let turn = ropeTurn(pos, invFreq[select(d, d - ropeHalf, upper)]);
+  return ropeRotate(x, partner, turn, upper) * params.ropeScale;
 }
 
 // Quantizes the 32 values at qkv vec4 `src`, vec4 `d0` of its head (K rotated first: `rotate`).

@@ -1,8 +1,12 @@
-// Turns a GGUF file's <arch>.* metadata (llama, qwen2, qwen3) into the engine's LlamaConfig. The
+// Turns a GGUF file's <arch>.* metadata (llama, qwen2, qwen3, smollm3, phi3) into the engine's
+// LlamaConfig. The
 // keys are mapped onto the config.json fields they stand for and validated by parseLlamaConfig, so
 // a GGUF model passes the same checks (GQA divisibility, even head dim, rope scaling) as a Hugging
 // Face directory. Mistral ships as "llama"; a llama file with attention.sliding_window is read as
-// Mistral, the one family whose window Sluice applies.
+// Mistral. smollm3 files skip RoPE on every fourth layer (llama.cpp fixes the interval at 4);
+// phi3 files give partial rotary as rope.dimension_count, a sliding window of 0 for none, and
+// LongRoPE as the rope_factors_long/short tensors beside rope.scaling.original_context_length and
+// rope.scaling.attn_factor.
 
 import {
   type Architecture,
@@ -11,7 +15,7 @@ import {
   parseLlamaConfig,
 } from "../model/config.ts";
 import { ModelLoadError } from "../model/errors.ts";
-import type { GgufFile, GgufValue } from "./gguf.ts";
+import type { GgufFile, GgufTensor, GgufValue } from "./gguf.ts";
 import { readTensorInto } from "./safetensors.ts";
 
 /** GGUF architectures Sluice loads, and the config.json model_type each stands for. */
@@ -19,6 +23,8 @@ const GGUF_ARCHITECTURES: Record<string, Architecture> = {
   llama: "llama",
   qwen2: "qwen2",
   qwen3: "qwen3",
+  smollm3: "smollm3",
+  phi3: "phi3",
 };
 
 export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
@@ -48,18 +54,26 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
     fail(`attention.value_length ${valueLength} differs from key_length ${headDim}`);
   }
   const ropeDims = num("rope.dimension_count");
-  if (ropeDims !== undefined && ropeDims !== headDim) {
+  if (ropeDims !== undefined && ropeDims !== headDim && arch !== "phi3") {
     fail(`rope.dimension_count ${ropeDims} is not the head dim ${headDim} (partial RoPE)`);
   }
 
-  const window = num("attention.sliding_window");
+  const window = num("attention.sliding_window") || undefined; // phi3 writes 0 for none
   const family = window !== undefined && arch === "llama"
     ? "mistral"
     : GGUF_ARCHITECTURES[arch as string];
+  const phi3 = family === "phi3"
+    ? {
+      partial_rotary_factor: (ropeDims ?? headDim) / headDim,
+      sliding_window: window ?? null,
+      ...await longRope(gguf, arch as string, fail),
+    }
+    : {};
   const hfConfig = {
     architectures: [ARCHITECTURES[family]],
     model_type: family,
     ...(family === "mistral" ? { sliding_window: window } : {}),
+    ...phi3,
     hidden_size: hidden,
     intermediate_size: need("feed_forward_length"),
     num_hidden_layers: need("block_count"),
@@ -70,7 +84,9 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
     vocab_size: embed.dims[1],
     rms_norm_eps: num("attention.layer_norm_rms_epsilon") ?? 1e-5,
     rope_theta: num("rope.freq_base") ?? 10000,
-    rope_scaling: ropeScaling(md, arch as string, fail),
+    rope_scaling: family === "phi3" && "rope_scaling" in phi3
+      ? phi3.rope_scaling
+      : ropeScaling(md, arch as string, fail),
     max_position_embeddings: num("context_length") ?? 2048,
     tie_word_embeddings: !gguf.tensors.has("output.weight"),
     bos_token_id: scalar(md, "tokenizer.ggml.bos_token_id", fail) ?? null,
@@ -82,6 +98,42 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
     config.ropeScaling = { type: "freq_factors", factors: await ropeFactors(gguf, headDim) };
   }
   return config;
+}
+
+/**
+ * A phi3 file's LongRoPE as config.json fields: its factors from the two tensors, the original
+ * context, and the attention factor llama.cpp's converter computed (nothing without the tensors).
+ */
+async function longRope(
+  gguf: GgufFile,
+  arch: string,
+  fail: (p: string) => never,
+): Promise<Record<string, unknown>> {
+  const long = gguf.tensors.get("rope_factors_long.weight");
+  const short = gguf.tensors.get("rope_factors_short.weight");
+  if (!long && !short) return {};
+  if (!long || !short) fail(`rope_factors_long and rope_factors_short come together`);
+  const original = scalar(gguf.metadata, `${arch}.rope.scaling.original_context_length`, fail) ??
+    fail(`metadata key ${arch}.rope.scaling.original_context_length is missing`);
+  const attentionFactor = scalar(gguf.metadata, `${arch}.rope.scaling.attn_factor`, fail);
+  return {
+    original_max_position_embeddings: original,
+    rope_scaling: {
+      rope_type: "longrope",
+      long_factor: await f32Vector(gguf, long!),
+      short_factor: await f32Vector(gguf, short!),
+      ...(attentionFactor !== undefined ? { attention_factor: attentionFactor } : {}),
+    },
+  };
+}
+
+async function f32Vector(gguf: GgufFile, t: GgufTensor): Promise<number[]> {
+  if (t.typeName !== "F32" || t.dims.length !== 1) {
+    throw new ModelLoadError(gguf.path, `tensor "${t.name}" is ${t.typeName}, expected F32 [n]`);
+  }
+  const bytes = new Uint8Array(t.byteLength);
+  await readTensorInto({ ...t, dtype: "F32", shape: t.dims }, bytes);
+  return [...new Float32Array(bytes.buffer)];
 }
 
 /**

@@ -1,8 +1,9 @@
-// Converts a Hugging Face Llama, Qwen2, Qwen3 or Mistral directory into a GGUF file the way
-// llama.cpp's convert_hf_to_gguf.py (then llama-quantize) does: <arch>.* metadata (Mistral as
-// "llama", with attention.sliding_window when it has one), ggml tensor names and dimension order,
-// attn_q and attn_k rows permuted for interleaved RoPE in llama-arch files, llama3 RoPE scaling as a
-// rope_freqs tensor, the tokenizer as tokenizer.ggml.* metadata, and each matrix in the type the
+// Converts a Hugging Face Llama, Qwen2, Qwen3, Mistral, SmolLM3 or Phi-3 directory into a GGUF file
+// the way llama.cpp's convert_hf_to_gguf.py (then llama-quantize) does: <arch>.* metadata (Mistral
+// as "llama", with attention.sliding_window when it has one), ggml tensor names and dimension
+// order, attn_q and attn_k rows permuted for interleaved RoPE in llama and smollm3 files, llama3
+// RoPE scaling as a rope_freqs tensor, Phi-3's fused attn_qkv and ffn_up (gate + up) and its
+// LongRoPE factors as rope_factors_long/short tensors, the tokenizer as tokenizer.ggml.* metadata, and each matrix in the type the
 // caller picks (norms stay F32, as llama.cpp keeps them). Tests build fixtures with it, the decode
 // benchmark its quantized models; the quantizers are round-to-nearest (quant/formats.ts).
 
@@ -16,7 +17,7 @@ import { openModelDir } from "./open_model.ts";
 import { isQuantType, quantize } from "../quant/formats.ts";
 import { ropeInvFreq } from "../model/rope_freqs.ts";
 import { permutedHeads, permuteRows } from "./rope_permutation.ts";
-import { encodeTensor, readTensorF64, type StDtype } from "./safetensors.ts";
+import { encodeTensor, readTensorF64, type StDtype, type TensorInfo } from "./safetensors.ts";
 
 export interface GgufConversion {
   /** Type of a matrix, by its GGUF name and ggml dims ([cols, rows]). */
@@ -45,7 +46,40 @@ export async function convertToGguf(
   const files = await openModelDir(sourceDir);
   const cfg = files.config;
   const tensors: GgufTensorToWrite[] = [];
+  // Phi-3's fused tensors, gathered part by part: llama.cpp's phi3 files keep attn_qkv and ffn_up
+  // (gate then up) whole.
+  const fusing = new Map<string, { info: TensorInfo; values: Float64Array }[]>();
   for (const info of files.tensors.values()) {
+    const fused = cfg.architecture === "phi3" ? phi3FusedName(info.name) : null;
+    if (fused) {
+      const parts = fusing.get(fused.name) ?? [];
+      parts[fused.index] = { info, values: await readTensorF64(info) };
+      fusing.set(fused.name, parts);
+      if (parts.filter(Boolean).length < fused.of) continue;
+      const rows = parts.reduce((n, p) => n + p.info.shape[0], 0);
+      const cols = info.shape[1];
+      const values = new Float64Array(rows * cols);
+      parts.reduce((at, p) => (values.set(p.values, at), at + p.values.length), 0);
+      const dims = [cols, rows];
+      const type = options.typeOf(fused.name, dims);
+      const data = encode(type, values);
+      tensors.push({ name: fused.name, ggmlType: GGML[type], dims, data });
+      const rowBytes = data.length / rows;
+      let row = 0;
+      for (const p of parts) {
+        const n = p.info.shape[0];
+        options.onTensor?.({
+          hfName: p.info.name,
+          shape: p.info.shape,
+          type,
+          stored: p.values,
+          data: data.subarray(row * rowBytes, (row + n) * rowBytes),
+          heads: 0,
+        });
+        row += n;
+      }
+      continue;
+    }
     const name = ggufTensorName(info.name);
     const dims = [...info.shape].reverse();
     const type = info.shape.length === 2 ? options.typeOf(name, dims) : "F32";
@@ -70,6 +104,23 @@ export async function convertToGguf(
       data: new Uint8Array(factors.buffer),
     });
   }
+  if (scaling?.type === "longrope") {
+    // llama.cpp's phi3 files carry LongRoPE's factors as two tensors.
+    for (
+      const [name, factors] of [
+        ["rope_factors_long.weight", scaling.longFactor],
+        ["rope_factors_short.weight", scaling.shortFactor],
+      ] as const
+    ) {
+      const data = new Float32Array(factors);
+      tensors.push({
+        name,
+        ggmlType: GGML.F32,
+        dims: [data.length],
+        data: new Uint8Array(data.buffer),
+      });
+    }
+  }
   await writeGguf(path, {
     version: options.version ?? 3,
     metadata: {
@@ -83,7 +134,24 @@ export async function convertToGguf(
 }
 
 /** llama.cpp's architecture name for a family: Mistral's files say "llama". */
-const GGUF_ARCH = { llama: "llama", mistral: "llama", qwen2: "qwen2", qwen3: "qwen3" } as const;
+const GGUF_ARCH = {
+  llama: "llama",
+  mistral: "llama",
+  qwen2: "qwen2",
+  qwen3: "qwen3",
+  smollm3: "smollm3",
+  phi3: "phi3",
+} as const;
+
+/** The phi3 GGUF tensor a Hugging Face q/k/v or gate/up tensor is fused into, and its place. */
+function phi3FusedName(hfName: string): { name: string; index: number; of: number } | null {
+  const m = /^model\.layers\.(\d+)\.(self_attn\.([qkv])_proj|mlp\.(gate|up)_proj)\.weight$/
+    .exec(hfName);
+  if (!m) return null;
+  return m[3]
+    ? { name: `blk.${m[1]}.attn_qkv.weight`, index: "qkv".indexOf(m[3]), of: 3 }
+    : { name: `blk.${m[1]}.ffn_up.weight`, index: m[4] === "gate" ? 0 : 1, of: 2 };
+}
 
 function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<string, GgufMeta> {
   const arch = GGUF_ARCH[cfg.architecture];
@@ -98,12 +166,19 @@ function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<s
     [`${arch}.attention.head_count_kv`]: meta.u32(cfg.numKvHeads),
     [`${arch}.attention.key_length`]: meta.u32(cfg.headDim),
     [`${arch}.attention.value_length`]: meta.u32(cfg.headDim),
-    [`${arch}.rope.dimension_count`]: meta.u32(cfg.headDim),
+    [`${arch}.rope.dimension_count`]: meta.u32(cfg.rotaryDim),
     [`${arch}.rope.freq_base`]: meta.f32(cfg.ropeTheta),
     [`${arch}.attention.layer_norm_rms_epsilon`]: meta.f32(cfg.rmsNormEps),
   };
-  if (cfg.slidingWindow !== null) {
-    md[`${arch}.attention.sliding_window`] = meta.u32(cfg.slidingWindow);
+  if (cfg.slidingWindow !== null || arch === "phi3") {
+    // phi3 files say 0 for none (convert_hf_to_gguf.py: how it tells Phi-4 apart).
+    md[`${arch}.attention.sliding_window`] = meta.u32(cfg.slidingWindow ?? 0);
+  }
+  if (scaling?.type === "longrope") {
+    md[`${arch}.rope.scaling.original_context_length`] = meta.u32(
+      scaling.originalMaxPositionEmbeddings,
+    );
+    md[`${arch}.rope.scaling.attn_factor`] = meta.f32(scaling.attentionFactor);
   }
   if (scaling?.type === "linear") {
     md[`${arch}.rope.scaling.type`] = meta.str("linear");

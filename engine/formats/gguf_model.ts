@@ -9,6 +9,7 @@ import { ggufLlamaConfig } from "./gguf_config.ts";
 import { ggufTokenizerFiles } from "./gguf_tokenizer.ts";
 import { expectedTensors, ggufTensorName } from "../model/tensors.ts";
 import type { ModelFiles } from "./model_files.ts";
+import { splitFusedGguf } from "./fused_tensors.ts";
 
 /** Float types, the only ones norms (vectors) may have. */
 const FLOAT_TYPES = ["F32", "F16", "BF16"];
@@ -17,6 +18,7 @@ const FLOAT_TYPES = ["F32", "F16", "BF16"];
 export async function openGgufModel(path: string): Promise<ModelFiles> {
   const gguf = await readGgufModel(path);
   const config = await ggufLlamaConfig(gguf);
+  if (config.architecture === "phi3") splitFusedGguf(config, gguf);
   for (const want of expectedTensors(config)) {
     const t = ggufTensorOf(gguf, want.name);
     // ggml lists dimensions innermost first: [in, out] for an [out, in] matrix.

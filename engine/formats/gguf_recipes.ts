@@ -70,6 +70,11 @@ function mixChoice(mix: GgufMix, model: RecipeModel, name: string, cols: number)
     if (mix === "iq4_xs" && layer < Math.floor(n / 8)) return "Q5_K";
   } else if (role === "attn_output" && mix === "q3_k_m") {
     return "Q4_K";
+  } else if (role === "attn_qkv") {
+    // Fused q/k/v (phi3): a step above the main type in the K mixes.
+    if (mix === "q3_k_m") return "Q4_K";
+    if (mix === "q4_k_m") return "Q5_K";
+    if (mix === "q5_k_m") return "Q6_K";
   }
   return main;
 }

@@ -8,6 +8,7 @@ import { ModelLoadError } from "../model/errors.ts";
 import { type ExpectedTensor, expectedTensors, LM_HEAD } from "../model/tensors.ts";
 import { pathExists } from "../util/path_exists.ts";
 import type { ModelFiles } from "./model_files.ts";
+import { splitFusedSafetensors } from "./fused_tensors.ts";
 import {
   readSafetensorsContents,
   type TensorInfo,
@@ -20,6 +21,7 @@ export async function openHfDir(root: string): Promise<ModelFiles> {
   const configPath = join(root, "config.json");
   const config = parseLlamaConfig(await readJson(configPath), configPath);
   const weights = await readWeights(root);
+  if (config.architecture === "phi3") splitFusedSafetensors(config, weights.tensors);
   checkTensors(config, weights);
 
   const tokenizerJson = await readJson(join(root, "tokenizer.json"));

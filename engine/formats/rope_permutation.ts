@@ -8,7 +8,8 @@
 import type { Architecture, LlamaConfig } from "../model/config.ts";
 
 /** Families whose GGUF files are of llama.cpp's "llama" architecture, with permuted rows. */
-const PERMUTED_FAMILIES: readonly Architecture[] = ["llama", "mistral"];
+// SmolLM3's converter is Llama's (and llama.cpp runs it with Llama's RoPE); phi3 files use NEOX.
+const PERMUTED_FAMILIES: readonly Architecture[] = ["llama", "mistral", "smollm3"];
 
 /**
  * Heads whose rows a GGUF tensor holds permuted (the attn_q and attn_k weights of a llama-arch

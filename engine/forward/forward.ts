@@ -2,7 +2,8 @@
 // forward()): embed, then per layer attention and MLP around the residual stream, then, on the
 // sampled rows only, the LM head, the sampling controls (for rows that have any) and the GPU
 // sampler. The other families are this pass with per-layer options: Qwen2's q, k, v biases, Qwen3's
-// q and k norms, Mistral's sliding window.
+// q and k norms, Mistral's and Phi-3's sliding window, SmolLM3's layers without RoPE, Phi-3's
+// partial rotary and LongRoPE's attention factor.
 //
 // This file only binds the list; pass.ts runs it, one command buffer per step. The list is plain
 // data, so a benchmark may wrap or filter it (bench/common/forward_bench.ts) and hand it back to
@@ -19,6 +20,7 @@ import { bindSampler } from "../gpu/kernels/sample.ts";
 import { bindGreedySampler } from "../gpu/kernels/sample_greedy.ts";
 import type { DeviceKv } from "../kv/device_kv.ts";
 import type { LlamaConfig } from "../model/config.ts";
+import { ropeAttentionScale } from "../model/rope_freqs.ts";
 import type { ModelWeights } from "../weights/model_weights.ts";
 import { embeddingParts, gluParts, matmulParts } from "./matrix_kernels.ts";
 import type { ForwardLimits } from "./step.ts";
@@ -85,6 +87,7 @@ export function bindForward(
     D,
   });
 
+  const ropeScale = ropeAttentionScale(cfg);
   const layers = weights.layers.map((w, layer) => {
     const cache = {
       k: kv.kOf(layer),
@@ -94,6 +97,10 @@ export function bindForward(
       rowPos: io.rowPos,
       invFreq: io.invFreq,
       layer,
+      // RoPE on the first rotaryDim values of each head (all but Phi-4-mini's: every value), none
+      // on SmolLM3's no-RoPE layers; LongRoPE scales what it turns.
+      rotaryDim: cfg.ropeLayers[layer] ? cfg.rotaryDim : 0,
+      ropeScale,
     };
     return [
       // q, k and v of every head in one matmul, the attention norm fused into its x loads:
@@ -112,7 +119,7 @@ export function bindForward(
       bindKvWrite(gpu, { qkv: io.qkv, ...cache, ...attnShape }),
       // Causal attention of each row's q heads, rotated as they are loaded (RoPE), over its
       // slot's cache (grouped-query), over the last slidingWindow positions only where the model
-      // has a window (Mistral): attn.
+      // has a window (Mistral, Phi-3): attn.
       bindAttention(gpu, {
         qkv: io.qkv,
         out: io.attn,

@@ -83,4 +83,9 @@ export interface ForwardLimits {
   ringSize: number;
   /** Most steps of one decode group (StepPlan.group); default 1, no groups. */
   maxDecodeSteps?: number;
+  /**
+   * Positions a sequence may reach (EngineInfo.maxContext), which picks LongRoPE's factors
+   * (model/rope_freqs.ts); default the model's max_position_embeddings.
+   */
+  maxContext?: number;
 }

@@ -46,7 +46,11 @@ export class StepBuffers {
     this.tokens = f32(R, "tokens");
     this.rowSlot = f32(R, "rowSlot");
     this.rowPos = f32(R, "rowPos");
-    this.invFreq = uploadStorage(gpu, new Float32Array(ropeInvFreq(cfg)), "invFreq");
+    this.invFreq = uploadStorage(
+      gpu,
+      new Float32Array(ropeInvFreq(cfg, limits.maxContext ?? cfg.maxPositionEmbeddings)),
+      "invFreq",
+    );
     this.sampleRow = f32(S, "sampleRow");
     this.sampleSlot = f32(S, "sampleSlot");
     this.samplePos = f32(S, "samplePos");

@@ -6,7 +6,14 @@
 // The families differ from Llama only by per-layer options, which the forward pass applies as such:
 //   qwen2    biases on the q, k and v projections (always: its config has no attention_bias);
 //   qwen3    a per-head RMSNorm of q and k before RoPE, and an explicit head_dim;
-//   mistral  attention limited to a sliding window of the last `sliding_window` positions.
+//   mistral  attention limited to a sliding window of the last `sliding_window` positions;
+//   smollm3  no RoPE on some layers (`no_rope_layers`: 1 = RoPE, 0 = none; by default every
+//            `no_rope_layer_interval`-th layer, layers 3, 7, 11, ... skip it), as transformers'
+//            SmolLM3Config derives it;
+//   phi3     fused qkv_proj and gate_up_proj (split at load: formats/fused_tensors.ts), partial
+//            rotary (`partial_rotary_factor`: only the first rotaryDim values of a head turn),
+//            LongRoPE (short and long per-frequency factors, and the attention factor they imply),
+//            a sliding window where set.
 
 import { z } from "zod";
 import { ModelLoadError } from "./errors.ts";
@@ -23,7 +30,17 @@ export type RopeScaling =
   | { type: "linear"; factor: number }
   // GGUF files carry llama3-style scaling as llama.cpp's rope_freqs tensor: one divisor per
   // frequency, already computed (gguf_config.ts).
-  | { type: "freq_factors"; factors: number[] };
+  | { type: "freq_factors"; factors: number[] }
+  // Phi-3's LongRoPE: each frequency divided by its short or long factor (rotaryDim/2 of each), the
+  // long ones once the context passes originalMaxPositionEmbeddings (rope_freqs.ts says when), and
+  // cos and sin scaled by attentionFactor either way.
+  | {
+    type: "longrope";
+    shortFactor: number[];
+    longFactor: number[];
+    originalMaxPositionEmbeddings: number;
+    attentionFactor: number;
+  };
 
 /** The model families Sluice runs: Llama and the ones that are Llama plus per-layer options. */
 export const ARCHITECTURES = {
@@ -31,6 +48,8 @@ export const ARCHITECTURES = {
   qwen2: "Qwen2ForCausalLM",
   qwen3: "Qwen3ForCausalLM",
   mistral: "MistralForCausalLM",
+  smollm3: "SmolLM3ForCausalLM",
+  phi3: "Phi3ForCausalLM",
 } as const;
 
 export type Architecture = keyof typeof ARCHITECTURES;
@@ -58,6 +77,10 @@ export interface LlamaConfig {
   qkNorm: boolean;
   /** A row at position p attends to positions p - W + 1..p only (Mistral); null: all of 0..p. */
   slidingWindow: number | null;
+  /** Whether layer i applies RoPE (SmolLM3 skips it on some layers; elsewhere all true). */
+  ropeLayers: boolean[];
+  /** Values of each head that RoPE turns, the first ones (partial rotary, Phi-4-mini); headDim. */
+  rotaryDim: number;
 }
 
 const positiveInt = z.number().int().positive();
@@ -73,6 +96,10 @@ const ropeScalingSchema = z.looseObject({
   low_freq_factor: z.number().positive().optional(),
   high_freq_factor: z.number().positive().optional(),
   original_max_position_embeddings: positiveInt.optional(),
+  short_factor: z.array(z.number().positive()).optional(),
+  long_factor: z.array(z.number().positive()).optional(),
+  attention_factor: z.number().positive().optional(),
+  partial_rotary_factor: z.number().positive().max(1).optional(),
 });
 
 const configSchema = z.looseObject({
@@ -98,6 +125,11 @@ const configSchema = z.looseObject({
   hidden_act: z.string().default("silu"),
   sliding_window: positiveInt.nullish(),
   use_sliding_window: z.boolean().default(false),
+  layer_types: z.array(z.string()).nullish(),
+  no_rope_layers: z.array(z.number().int().min(0).max(1)).nullish(),
+  no_rope_layer_interval: positiveInt.default(4),
+  partial_rotary_factor: z.number().positive().max(1).nullish(),
+  original_max_position_embeddings: positiveInt.nullish(),
 });
 
 /** Validates `json` (the parsed contents of `file`) as a Llama config. Throws ModelLoadError. */
@@ -132,7 +164,15 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   if (c.use_sliding_window && architecture !== "mistral") {
     fail(`field "use_sliding_window": true is not supported for ${architecture}`);
   }
-  const slidingWindow = architecture === "mistral" ? c.sliding_window ?? null : null;
+  // SmolLM3 and later configs name each layer's attention; a window on some layers only is not
+  // supported.
+  if (c.layer_types?.some((t) => t !== "full_attention")) {
+    fail(`field "layer_types": only "full_attention" layers are supported`);
+  }
+  // Phi-3's window applies to every layer where set (Phi-4-mini's, 262144, never bites).
+  const slidingWindow = architecture === "mistral" || architecture === "phi3"
+    ? c.sliding_window ?? null
+    : null;
 
   const numHeads = c.num_attention_heads;
   const numKvHeads = c.num_key_value_heads ?? numHeads;
@@ -151,12 +191,22 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   if (headDim % 2 !== 0) fail(`field "head_dim": ${headDim} must be even for rotary embeddings`);
 
   const ropeField = c.rope_scaling ? "rope_scaling" : "rope_parameters";
-  const ropeTheta = c.rope_theta ?? c.rope_parameters?.rope_theta ?? 10000;
-  const ropeScaling = parseRopeScaling(
-    c.rope_scaling ?? c.rope_parameters ?? null,
-    ropeField,
-    fail,
-  );
+  const rope = c.rope_scaling ?? c.rope_parameters ?? null;
+  // SmolLM3Config's default theta is 2e6 (transformers), every other family's 10000.
+  const ropeTheta = c.rope_theta ?? rope?.rope_theta ??
+    (architecture === "smollm3" ? 2_000_000 : 10000);
+  const rotaryFactor = c.partial_rotary_factor ?? rope?.partial_rotary_factor ?? 1;
+  const rotaryDim = Math.floor(headDim * rotaryFactor);
+  // Whole vec4 pairs: the kernels rotate four pairs at a time.
+  if (rotaryDim % 8 !== 0) {
+    fail(`partial rotary of ${rotaryDim} of ${headDim} values: must be a multiple of 8`);
+  }
+  const ropeScaling = parseRopeScaling(rope, ropeField, fail, {
+    rotaryDim,
+    maxPositionEmbeddings: c.max_position_embeddings,
+    originalMaxPositionEmbeddings: c.original_max_position_embeddings ?? null,
+  });
+  const ropeLayers = ropeLayersOf(c, architecture, fail);
 
   const eos = c.eos_token_id;
   return {
@@ -178,7 +228,26 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     qkvBias: architecture === "qwen2",
     qkNorm: architecture === "qwen3",
     slidingWindow,
+    ropeLayers,
+    rotaryDim,
   };
+}
+
+/** Which layers apply RoPE: all, but for SmolLM3's no_rope_layers (given or by its interval). */
+function ropeLayersOf(
+  c: z.infer<typeof configSchema>,
+  architecture: Architecture,
+  fail: (problem: string) => never,
+): boolean[] {
+  const n = c.num_hidden_layers;
+  if (architecture !== "smollm3") return Array(n).fill(true);
+  const flags = c.no_rope_layers ??
+    Array.from({ length: n }, (_, i) => (i + 1) % c.no_rope_layer_interval !== 0 ? 1 : 0);
+  // transformers reads the first num_hidden_layers entries ("at least the same length").
+  if (flags.length < n) {
+    fail(`field "no_rope_layers": ${flags.length} entries for ${n} layers`);
+  }
+  return flags.slice(0, n).map((f) => f === 1);
 }
 
 /** The family named by `architectures` or, failing that, `model_type`; anything else fails. */
@@ -203,6 +272,11 @@ function parseRopeScaling(
   raw: z.infer<typeof ropeScalingSchema> | null,
   field: string,
   fail: (problem: string) => never,
+  model: {
+    rotaryDim: number;
+    maxPositionEmbeddings: number;
+    originalMaxPositionEmbeddings: number | null;
+  },
 ): RopeScaling {
   if (raw === null) return null;
   const type = raw.rope_type ?? raw.type ?? "default";
@@ -231,9 +305,54 @@ function parseRopeScaling(
       }
       return scaling;
     }
+    case "su": // Phi-3's first name for longrope
+    case "longrope":
+      return parseLongRope(raw, field, fail, model);
     default:
       return fail(
-        `field "${field}.rope_type": "${type}" is not supported (supported: default, linear, llama3)`,
+        `field "${field}.rope_type": "${type}" is not supported (supported: default, linear, ` +
+          `llama3, longrope)`,
       );
   }
+}
+
+/**
+ * LongRoPE as transformers computes it: Phi-3 keeps the pretraining context at the top level
+ * (original_max_position_embeddings), and then the factor behind the attention factor is
+ * max_position_embeddings / original; attention_factor, where given, wins.
+ */
+function parseLongRope(
+  raw: z.infer<typeof ropeScalingSchema>,
+  field: string,
+  fail: (problem: string) => never,
+  model: {
+    rotaryDim: number;
+    maxPositionEmbeddings: number;
+    originalMaxPositionEmbeddings: number | null;
+  },
+): RopeScaling {
+  const half = model.rotaryDim / 2;
+  const factors = (key: "short_factor" | "long_factor"): number[] => {
+    const f = raw[key];
+    if (!f || f.length !== half) {
+      fail(`field "${field}.${key}" must list ${half} factors (got ${f?.length ?? "none"})`);
+    }
+    return f!;
+  };
+  const original = model.originalMaxPositionEmbeddings ?? raw.original_max_position_embeddings;
+  if (original === undefined) {
+    fail(`field "original_max_position_embeddings" is required for rope type longrope`);
+  }
+  const factor = model.originalMaxPositionEmbeddings !== null
+    ? model.maxPositionEmbeddings / model.originalMaxPositionEmbeddings
+    : raw.factor ?? 1;
+  const attentionFactor = raw.attention_factor ??
+    (factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(original!)));
+  return {
+    type: "longrope",
+    shortFactor: factors("short_factor"),
+    longFactor: factors("long_factor"),
+    originalMaxPositionEmbeddings: original!,
+    attentionFactor,
+  };
 }

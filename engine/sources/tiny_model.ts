@@ -1,6 +1,6 @@
 // Writes small but complete Hugging Face-style model directories of any supported family (Llama,
-// Qwen2, Qwen3, Mistral: config.json as that family's config class writes it, and its optional
-// tensors): random weights that are deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template
+// Qwen2, Qwen3, Mistral, SmolLM3, Phi-3: config.json as that family's config class writes it, its
+// optional tensors, and Phi-3's fused qkv_proj and gate_up_proj): random weights that are deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template
 // (tiny_tokenizer.ts). Tests use them as fixtures; `--model demo` uses one (demo.ts) so the server
 // runs without a download.
 
@@ -23,8 +23,14 @@ import {
 export interface TinyModelSpec {
   /** The family whose config.json and tensors are written (default llama). */
   architecture?: Architecture;
-  /** Mistral's sliding_window (only written for mistral; default null: none). */
+  /** Mistral's and Phi-3's sliding_window (only written for them; default null: none). */
   slidingWindow?: number;
+  /** SmolLM3: every n-th layer skips RoPE (written as no_rope_layers too; default 4). */
+  noRopeLayerInterval?: number;
+  /** Phi-3: partial_rotary_factor (default 1). */
+  partialRotaryFactor?: number;
+  /** Phi-3: LongRoPE's pretraining context (written at the top level, as Phi-3's config does). */
+  originalMaxPositionEmbeddings?: number;
   hiddenSize: number;
   intermediateSize: number;
   numLayers: number;
@@ -109,6 +115,29 @@ function familyFields(architecture: Architecture, spec: TinyModelSpec): Record<s
       };
     case "mistral":
       return { sliding_window: spec.slidingWindow ?? null };
+    case "smollm3": {
+      const interval = spec.noRopeLayerInterval ?? 4;
+      return {
+        attention_bias: false,
+        mlp_bias: false,
+        use_sliding_window: false,
+        sliding_window: null,
+        no_rope_layer_interval: interval,
+        no_rope_layers: Array.from(
+          { length: spec.numLayers },
+          (_, i) => (i + 1) % interval !== 0 ? 1 : 0,
+        ),
+        layer_types: Array(spec.numLayers).fill("full_attention"),
+      };
+    }
+    case "phi3":
+      return {
+        sliding_window: spec.slidingWindow ?? null,
+        partial_rotary_factor: spec.partialRotaryFactor ?? 1,
+        ...(spec.originalMaxPositionEmbeddings
+          ? { original_max_position_embeddings: spec.originalMaxPositionEmbeddings }
+          : {}),
+      };
   }
 }
 
@@ -117,6 +146,10 @@ function ropeScalingJson(s: RopeScaling): Record<string, unknown> | null {
   if (s.type === "linear") return { rope_type: "linear", factor: s.factor };
   if (s.type === "freq_factors") {
     throw new RangeError("freq_factors scaling has no config.json form");
+  }
+  if (s.type === "longrope") {
+    // Phi-3 writes the original context at the top level (familyFields), not here.
+    return { type: "longrope", short_factor: s.shortFactor, long_factor: s.longFactor };
   }
   return {
     rope_type: "llama3",
@@ -207,16 +240,18 @@ async function writeWeights(
   headDim: number,
   vocab: number,
 ): Promise<void> {
-  const tensors = planTensors(spec, headDim, vocab).map((t) => {
+  const drawn = planTensors(spec, headDim, vocab).map((t) => {
     const values = gaussian(tensorSeed(spec.seed, t.name), numElements(t.shape));
     for (let i = 0; i < values.length; i++) values[i] = t.center + t.std * values[i];
-    return {
-      name: t.name,
-      dtype: spec.dtype,
-      shape: t.shape,
-      data: encodeTensor(values, spec.dtype),
-    };
+    return { name: t.name, shape: t.shape, values };
   });
+  const stored = spec.architecture === "phi3" ? fusePhi3(drawn) : drawn;
+  const tensors = stored.map((t) => ({
+    name: t.name,
+    dtype: spec.dtype,
+    shape: t.shape,
+    data: encodeTensor(t.values, spec.dtype),
+  }));
 
   const shards = Math.max(1, Math.min(spec.shards ?? 1, tensors.length));
   const metadata = { format: "pt" };
@@ -246,6 +281,44 @@ async function writeWeights(
     metadata: { total_size: total },
     weight_map: weightMap,
   });
+}
+
+/**
+ * Phi-3's checkpoint layout: each layer's q, k, v stacked by rows into self_attn.qkv_proj, gate
+ * and up into mlp.gate_up_proj (gate first), where the other tensors of the layer were.
+ */
+function fusePhi3(
+  tensors: { name: string; shape: number[]; values: Float64Array }[],
+): { name: string; shape: number[]; values: Float64Array }[] {
+  const byName = new Map(tensors.map((t) => [t.name, t]));
+  const fused = (name: string, parts: string[]) => {
+    const ts = parts.map((p) => byName.get(p)!);
+    const values = new Float64Array(ts.reduce((n, t) => n + t.values.length, 0));
+    let at = 0;
+    for (const t of ts) values.set(t.values, at), at += t.values.length;
+    const rows = ts.reduce((n, t) => n + t.shape[0], 0);
+    return { name, shape: [rows, ts[0].shape[1]], values };
+  };
+  const out = [];
+  for (const t of tensors) {
+    const m = /^(model\.layers\.\d+)\.(self_attn\.[qkv]_proj|mlp\.(?:gate|up)_proj)\.weight$/
+      .exec(t.name);
+    if (!m) out.push(t);
+    else if (m[2] === "self_attn.q_proj") {
+      out.push(
+        fused(
+          `${m[1]}.self_attn.qkv_proj.weight`,
+          ["q", "k", "v"].map((x) => `${m[1]}.self_attn.${x}_proj.weight`),
+        ),
+      );
+    } else if (m[2] === "mlp.gate_proj") {
+      out.push(fused(`${m[1]}.mlp.gate_up_proj.weight`, [
+        `${m[1]}.mlp.gate_proj.weight`,
+        `${m[1]}.mlp.up_proj.weight`,
+      ]));
+    }
+  }
+  return out;
 }
 
 function pad5(n: number): string {

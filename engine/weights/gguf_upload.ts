@@ -53,7 +53,7 @@ export class GgufUpload extends WeightUpload {
   constructor(gpu: Gpu, files: ModelFiles, onProgress?: LoadProgress) {
     const gguf = files.gguf!;
     const needed = [...gguf.tensors.values()].filter((t) =>
-      t.supported && t.name !== "rope_freqs.weight"
+      t.supported && !/^rope_(freqs|factors_long|factors_short)\.weight$/.test(t.name)
     );
     super(gpu, needed.reduce((s, t) => s + t.byteLength, 0), onProgress);
     this.gguf = gguf;

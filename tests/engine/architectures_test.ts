@@ -12,21 +12,18 @@
 // quantized files' values exactly, so the mixes keep the same bounds.
 
 import { Engine } from "../../engine/engine.ts";
-import { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import { type GgmlTypeName, readGguf } from "../../engine/formats/gguf.ts";
 import { type GgufMix, recipeType } from "../../engine/formats/gguf_recipes.ts";
 import { readTensorF64 } from "../../engine/formats/safetensors.ts";
 import type { Architecture } from "../../engine/model/config.ts";
-import type { ModelFiles } from "../../engine/formats/model_files.ts";
 import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
-import { assertClose } from "../helpers/compare.ts";
 import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
-import { rng, testSeed } from "../helpers/random.ts";
-import { referenceForward } from "../helpers/reference_llama.ts";
+import { testSeed } from "../helpers/random.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
+import { checkModel } from "../helpers/model_check.ts";
 
 const BASE = {
   hiddenSize: 64,
@@ -163,7 +160,10 @@ Deno.test("each family in both formats: logits and greedy tokens match the float
               family.architecture === "mistral" ? WINDOW : null,
             );
             const reference = await openModelDir(run.reference);
-            await checkModel(engine, reference, BOUND[label], `${run.name} ${label} seed ${seed}`);
+            await checkModel(engine, reference, BOUND[label], `${run.name} ${label} seed ${seed}`, {
+              prompt: PROMPT,
+              generated: GENERATED,
+            });
           } finally {
             await engine.close();
           }
@@ -174,61 +174,3 @@ Deno.test("each family in both formats: logits and greedy tokens match the float
     }
   }
 });
-
-/** Prefills PROMPT random tokens, every row sampled, then decodes GENERATED tokens greedily. */
-async function checkModel(
-  engine: Engine,
-  reference: ModelFiles,
-  bound: number,
-  what: string,
-): Promise<void> {
-  const vocab = reference.config.vocabSize;
-  const next = rng(vocab);
-  const ids = Array.from({ length: PROMPT }, () => Math.floor(next() * vocab));
-  const pool = new BlockPool(engine.info);
-  let sampling = [{ slot: 0, params: { temperature: 0, topK: 0, topP: 1, seed: 0 } }];
-
-  /** Runs positions [from, ids.length) and returns each row's logits and sampled id. */
-  const step = async (from: number) => {
-    const added = pool.growAll(0, ids.length)!;
-    const tables = added.flatMap((blocks, layer) =>
-      blocks.length === 0
-        ? []
-        : [{ slot: 0, layer, first: pool.table(0, layer).length - blocks.length, blocks }]
-    );
-    const rows = ids.slice(from).map((token, i) => ({ slot: 0, pos: from + i, token }));
-    const samples = rows.map((_, row) => ({ row }));
-    const records = await engine.step({ tables, sampling, rows, samples, wantTopLogprobs: false });
-    sampling = [];
-    return { logits: await engine.readLogits(rows.length), records };
-  };
-
-  const prefill = await step(0);
-  const want = await referenceForward(reference, ids);
-  prefill.logits.forEach((got, pos) => assertClose(got, want[pos], bound, `${what} pos ${pos}`));
-  ids.push(prefill.records.at(-1)!.id);
-  assertGreedy(want.at(-1)!, ids.at(-1)!, bound, `${what} step 0`);
-  for (let s = 1; s <= GENERATED; s++) {
-    const { logits, records } = await step(ids.length - 1);
-    const ref = await referenceForward(reference, ids);
-    assertClose(logits[0], ref.at(-1)!, bound, `${what} decode ${s}`);
-    ids.push(records[0].id);
-    assertGreedy(ref.at(-1)!, ids.at(-1)!, bound, `${what} step ${s}`);
-  }
-  pool.release(0);
-}
-
-/** The GPU's greedy token is the reference's argmax, unless the two are tied within the bound. */
-function assertGreedy(ref: Float64Array, chosen: number, bound: number, what: string): void {
-  let best = 0, scale = 0;
-  ref.forEach((v, i) => {
-    if (v > ref[best]) best = i;
-    scale = Math.max(scale, Math.abs(v));
-  });
-  if (chosen === best) return;
-  assert(
-    ref[best] - ref[chosen] <= 2 * bound * scale,
-    `${what}: GPU chose ${chosen} (ref logit ${ref[chosen]}), reference ${best} (${ref[best]})`,
-  );
-  console.warn(`${what}: near-tie between ${chosen} and ${best}, accepted`);
-}

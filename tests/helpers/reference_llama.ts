@@ -1,16 +1,25 @@
 // A plain float64 Llama forward pass on the CPU with Hugging Face semantics: the oracle for GPU
 // logits. Written for obviousness, not speed: one token at a time, full causal attention over
 // the tokens before it, no caches shared between calls. The other families' options, as
-// transformers' Qwen2, Qwen3 and Mistral models apply them: q, k, v biases after the projections,
-// per-head q and k RMSNorm before RoPE, and a sliding window (positions t - W + 1..t).
+// transformers' Qwen2, Qwen3, Mistral, SmolLM3 and Phi3 models apply them: q, k, v biases after
+// the projections, per-head q and k RMSNorm before RoPE, a sliding window (positions t - W + 1..t),
+// no RoPE on SmolLM3's no_rope_layers, RoPE on the first rotaryDim values of a head only (Phi-3's
+// partial rotary: rotate-half within them, the rest passed through) with cos and sin scaled by
+// LongRoPE's attention factor. Phi-3's fused tensors are read through the views the model's
+// opening made (formats/fused_tensors.ts), like every other name.
 
 import type { ModelFiles } from "../../engine/formats/model_files.ts";
-import { ropeInvFreq } from "../../engine/model/rope_freqs.ts";
+import { ropeAttentionScale, ropeInvFreq } from "../../engine/model/rope_freqs.ts";
 import { readTensorF64 } from "../../engine/formats/safetensors.ts";
 
 export interface ReferenceOptions {
   /** Position of ids[0] (default 0): positions are positionOffset + index. */
   positionOffset?: number;
+  /**
+   * The context the model is served with (EngineInfo.maxContext), which picks LongRoPE's short
+   * or long factors as the engine does (model/rope_freqs.ts); default max_position_embeddings.
+   */
+  context?: number;
 }
 
 /** Raw logits (vocabSize values) at every position of `ids`. */
@@ -36,11 +45,12 @@ export async function referenceLmHeadRows(
 export async function referenceFinalHidden(
   files: ModelFiles,
   ids: number[],
-  { positionOffset = 0 }: ReferenceOptions = {},
+  { positionOffset = 0, context }: ReferenceOptions = {},
 ): Promise<Float64Array[]> {
   const cfg = files.config;
   const w = await loadWeights(files);
-  const invFreq = ropeInvFreq(cfg);
+  const invFreq = ropeInvFreq(cfg, context);
+  const ropeScale = ropeAttentionScale(cfg);
   const { hiddenSize: h, numHeads, numKvHeads, headDim, numLayers } = cfg;
   const group = numHeads / numKvHeads;
   const window = cfg.slidingWindow ?? Infinity;
@@ -68,13 +78,17 @@ export async function referenceFinalHidden(
         addInPlace(k, L.bias.k);
         addInPlace(v, L.bias.v);
       }
+      const rope = (v: Float64Array, head: number) => {
+        if (!cfg.ropeLayers[l]) return;
+        applyRope(v, head * headDim, cfg.rotaryDim, positionOffset + t, invFreq, ropeScale);
+      };
       for (let hd = 0; hd < numHeads; hd++) {
         if (L.qkNorm) normHeadInPlace(q, hd * headDim, headDim, L.qkNorm.q, cfg.rmsNormEps);
-        applyRope(q, hd * headDim, headDim, positionOffset + t, invFreq);
+        rope(q, hd);
       }
       for (let hd = 0; hd < numKvHeads; hd++) {
         if (L.qkNorm) normHeadInPlace(k, hd * headDim, headDim, L.qkNorm.k, cfg.rmsNormEps);
-        applyRope(k, hd * headDim, headDim, positionOffset + t, invFreq);
+        rope(k, hd);
       }
       queries.push(q);
       keys.push(k);
@@ -239,21 +253,22 @@ function normHeadInPlace(
 }
 
 /**
- * HF's rotate_half RoPE on one head (in place): dimension i pairs with i + headDim/2, both rotated
- * by the angle pos · invFreq[i].
+ * HF's rotate_half RoPE on the first `rotaryDim` values of one head (in place): value i pairs with
+ * i + rotaryDim/2, both rotated by the angle pos · invFreq[i], cos and sin scaled by `scale`.
  */
 export function applyRope(
   v: Float64Array,
   offset: number,
-  headDim: number,
+  rotaryDim: number,
   pos: number,
   invFreq: Float64Array,
+  scale = 1,
 ): void {
-  const half = headDim / 2;
+  const half = rotaryDim / 2;
   for (let i = 0; i < half; i++) {
     const angle = pos * invFreq[i];
-    const cos = Math.cos(angle);
-    const sin = Math.sin(angle);
+    const cos = Math.cos(angle) * scale;
+    const sin = Math.sin(angle) * scale;
     const a = v[offset + i];
     const b = v[offset + i + half];
     v[offset + i] = a * cos - b * sin;

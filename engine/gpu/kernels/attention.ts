@@ -10,6 +10,7 @@ import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
 import source from "../../../shaders/attention.wgsl" with { type: "text" };
 import rope from "../../../shaders/rope_rotation.wgsl" with { type: "text" };
+import { checkRotaryDim } from "./kv_write.ts";
 
 export interface AttentionArgs {
   /**
@@ -29,7 +30,7 @@ export interface AttentionArgs {
    * rowPos - window + 1..rowPos.
    */
   rowPos: BufferArg;
-  /** f32 [headDim / 2]: RoPE's inverse frequencies (q is rotated by rowPos). */
+  /** f32 [rotaryDim / 2]: RoPE's inverse frequencies (q is rotated by rowPos). */
   invFreq: BufferArg;
   /** f32 [rows, numHeads * headDim]. */
   out: BufferArg;
@@ -42,6 +43,13 @@ export interface AttentionArgs {
   maxBlocksPerSeq: number;
   /** Positions a row attends to, its own included (sliding window); 0 or absent: all. */
   window?: number;
+  /**
+   * Values of each head RoPE turns, the first ones (a multiple of 8; partial rotary where below
+   * headDim); 0: none (a layer without RoPE). Default headDim.
+   */
+  rotaryDim?: number;
+  /** What the turned values are scaled by (LongRoPE's attention factor); default 1. */
+  ropeScale?: number;
 }
 
 /** Largest row count one dispatch takes (one workgroup row per token along y). */
@@ -64,6 +72,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
       `attention: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`,
     );
   }
+  const rotaryDim = checkRotaryDim("attention", args.rotaryDim, headDim);
   const kvDtype = kvDtypeOf(gpu);
   if (kvDtype === "q8_0") requireQ8HeadDim(headDim);
   const headsPerGroup = headsPerWorkgroup(
@@ -87,6 +96,8 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     args.maxSlots,
     args.maxBlocksPerSeq,
     window,
+    rotaryDim / 8,
+    { f32: args.ropeScale ?? 1 },
   ]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,

@@ -26,7 +26,7 @@ export interface KvWriteArgs {
   rowSlot: BufferArg;
   /** u32 [rows]: each row's position in its sequence (the angle its K heads are rotated by). */
   rowPos: BufferArg;
-  /** f32 [headDim / 2]: RoPE's inverse frequencies. */
+  /** f32 [rotaryDim / 2]: RoPE's inverse frequencies. */
   invFreq: BufferArg;
   layer: number;
   numHeads: number;
@@ -35,6 +35,13 @@ export interface KvWriteArgs {
   blockSize: number;
   maxSlots: number;
   maxBlocksPerSeq: number;
+  /**
+   * Values of each head RoPE turns, the first ones (a multiple of 8; partial rotary where below
+   * headDim); 0: none (a layer without RoPE). Default headDim.
+   */
+  rotaryDim?: number;
+  /** What the turned values are scaled by (LongRoPE's attention factor); default 1. */
+  ropeScale?: number;
 }
 
 /** Largest row count one dispatch takes (one workgroup per row along x). */
@@ -45,6 +52,7 @@ export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
   if (args.headDim % 8 !== 0) {
     throw new RangeError(`kv_write: headDim ${args.headDim} must be a multiple of 8`);
   }
+  const rotaryDim = checkRotaryDim("kv_write", args.rotaryDim, args.headDim);
   const q8 = kvDtypeOf(gpu) === "q8_0";
   if (q8) requireQ8HeadDim(args.headDim);
   const pipeline = q8
@@ -61,6 +69,8 @@ export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
     args.blockSize,
     args.maxSlots,
     args.maxBlocksPerSeq,
+    rotaryDim / 8,
+    { f32: args.ropeScale ?? 1 },
   ]);
   const group = bindBuffers(gpu, pipeline, [
     params.buffer,
@@ -85,4 +95,13 @@ export function bindKvWrite(gpu: Gpu, args: KvWriteArgs): BoundKernel {
       pass.dispatchWorkgroups(rows);
     },
   };
+}
+
+/** The rotary width a kernel is given: headDim by default, else a multiple of 8 up to it. */
+export function checkRotaryDim(kernel: string, rotaryDim: number | undefined, headDim: number) {
+  const dim = rotaryDim ?? headDim;
+  if (!Number.isInteger(dim) || dim < 0 || dim > headDim || dim % 8 !== 0) {
+    throw new RangeError(`${kernel}: rotaryDim ${dim} must be a multiple of 8 up to ${headDim}`);
+  }
+  return dim;
 }

@@ -48,6 +48,8 @@ Deno.test("config: defaults follow transformers' LlamaConfig", () => {
     qkvBias: false,
     qkNorm: false,
     slidingWindow: null,
+    ropeLayers: [true, true],
+    rotaryDim: 16,
   };
   assertEquals(c, want);
   // model_type alone identifies a Llama checkpoint too.
@@ -285,7 +287,7 @@ Deno.test("config: MoE and other families are refused, naming what is supported"
   );
   configError(
     { ...QWEN2_5, architectures: ["Gemma2ForCausalLM"], model_type: "gemma2" },
-    /unsupported architecture/,
+    /unsupported architecture.*Phi3ForCausalLM/,
   );
   // Qwen's per-layer sliding window (max_window_layers) is not Mistral's: refused.
   configError({ ...QWEN2_5, use_sliding_window: true }, /"use_sliding_window".*qwen2/);
@@ -293,12 +295,123 @@ Deno.test("config: MoE and other families are refused, naming what is supported"
   configError({ ...QWEN3, attention_bias: true }, /"attention_bias"/);
 });
 
+// Phi-4-mini-instruct's config.json, its fields as published (the 48 factors of each list here are
+// stand-ins of the right count).
+const PHI4_MINI = {
+  architectures: ["Phi3ForCausalLM"],
+  model_type: "phi3",
+  attention_bias: false,
+  hidden_act: "silu",
+  hidden_size: 3072,
+  intermediate_size: 8192,
+  max_position_embeddings: 131072,
+  original_max_position_embeddings: 4096,
+  num_attention_heads: 24,
+  num_hidden_layers: 32,
+  num_key_value_heads: 8,
+  partial_rotary_factor: 0.75,
+  rms_norm_eps: 1e-5,
+  rope_scaling: {
+    type: "longrope",
+    long_factor: Array.from({ length: 48 }, (_, i) => 1 + i),
+    short_factor: Array.from({ length: 48 }, () => 1),
+  },
+  rope_theta: 10000,
+  sliding_window: 262144,
+  tie_word_embeddings: true,
+  vocab_size: 200064,
+};
+
+// SmolLM3-3B's config.json (the fields that matter).
+const SMOLLM3 = {
+  architectures: ["SmolLM3ForCausalLM"],
+  model_type: "smollm3",
+  hidden_size: 2048,
+  intermediate_size: 11008,
+  num_hidden_layers: 36,
+  num_attention_heads: 16,
+  num_key_value_heads: 4,
+  rope_theta: 5000000,
+  no_rope_layer_interval: 4,
+  no_rope_layers: Array.from({ length: 36 }, (_, i) => (i + 1) % 4 === 0 ? 0 : 1),
+  layer_types: Array(36).fill("full_attention"),
+  use_sliding_window: false,
+  sliding_window: null,
+  tie_word_embeddings: true,
+  vocab_size: 128256,
+};
+
+Deno.test("config: SmolLM3's no-RoPE layers, given or by their interval", () => {
+  const c = parseLlamaConfig(SMOLLM3, CONFIG_FILE);
+  assertEquals(c.architecture, "smollm3");
+  assertEquals(c.ropeLayers.filter((r) => !r).length, 9);
+  assertEquals(c.ropeLayers.slice(0, 8), [true, true, true, false, true, true, true, false]);
+  assertEquals(c.ropeTheta, 5000000);
+  // transformers' default: every no_rope_layer_interval-th layer (1 = RoPE, 0 = none).
+  const { no_rope_layers: _, rope_theta: _theta, ...derived } = SMOLLM3;
+  const d = parseLlamaConfig({ ...derived, no_rope_layer_interval: 3 }, CONFIG_FILE);
+  assertEquals(d.ropeLayers.slice(0, 6), [true, true, false, true, true, false]);
+  assertEquals(d.ropeTheta, 2000000); // SmolLM3Config's default theta
+  configError({ ...SMOLLM3, no_rope_layers: [1, 0] }, /"no_rope_layers": 2 entries for 36/);
+  configError(
+    { ...SMOLLM3, layer_types: ["sliding_attention", ...SMOLLM3.layer_types.slice(1)] },
+    /"layer_types"/,
+  );
+});
+
+Deno.test("config: Phi-4-mini's partial rotary, LongRoPE and window", () => {
+  const c = parseLlamaConfig(PHI4_MINI, CONFIG_FILE);
+  assertEquals(c.architecture, "phi3");
+  assertEquals(c.headDim, 128);
+  assertEquals(c.rotaryDim, 96);
+  assertEquals(c.slidingWindow, 262144);
+  assertEquals(c.tieWordEmbeddings, true);
+  assert(c.ropeScaling?.type === "longrope");
+  // sqrt(1 + ln(131072 / 4096) / ln 4096): transformers' attention factor.
+  assert(
+    Math.abs(c.ropeScaling.attentionFactor - Math.sqrt(1 + Math.log(32) / Math.log(4096))) < 1e-15,
+  );
+  assertEquals(c.ropeScaling.originalMaxPositionEmbeddings, 4096);
+  // "su", Phi-3's first name for it, and an explicit attention_factor.
+  const su = parseLlamaConfig(
+    {
+      ...PHI4_MINI,
+      rope_scaling: { ...PHI4_MINI.rope_scaling, type: "su", attention_factor: 1.5 },
+    },
+    CONFIG_FILE,
+  );
+  assert(su.ropeScaling?.type === "longrope" && su.ropeScaling.attentionFactor === 1.5);
+  configError(
+    { ...PHI4_MINI, rope_scaling: { ...PHI4_MINI.rope_scaling, long_factor: [1, 2] } },
+    /"rope_scaling.long_factor" must list 48 factors/,
+  );
+  configError({ ...PHI4_MINI, partial_rotary_factor: 0.7 }, /partial rotary of 89 of 128/);
+});
+
+Deno.test("rope: LongRoPE's short factors up to the original context, its long ones past it", () => {
+  const c = parseLlamaConfig(PHI4_MINI, CONFIG_FILE);
+  const plain = ropeInvFreq({ ...c, ropeScaling: null });
+  assertEquals(plain.length, 48);
+  assertEquals(plain[1], 1 / 10000 ** (2 / 96)); // over the rotary dims, not the head's
+  const short = ropeInvFreq(c, 4096), long = ropeInvFreq(c, 4097);
+  for (let i = 0; i < 48; i++) {
+    assertEquals(short[i], plain[i]); // short factors of 1
+    assert(Math.abs(long[i] - plain[i] / (1 + i)) <= 1e-15 * plain[i]);
+  }
+});
+
 function ropeConfig(
   headDim: number,
   theta: number,
   ropeScaling: LlamaConfig["ropeScaling"],
 ): LlamaConfig {
-  return { ...parseLlamaConfig(baseConfig(), CONFIG_FILE), headDim, ropeTheta: theta, ropeScaling };
+  return {
+    ...parseLlamaConfig(baseConfig(), CONFIG_FILE),
+    headDim,
+    rotaryDim: headDim,
+    ropeTheta: theta,
+    ropeScaling,
+  };
 }
 
 function assertAllClose(got: ArrayLike<number>, want: number[], what: string): void {

@@ -59,6 +59,10 @@ interface Case {
   start?: number[];
   /** RoPE base (default 10000). */
   theta?: number;
+  /** RoPE on the first rotaryDim values of each head only (default all; 0: no RoPE). */
+  rotaryDim?: number;
+  /** LongRoPE's attention factor on the turned values (default 1). */
+  ropeScale?: number;
 }
 
 const CASES: Case[] = [
@@ -143,6 +147,26 @@ const CASES: Case[] = [
     lengths: [9000, 7, 1],
     queried: [3, 1, 1],
     window: 100,
+  },
+  {
+    // Phi-4-mini's head: 96 of 128 values turned (pairs i, i + 48), scaled by its attention
+    // factor; the other 32 passed through.
+    name: "partial rotary 96 of 128, LongRoPE scale, GQA 6:2",
+    numHeads: 6,
+    numKvHeads: 2,
+    headDim: 128,
+    lengths: [37, 1, 70],
+    rotaryDim: 96,
+    ropeScale: 1.1902380714238083,
+  },
+  {
+    // SmolLM3's no-RoPE layers.
+    name: "no RoPE, GQA 4:2",
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    lengths: [21, 6],
+    rotaryDim: 0,
   },
 ];
 
@@ -311,7 +335,8 @@ function setup(gpu: Gpu, c: Case, next: () => number): Setup {
   const rows = buildRows(c, next);
   const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
   const qkv = new Float32Array(randomArray(next, rows.slot.length * width, 2));
-  const invFreq = testInvFreq(c.headDim, c.theta ?? 10000);
+  // No RoPE still binds a (never read) frequency buffer.
+  const invFreq = testInvFreq(c.rotaryDim || c.headDim, c.theta ?? 10000);
   return {
     kv,
     layout,
@@ -340,6 +365,8 @@ function kernelArgs(c: Case, s: Setup) {
     maxBlocksPerSeq: s.layout.maxBlocksPerSeq,
     window: c.window ?? 0,
     invFreq: s.invFreqBuf,
+    rotaryDim: c.rotaryDim,
+    ropeScale: c.ropeScale,
   };
 }
 

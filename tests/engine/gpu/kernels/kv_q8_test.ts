@@ -51,6 +51,10 @@ interface Case {
   lengths: number[];
   /** RoPE base (default 10000). */
   theta?: number;
+  /** RoPE on the first rotaryDim values of each head only (default all; 0: none). */
+  rotaryDim?: number;
+  /** LongRoPE's attention factor on the turned values (default 1). */
+  ropeScale?: number;
 }
 
 const CASES: Case[] = [
@@ -106,6 +110,27 @@ const CASES: Case[] = [
     headDim: 256,
     blockSize: 16,
     lengths: [5, 40],
+  },
+  // Phi-4-mini's partial rotary: 96 of 128 values turned, scaled; the q8 groups of 32 straddle
+  // the turned and the passed values (64..95 turned, 96..127 not).
+  {
+    name: "partial rotary 96 of hd 128, LongRoPE scale",
+    numHeads: 6,
+    numKvHeads: 2,
+    headDim: 128,
+    blockSize: 16,
+    lengths: [9, 33],
+    rotaryDim: 96,
+    ropeScale: 1.19,
+  },
+  {
+    name: "no RoPE, hd 64",
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    blockSize: 8,
+    lengths: [12],
+    rotaryDim: 0,
   },
 ];
 
@@ -169,7 +194,7 @@ function setup(gpu: Gpu, c: Case, next: () => number): Setup {
   const width = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
   const pos = Uint32Array.from(all, (r) => r[1]);
   const qkv = new Float32Array(randomArray(next, all.length * width, 2));
-  const invFreq = testInvFreq(c.headDim, c.theta ?? 10000);
+  const invFreq = testInvFreq(c.rotaryDim || c.headDim, c.theta ?? 10000);
   return {
     kv,
     layout,
@@ -265,6 +290,8 @@ function kernelArgs(c: Case, s: Setup) {
     blockSize: c.blockSize,
     maxSlots: s.layout.maxSlots,
     maxBlocksPerSeq: s.layout.maxBlocksPerSeq,
+    rotaryDim: c.rotaryDim,
+    ropeScale: c.ropeScale,
   };
 }
 
