@@ -23,6 +23,17 @@ const llama3Words = (digits: string) =>
   "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" + digits +
   "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+/**
+ * GPT-4o's o200k word regex (tiktoken's, as llama.cpp's gpt-4o pre-tokenizer and Phi-4-mini's
+ * tokenizer.json spell it): cased letter runs with their contractions, digits in threes,
+ * punctuation runs taking a trailing newline or slash.
+ */
+const GPT4O_WORDS = "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*" +
+  "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" +
+  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+" +
+  "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" +
+  "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 const byteLevel = (useRegex: boolean) => ({
   type: "ByteLevel",
   add_prefix_space: false,
@@ -84,6 +95,16 @@ const KINDS: Record<string, PreTokenizerKind> = {
     ignoreMerges: false,
     addBosByDefault: false,
   },
+  // GPT-4o's o200k (Phi-4-mini).
+  "gpt-4o": {
+    preTokenizer: {
+      type: "Sequence",
+      pretokenizers: [split(GPT4O_WORDS), byteLevel(false)],
+    },
+    normalizer: null,
+    ignoreMerges: false,
+    addBosByDefault: false,
+  },
   // llama.cpp's fallback for files that name none: runs of punctuation cut out first, then GPT-2's
   // regex, then digit runs, then digits in threes from the left.
   default: {
@@ -121,6 +142,7 @@ const NAMES: Record<string, string> = {
   dbrx: "llama-bpe",
   qwen2: "qwen2",
   "deepseek-r1-qwen": "qwen2",
+  "gpt-4o": "gpt-4o",
 };
 
 export const SUPPORTED_PRE_TOKENIZERS = Object.keys(NAMES);
@@ -150,8 +172,13 @@ function cuts(section: unknown): string {
   switch (s.type) {
     case "Sequence":
       return (s.pretokenizers as unknown[]).map(cuts).join(" then ");
-    case "Split":
-      return `split(${JSON.stringify(s.pattern)},${s.behavior},${s.invert})`;
+    case "Split": {
+      // Keeping the matches and removing the rest (tiktoken conversions spell it so) cuts as
+      // isolating them when the regex matches every character, as each regex here does.
+      const keep = s.behavior === "Removed" && s.invert === true;
+      const how = keep ? "Isolated,false" : `${s.behavior},${s.invert}`;
+      return `split(${JSON.stringify(s.pattern)},${how})`;
+    }
     case "Digits":
       return `digits(${s.individual_digits})`;
     case "ByteLevel":

