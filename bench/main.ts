@@ -1,7 +1,7 @@
 // `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, speed, kv, serve, matrix,
 // constrained, capacity, embeddings, plan, responsiveness, head-of-line, greedy-rate, huge-prompts,
-// connection-flood, startup, gpu, model-switch): runs one benchmark, prints its Markdown report and
-// saves it under bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
+// connection-flood, startup, gpu, model-switch, phi4-mini-shape): runs one benchmark, prints its
+// Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
 // the usage (exit 2) before any work starts.
 
 import { UsageError } from "./common/cli.ts";
@@ -69,6 +69,14 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./speed.ts");
       return { usage: m.USAGE, run: m.benchSpeed };
+    },
+  },
+  "phi4-mini-shape": {
+    summary:
+      "Phi-4-mini's widths (4 layers, random) as Q4_K_M GGUF: one served chat, tokens/s, RSS",
+    load: async () => {
+      const m = await import("./phi4_mini_shape.ts");
+      return { usage: m.USAGE, run: m.benchPhi4MiniShape };
     },
   },
   kv: {

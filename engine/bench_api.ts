@@ -6,7 +6,7 @@
 // Model files: opening, writing, converting (bench decode, step-split, kv, constrained, startup).
 export { openModelDir } from "./formats/open_model.ts";
 export { demoModelDir } from "./sources/demo.ts";
-export { writeTinyModel } from "./sources/tiny_model.ts";
+export { type TinyModelSpec, writeTinyModel } from "./sources/tiny_model.ts";
 export { convertToGguf } from "./formats/gguf_convert.ts";
 export { type GgufMix, recipeType } from "./formats/gguf_recipes.ts";
 export type { GgmlTypeName } from "./formats/gguf.ts";

@@ -11,6 +11,7 @@ import {
   encodeTensor,
   numElements,
   type StDtype,
+  type TensorToWrite,
   writeSafetensors,
 } from "../formats/safetensors.ts";
 import {
@@ -240,18 +241,19 @@ async function writeWeights(
   headDim: number,
   vocab: number,
 ): Promise<void> {
+  // Each tensor encoded as soon as it is drawn, so a large model's float64 values are never all
+  // held at once.
   const drawn = planTensors(spec, headDim, vocab).map((t) => {
     const values = gaussian(tensorSeed(spec.seed, t.name), numElements(t.shape));
     for (let i = 0; i < values.length; i++) values[i] = t.center + t.std * values[i];
-    return { name: t.name, shape: t.shape, values };
+    return {
+      name: t.name,
+      dtype: spec.dtype,
+      shape: t.shape,
+      data: encodeTensor(values, spec.dtype),
+    };
   });
-  const stored = spec.architecture === "phi3" ? fusePhi3(drawn) : drawn;
-  const tensors = stored.map((t) => ({
-    name: t.name,
-    dtype: spec.dtype,
-    shape: t.shape,
-    data: encodeTensor(t.values, spec.dtype),
-  }));
+  const tensors = spec.architecture === "phi3" ? fusePhi3(drawn) : drawn;
 
   const shards = Math.max(1, Math.min(spec.shards ?? 1, tensors.length));
   const metadata = { format: "pt" };
@@ -287,17 +289,16 @@ async function writeWeights(
  * Phi-3's checkpoint layout: each layer's q, k, v stacked by rows into self_attn.qkv_proj, gate
  * and up into mlp.gate_up_proj (gate first), where the other tensors of the layer were.
  */
-function fusePhi3(
-  tensors: { name: string; shape: number[]; values: Float64Array }[],
-): { name: string; shape: number[]; values: Float64Array }[] {
+function fusePhi3(tensors: TensorToWrite[]): TensorToWrite[] {
   const byName = new Map(tensors.map((t) => [t.name, t]));
-  const fused = (name: string, parts: string[]) => {
+  // Rows are contiguous in one dtype: stacking them is concatenating their bytes.
+  const fused = (name: string, parts: string[]): TensorToWrite => {
     const ts = parts.map((p) => byName.get(p)!);
-    const values = new Float64Array(ts.reduce((n, t) => n + t.values.length, 0));
+    const data = new Uint8Array(ts.reduce((n, t) => n + t.data.length, 0));
     let at = 0;
-    for (const t of ts) values.set(t.values, at), at += t.values.length;
+    for (const t of ts) data.set(t.data, at), at += t.data.length;
     const rows = ts.reduce((n, t) => n + t.shape[0], 0);
-    return { name, shape: [rows, ts[0].shape[1]], values };
+    return { name, dtype: ts[0].dtype, shape: [rows, ts[0].shape[1]], data };
   };
   const out = [];
   for (const t of tensors) {

@@ -1,0 +1,232 @@
+// `deno task bench phi4-mini-shape`: Phi-4-mini at its real widths (hidden 3072, 24 heads, 8 KV
+// heads, intermediate 8192, vocabulary 200,064, tied embeddings, partial rotary 0.75, LongRoPE)
+// with 4 of its 32 layers and random weights, written as a llama.cpp Q4_K_M GGUF file (fused
+// attn_qkv and ffn_up, rope_factors tensors), served by `main.ts serve` as any --model is, and
+// asked for one streamed chat. Reports the load, time to first token, decode tokens/s and the
+// server process's peak resident memory (VmHWM). No download is possible here, so the weights are
+// random and the tokenizer is the tiny byte-level BPE with a ChatML template (its vocabulary
+// padded to 200,064 as real checkpoints pad theirs): the figures are the architecture's cost at
+// this shape, not Phi-4-mini's replies.
+
+import { z } from "zod";
+import {
+  convertToGguf,
+  recipeType,
+  type TinyModelSpec,
+  writeTinyModel,
+} from "../engine/bench_api.ts";
+import { parseBenchFlags } from "./common/cli.ts";
+import { benchCacheDir } from "./common/smol_model.ts";
+import { splitFlags } from "./serve/flags.ts";
+import { getText, loopbackRequest } from "./serve/http.ts";
+import { freeLoopbackPort, LOOPBACK_HOST, loopbackTarget } from "./serve/loopback.ts";
+
+/** Phi-4-mini-instruct's config, 4 layers. The 48 LongRoPE factors are stand-ins. */
+const SHAPE: TinyModelSpec = {
+  architecture: "phi3",
+  hiddenSize: 3072,
+  intermediateSize: 8192,
+  numLayers: 4,
+  numHeads: 24,
+  numKvHeads: 8,
+  vocabSize: 200_064,
+  tied: true,
+  dtype: "BF16",
+  partialRotaryFactor: 0.75,
+  maxPositionEmbeddings: 131_072,
+  originalMaxPositionEmbeddings: 4096,
+  slidingWindow: 262_144,
+  ropeScaling: {
+    type: "longrope",
+    shortFactor: Array.from({ length: 48 }, (_, i) => 1 + i / 96),
+    longFactor: Array.from({ length: 48 }, (_, i) => 1 + i),
+    originalMaxPositionEmbeddings: 4096,
+    attentionFactor: 0,
+  },
+  seed: 34,
+};
+
+const Flags = z.object({
+  tokens: z.coerce.number().int().min(2).max(512).default(16),
+  flags: z.string().default(""),
+  "timeout-s": z.coerce.number().positive().max(7200).default(1800),
+});
+
+export const USAGE = `usage: deno task bench phi4-mini-shape [flags]
+
+Phi-4-mini's widths (4 of its 32 layers, random weights) as a Q4_K_M GGUF file (written once under
+the bench cache, ~0.7 GB; its BF16 source is removed after), served by main.ts serve, one streamed
+chat: load time, time to first token, decode tokens/s, the server's peak RSS.
+
+  --tokens N      tokens the chat generates (default 16)
+  --flags "..."   more serve flags
+  --timeout-s S   give up after S seconds (default 1800)
+`;
+
+export async function benchPhi4MiniShape(args: string[]): Promise<string> {
+  const f = parseBenchFlags(Flags, args);
+  const model = await phi4MiniGguf();
+  const port = freeLoopbackPort();
+  const target = loopbackTarget(LOOPBACK_HOST, port);
+  const t0 = performance.now();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "main.ts",
+      "serve",
+      "--host",
+      LOOPBACK_HOST,
+      "--port",
+      String(port),
+      "--model",
+      model,
+      ...splitFlags(f.flags),
+    ],
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let output = "";
+  const reading = (async () => {
+    const dec = new TextDecoder();
+    for await (const bytes of child.stderr) output = (output + dec.decode(bytes)).slice(-8192);
+  })();
+  let exited = false;
+  const status = child.status.then((s) => (exited = true, s));
+  try {
+    const deadline = t0 + f["timeout-s"] * 1000;
+    let readyMs: number | null = null;
+    while (readyMs === null) {
+      if (exited) throw new Error(`server exited before it was ready:\n${output}`);
+      if (performance.now() > deadline) throw new Error(`not ready in ${f["timeout-s"]} s`);
+      try {
+        const h = await getText(target, "/health", 2000);
+        if (h.status === 200 && JSON.parse(h.text)?.status === "ready") {
+          readyMs = performance.now() - t0;
+        }
+      } catch { /* not listening yet */ }
+      if (readyMs === null) await new Promise((r) => setTimeout(r, 200));
+    }
+    console.error(`ready in ${(readyMs / 1000).toFixed(1)} s; one chat of ${f.tokens} tokens`);
+    const chat = await streamChat(target, f.tokens, deadline);
+    const peakRss = await peakRssOf(child.pid);
+    const device = output.match(/sluice: model .*/)?.[0] ?? "(no load line)";
+    return report(f.tokens, readyMs, chat, peakRss, device, model);
+  } finally {
+    if (!exited) child.kill("SIGTERM");
+    const killer = setTimeout(() => !exited && child.kill("SIGKILL"), 15_000);
+    await status;
+    clearTimeout(killer);
+    await reading.catch(() => {});
+  }
+}
+
+/** The model file, written on first use. */
+async function phi4MiniGguf(): Promise<string> {
+  const path = `${benchCacheDir()}/bench-phi4-mini-4l-q4_k_m-v1.gguf`;
+  try {
+    await Deno.stat(path);
+    return path;
+  } catch { /* write it */ }
+  const source = `${path}.source-${Deno.pid}`;
+  console.error(`writing Phi-4-mini's shape (4 layers) as BF16 safetensors to ${source} ...`);
+  await writeTinyModel(source, SHAPE);
+  console.error(`converting to Q4_K_M GGUF ${path} ...`);
+  const recipe = { numLayers: SHAPE.numLayers, gqa: SHAPE.numHeads / SHAPE.numKvHeads, tied: true };
+  const tmp = `${path}.tmp-${Deno.pid}`;
+  await convertToGguf(source, tmp, {
+    typeOf: (name, dims) => recipeType("q4_k_m", recipe, name, dims),
+  });
+  await Deno.rename(tmp, path);
+  await Deno.remove(source, { recursive: true });
+  return path;
+}
+
+interface Chat {
+  firstTokenMs: number;
+  totalMs: number;
+  chunks: number;
+}
+
+/** One streamed chat of `tokens` tokens (ignore_eos): first content chunk, end, chunks seen. */
+async function streamChat(
+  target: ReturnType<typeof loopbackTarget>,
+  tokens: number,
+  deadline: number,
+): Promise<Chat> {
+  const t0 = performance.now();
+  const res = await loopbackRequest(target, {
+    method: "POST",
+    path: "/v1/chat/completions",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "default",
+      messages: [
+        { role: "system", content: "You are terse." },
+        { role: "user", content: "Tell me about lighthouses." },
+      ],
+      max_tokens: tokens,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+    signal: AbortSignal.timeout(Math.max(1, deadline - t0)),
+  });
+  if (res.status !== 200) throw new Error(`chat: HTTP ${res.status}`);
+  let firstTokenMs: number | null = null;
+  const dec = new TextDecoder();
+  let text = "";
+  for await (const bytes of res.body) {
+    text += dec.decode(bytes, { stream: true });
+    if (firstTokenMs === null && /"content":"[^"]/.test(text)) {
+      firstTokenMs = performance.now() - t0;
+    }
+  }
+  const totalMs = performance.now() - t0;
+  if (!text.includes("[DONE]")) throw new Error(`chat did not finish:\n${text.slice(-500)}`);
+  const completion = Number(text.match(/"completion_tokens":(\d+)/)?.[1] ?? tokens);
+  return { firstTokenMs: firstTokenMs ?? totalMs, totalMs, chunks: completion };
+}
+
+/** A process's peak resident set (VmHWM), in MiB; null where /proc does not say. */
+async function peakRssOf(pid: number): Promise<number | null> {
+  try {
+    const status = await Deno.readTextFile(`/proc/${pid}/status`);
+    const kb = Number(status.match(/VmHWM:\s+(\d+) kB/)?.[1]);
+    return Number.isFinite(kb) ? kb / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+function report(
+  tokens: number,
+  readyMs: number,
+  chat: Chat,
+  peakRss: number | null,
+  device: string,
+  model: string,
+): string {
+  const decodeS = (chat.totalMs - chat.firstTokenMs) / 1000;
+  const tps = decodeS > 0 ? (chat.chunks - 1) / decodeS : NaN;
+  const load = Deno.loadavg().map((v) => v.toFixed(2)).join(", ");
+  const size = (Deno.statSync(model).size / 2 ** 30).toFixed(2);
+  return [
+    "# Phi-4-mini's shape (4 of 32 layers, random weights), Q4_K_M GGUF, one chat",
+    "",
+    `Measured ${new Date().toISOString().slice(0, 19).replace("T", " ")} UTC; load average ` +
+    `${load}; ${navigator.hardwareConcurrency} CPUs. ${device}. File: ${size} GiB.`,
+    "",
+    "| ready (s) | first token (s) | tokens | decode tokens/s | server peak RSS (MiB) |",
+    "| --- | --- | --- | --- | --- |",
+    `| ${(readyMs / 1000).toFixed(1)} | ${(chat.firstTokenMs / 1000).toFixed(2)} | ` +
+    `${chat.chunks} of ${tokens} | ${tps.toFixed(2)} | ${peakRss?.toFixed(0) ?? "–"} |`,
+    "",
+    "Decode tokens/s: the tokens after the first over the time after the first content chunk. " +
+    "Peak RSS: the server process's VmHWM, weights, KV pool and shader cache included (on a " +
+    "software adapter the device's memory is the process's).",
+    "",
+  ].join("\n");
+}
