@@ -155,6 +155,12 @@ function phi3FusedName(hfName: string): { name: string; index: number; of: numbe
 
 function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<string, GgufMeta> {
   const arch = GGUF_ARCH[cfg.architecture];
+  // llama.cpp reads no no-RoPE list from a smollm3 file: it skips RoPE on every fourth layer.
+  if (cfg.ropeLayers.some((rope, i) => rope !== (arch !== "smollm3" || (i + 1) % 4 !== 0))) {
+    throw new Error(
+      `${cfg.architecture}: layers without RoPE other than every fourth have no GGUF form`,
+    );
+  }
   const md: Record<string, GgufMeta> = {
     "general.architecture": meta.str(arch),
     "general.name": meta.str("sluice tiny"),

@@ -28,7 +28,16 @@ Deno.test("tool format: read from the template's call syntax; no tools in it →
   assertEquals(chooseToolFormat(own, []), "generic");
   // Special tokens alone do not make a template without tools call in them.
   assertEquals(chooseToolFormat(PLAIN, ["<tool_call>"]), "generic");
+  // Phi-4-mini's template shows tools only from a system message's own field, never the request's
+  // tools, and defines no call syntax: the generic format and prompt.
+  assertEquals(chooseToolFormat(PHI4_MINI), "generic");
 });
+
+const PHI4_MINI = "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in " +
+  "message and message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + " +
+  "message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}" +
+  "{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
 
 const TOOLS: ToolDefinition[] = [
   {
