@@ -2,7 +2,9 @@
 // heads, intermediate 8192, vocabulary 200,064, tied embeddings, partial rotary 0.75, LongRoPE)
 // with 4 of its 32 layers and random weights, written as a llama.cpp Q4_K_M GGUF file (fused
 // attn_qkv and ffn_up, rope_factors tensors), served by `main.ts serve` as any --model is, and
-// asked for one streamed chat. Reports the load, time to first token, decode tokens/s and the
+// asked for one streamed chat. `--family smollm3` does the same for SmolLM3-3B's widths (hidden
+// 2048, 16 heads, 4 KV heads, intermediate 11008, vocabulary 128,256; 4 of 36 layers, the fourth
+// without RoPE). Reports the load, time to first token, decode tokens/s and the
 // server process's peak resident memory (VmHWM). No download is possible here, so the weights are
 // random and the tokenizer is the tiny byte-level BPE with a ChatML template (its vocabulary
 // padded to 200,064 as real checkpoints pad theirs): the figures are the architecture's cost at
@@ -22,7 +24,7 @@ import { getText, loopbackRequest } from "./serve/http.ts";
 import { freeLoopbackPort, LOOPBACK_HOST, loopbackTarget } from "./serve/loopback.ts";
 
 /** Phi-4-mini-instruct's config, 4 layers. The 48 LongRoPE factors are stand-ins. */
-const SHAPE: TinyModelSpec = {
+const PHI4_MINI: TinyModelSpec = {
   architecture: "phi3",
   hiddenSize: 3072,
   intermediateSize: 8192,
@@ -46,7 +48,27 @@ const SHAPE: TinyModelSpec = {
   seed: 34,
 };
 
+/** SmolLM3-3B's config, 4 layers (layer 3 without RoPE). */
+const SMOLLM3: TinyModelSpec = {
+  architecture: "smollm3",
+  hiddenSize: 2048,
+  intermediateSize: 11008,
+  numLayers: 4,
+  numHeads: 16,
+  numKvHeads: 4,
+  vocabSize: 128_256,
+  tied: true,
+  dtype: "BF16",
+  ropeTheta: 5_000_000,
+  maxPositionEmbeddings: 65_536,
+  noRopeLayerInterval: 4,
+  seed: 34,
+};
+
+const FAMILIES = { "phi4-mini": PHI4_MINI, smollm3: SMOLLM3 } as const;
+
 const Flags = z.object({
+  family: z.enum(["phi4-mini", "smollm3"]).default("phi4-mini"),
   tokens: z.coerce.number().int().min(2).max(512).default(16),
   flags: z.string().default(""),
   "timeout-s": z.coerce.number().positive().max(7200).default(1800),
@@ -58,6 +80,7 @@ Phi-4-mini's widths (4 of its 32 layers, random weights) as a Q4_K_M GGUF file (
 the bench cache, ~0.7 GB; its BF16 source is removed after), served by main.ts serve, one streamed
 chat: load time, time to first token, decode tokens/s, the server's peak RSS.
 
+  --family F      phi4-mini (default) or smollm3 (SmolLM3-3B's widths, 4 of 36 layers)
   --tokens N      tokens the chat generates (default 16)
   --flags "..."   more serve flags
   --timeout-s S   give up after S seconds (default 1800)
@@ -65,7 +88,7 @@ chat: load time, time to first token, decode tokens/s, the server's peak RSS.
 
 export async function benchPhi4MiniShape(args: string[]): Promise<string> {
   const f = parseBenchFlags(Flags, args);
-  const model = await phi4MiniGguf();
+  const model = await shapeGguf(f.family);
   const port = freeLoopbackPort();
   const target = loopbackTarget(LOOPBACK_HOST, port);
   const t0 = performance.now();
@@ -113,7 +136,7 @@ export async function benchPhi4MiniShape(args: string[]): Promise<string> {
     const chat = await streamChat(target, f.tokens, deadline);
     const peakRss = await peakRssOf(child.pid);
     const device = output.match(/sluice: model .*/)?.[0] ?? "(no load line)";
-    return report(f.tokens, readyMs, chat, peakRss, device, model);
+    return report(f.family, f.tokens, readyMs, chat, peakRss, device, model);
   } finally {
     if (!exited) child.kill("SIGTERM");
     const killer = setTimeout(() => !exited && child.kill("SIGKILL"), 15_000);
@@ -123,18 +146,19 @@ export async function benchPhi4MiniShape(args: string[]): Promise<string> {
   }
 }
 
-/** The model file, written on first use. */
-async function phi4MiniGguf(): Promise<string> {
-  const path = `${benchCacheDir()}/bench-phi4-mini-4l-q4_k_m-v1.gguf`;
+/** The family's model file, written on first use. */
+async function shapeGguf(family: keyof typeof FAMILIES): Promise<string> {
+  const shape = FAMILIES[family];
+  const path = `${benchCacheDir()}/bench-${family}-4l-q4_k_m-v1.gguf`;
   try {
     await Deno.stat(path);
     return path;
   } catch { /* write it */ }
   const source = `${path}.source-${Deno.pid}`;
-  console.error(`writing Phi-4-mini's shape (4 layers) as BF16 safetensors to ${source} ...`);
-  await writeTinyModel(source, SHAPE);
+  console.error(`writing ${family}'s shape (4 layers) as BF16 safetensors to ${source} ...`);
+  await writeTinyModel(source, shape);
   console.error(`converting to Q4_K_M GGUF ${path} ...`);
-  const recipe = { numLayers: SHAPE.numLayers, gqa: SHAPE.numHeads / SHAPE.numKvHeads, tied: true };
+  const recipe = { numLayers: shape.numLayers, gqa: shape.numHeads / shape.numKvHeads, tied: true };
   const tmp = `${path}.tmp-${Deno.pid}`;
   await convertToGguf(source, tmp, {
     typeOf: (name, dims) => recipeType("q4_k_m", recipe, name, dims),
@@ -202,6 +226,7 @@ async function peakRssOf(pid: number): Promise<number | null> {
 }
 
 function report(
+  family: string,
   tokens: number,
   readyMs: number,
   chat: Chat,
@@ -214,7 +239,7 @@ function report(
   const load = Deno.loadavg().map((v) => v.toFixed(2)).join(", ");
   const size = (Deno.statSync(model).size / 2 ** 30).toFixed(2);
   return [
-    "# Phi-4-mini's shape (4 of 32 layers, random weights), Q4_K_M GGUF, one chat",
+    `# ${family}'s shape (4 layers, random weights), Q4_K_M GGUF, one chat`,
     "",
     `Measured ${new Date().toISOString().slice(0, 19).replace("T", " ")} UTC; load average ` +
     `${load}; ${navigator.hardwareConcurrency} CPUs. ${device}. File: ${size} GiB.`,
