@@ -197,8 +197,9 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     (architecture === "smollm3" ? 2_000_000 : 10000);
   const rotaryFactor = c.partial_rotary_factor ?? rope?.partial_rotary_factor ?? 1;
   const rotaryDim = Math.floor(headDim * rotaryFactor);
-  // Whole vec4 pairs: the kernels rotate four pairs at a time.
-  if (rotaryDim % 8 !== 0) {
+  // Whole vec4 pairs: the kernels rotate four pairs at a time (a full head's width is checked
+  // where the kernels are bound).
+  if (rotaryDim < headDim && rotaryDim % 8 !== 0) {
     fail(`partial rotary of ${rotaryDim} of ${headDim} values: must be a multiple of 8`);
   }
   const ropeScaling = parseRopeScaling(rope, ropeField, fail, {
