@@ -276,3 +276,31 @@ Deno.test("extra tensors are ignored, and a tied checkpoint may ship lm_head", a
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("Phi-3's fused tensors are split at open, and a fused tensor of the wrong rows fails", async () => {
+  const dir = await tempDir();
+  try {
+    await writeTinyModel(dir, { ...SMALL, architecture: "phi3", headDim: 16 });
+    const files = await openModelDir(dir);
+    const q = files.tensors.get("model.layers.1.self_attn.q_proj.weight")!;
+    const k = files.tensors.get("model.layers.1.self_attn.k_proj.weight")!;
+    const up = files.tensors.get("model.layers.1.mlp.up_proj.weight")!;
+    const gate = files.tensors.get("model.layers.1.mlp.gate_proj.weight")!;
+    // Row views of the same bytes: k follows q's 64 rows, up follows gate's 48.
+    assert(q.shape.join() === "64,32" && k.shape.join() === "32,32", `${q.shape} ${k.shape}`);
+    assert(k.dataOffset === q.dataOffset + q.byteLength);
+    assert(up.dataOffset === gate.dataOffset + gate.byteLength && up.shape[0] === 48);
+    assert(!files.tensors.has("model.layers.1.self_attn.qkv_proj.weight"));
+    // A config whose intermediate size does not match gate_up_proj's rows.
+    const configPath = join(dir, "config.json");
+    const config = JSON.parse(await Deno.readTextFile(configPath));
+    await Deno.writeTextFile(configPath, JSON.stringify({ ...config, intermediate_size: 40 }));
+    await assertRejects(
+      () => openModelDir(dir),
+      Error,
+      `tensor "model.layers.0.mlp.gate_up_proj.weight" has shape [96, 32], expected 80 rows`,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
