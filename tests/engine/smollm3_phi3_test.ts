@@ -9,7 +9,8 @@
 // gate_up_proj (attn_qkv and ffn_up in GGUF), partial rotary (24 of 32 values), a sliding window of
 // 8 against a 22-token prompt, tied embeddings (as Phi-4-mini), and LongRoPE with an original
 // context of 16 in a model served 64 positions: the long factors and the attention factor
-// sqrt(1 + ln 4 / ln 16) apply, and the prompt runs past the switch point.
+// sqrt(1 + ln 4 / ln 16) apply, and the prompt runs past the switch point; served 16 positions
+// (a KV pool that small), the short factors apply instead.
 //
 // Bounds as architectures_test.ts: f32 path 2e-4, f16 path 2e-2 of the largest |logit|.
 
@@ -131,6 +132,36 @@ Deno.test("SmolLM3 and Phi-3 in both formats: logits and greedy tokens match the
         { name: "GGUF Q8_0", model: q8File.path, reference: q8File.referenceDir, gpu: def },
         { name: "GGUF Q4_K_M", model: q4File.path, reference: q4File.referenceDir, gpu: def },
       ];
+      if (family.architecture === "phi3") {
+        // Served no further than the original context (a KV pool of 16 positions): the short
+        // factors, as transformers uses them for every sequence this short; the attention factor
+        // still applies.
+        await t.step("phi3, safetensors, context within the original (short factors)", async () => {
+          const engine = await Engine.load({
+            modelDir: f32File.sourceDir,
+            gpu: def,
+            // 16 positions of K and V (2 heads of 64 f16 values) on 3 layers, and the block table.
+            gpuKvMb: (ORIGINAL_CONTEXT * 3 * 2 * 2 * 64 * 2 + 3 * 16 * 16 * 4) / 2 ** 20,
+            maxSlots: 16,
+            maxRows: 16,
+            blockSize: 4,
+            maxTopLogprobs: 1,
+            ringSize: 2,
+            skipWarmUp: true,
+          });
+          try {
+            assertEquals(engine.info.maxContext, ORIGINAL_CONTEXT);
+            const reference = await openModelDir(f32File.sourceDir);
+            await checkModel(engine, reference, BOUND.f16, `phi3 short seed ${seed}`, {
+              prompt: 10,
+              generated: 4,
+              context: ORIGINAL_CONTEXT,
+            });
+          } finally {
+            await engine.close();
+          }
+        });
+      }
       for (const run of runs) {
         const label = run.gpu.f16 ? "f16" : "f32";
         await t.step(`${family.architecture}, ${run.name} (${label})`, async () => {
