@@ -123,8 +123,8 @@ export function runtimeStats(
     policyPauses: scheduler.policyPauses,
     ...(layerwise
       ? {
-        layerwiseAdmissions: scheduler.layerwiseAdmissions,
-        prefillSplits: scheduler.prefillSplits,
+        layerwiseAdmissions: scheduler.space.layerwiseAdmissions,
+        prefillSplits: scheduler.space.prefillSplits,
       }
       : {}),
     ...(space.tokenCached ? { tokenCache: tokenCacheStats(space.tokenCached) } : {}),

@@ -1,0 +1,137 @@
+// Speculative decoding, the scheduler's half (`--speculative`). A request that speculates has its
+// decode row followed by k draft rows of the same sequence, positions pos+1..pos+k, each taking a
+// drafted token and each sampled: the target's token at every position in one step. Delivery
+// (verify.ts) keeps the target's tokens while they agree with the drafts, and one more.
+//
+// Drafts depend on the request's newest token, so a request drafts only once its last samples are
+// back: it is not pipelined while it speculates. Where drafts keep failing that costs more than it
+// saves, so a request whose accepted tokens per draft fall low stops drafting for a while (decoding
+// as usual, pipelined and in decode groups) and tries again later.
+//
+// Who does not speculate: constrained requests (the mask of a draft's successor needs the grammar
+// advanced past a token not yet accepted), requests with repetition/frequency/presence penalties
+// (the GPU counts every sampled id of a slot, rejected drafts too, and a draft row's penalties would
+// miss the drafts before it), embedding requests, and requests that opt out.
+
+import { usesPenalties } from "../../engine/gpu/kernels/logit_controls.ts";
+import type { Request } from "../request/request.ts";
+import { NGRAM_WINDOW, ngramDrafts } from "./ngram.ts";
+
+/** `--speculative`: off, or prompt lookup (ngram.ts). */
+export type SpeculativeMode = "off" | "ngram";
+
+/** `--num-speculative-tokens` by default. */
+export const DEFAULT_SPECULATIVE_TOKENS = 4;
+
+/** Proposes up to `k` tokens to follow `req`'s prompt and generated ids (all of them back). */
+export interface Drafter {
+  propose(req: Request, k: number): number[];
+}
+
+/** Prompt lookup over the request's own tokens. */
+export const NGRAM_DRAFTER: Drafter = {
+  propose(req, k) {
+    const end = req.prefillTarget;
+    return ngramDrafts(req.tokens(Math.max(0, end - NGRAM_WINDOW), end), k);
+  },
+};
+
+/** Below this many accepted tokens per verification (a moving average), drafting pauses. */
+const MIN_ACCEPTED = 0.3;
+/** Samples a request decodes as usual before drafting again: after a failing run of drafts, and
+ * after the drafter found nothing. */
+const BACKOFF_SAMPLES = 16;
+const NOTHING_FOUND_SAMPLES = 4;
+
+/** vLLM's spec_decode counters. */
+export interface SpeculationStats {
+  /** Verifications run (a request's drafts checked in one step). */
+  drafts: number;
+  draftTokens: number;
+  acceptedTokens: number;
+  /** Per draft position (0..k-1): drafts accepted there. */
+  acceptedPerPos: number[];
+}
+
+interface Drafting {
+  /** Moving average of drafts accepted per verification. */
+  accepted: number;
+  /** It drafts again once it has issued this many samples. */
+  resumeAt: number;
+  /** Its drafts are in a step not yet delivered: it waits for them. */
+  verifying: boolean;
+}
+
+export class Speculation {
+  readonly stats: SpeculationStats;
+  private readonly state = new WeakMap<Request, Drafting>();
+
+  /** `k` 0: nobody speculates. */
+  constructor(readonly k: number, private readonly drafter: Drafter = NGRAM_DRAFTER) {
+    this.stats = { drafts: 0, draftTokens: 0, acceptedTokens: 0, acceptedPerPos: Array(k).fill(0) };
+  }
+
+  /** Whether `req` may speculate at all. */
+  eligible(req: Request): boolean {
+    return this.k > 0 && req.spec.speculate !== false && req.grammar === null &&
+      req.pooled === null && !usesPenalties(req.spec.sampling);
+  }
+
+  /** Whether `req` would draft in its next step: then it waits for its samples in flight. */
+  wantsToDraft(req: Request): boolean {
+    if (!this.eligible(req)) return false;
+    const s = this.of(req);
+    return s.verifying || req.issued >= s.resumeAt;
+  }
+
+  /** `req` waits for its samples in flight before its next row (to draft from its newest token). */
+  waits(req: Request): boolean {
+    return req.inflight > 0 && this.wantsToDraft(req);
+  }
+
+  /**
+   * Whether `req`'s decode row names its token rather than taking the sampler's: every token is
+   * back, and the sampler's id of its slot may be a draft row's (several rows sampled it).
+   */
+  namesToken(req: Request): boolean {
+    return req.inflight === 0 && this.eligible(req);
+  }
+
+  /**
+   * Drafts to follow `req`'s decode row, just sampled (with every sample before it back): at most
+   * `room` and no more than max_tokens leaves room for, in blocks `grow` finds free for them; []
+   * when it does not draft now. The drafts it returns are counted as drafted.
+   */
+  propose(req: Request, room: number, grow: (drafts: number) => boolean): number[] {
+    if (req.inflight !== 1 || !this.wantsToDraft(req)) return [];
+    const s = this.of(req);
+    const most = Math.min(this.k, room, req.spec.maxTokens - req.issued);
+    if (most <= 0) return [];
+    const drafts = this.drafter.propose(req, most).slice(0, most);
+    if (drafts.length === 0) s.resumeAt = req.issued + NOTHING_FOUND_SAMPLES;
+    if (drafts.length === 0 || !grow(drafts.length)) return [];
+    s.verifying = true;
+    this.stats.drafts++;
+    this.stats.draftTokens += drafts.length;
+    return drafts;
+  }
+
+  /** `req`'s verification came back: `accepted` of its drafts were kept. */
+  verified(req: Request, accepted: number): void {
+    const s = this.of(req);
+    s.verifying = false;
+    this.stats.acceptedTokens += accepted;
+    for (let i = 0; i < accepted; i++) this.stats.acceptedPerPos[i]++;
+    s.accepted = 0.7 * s.accepted + 0.3 * accepted;
+    if (s.accepted < MIN_ACCEPTED) {
+      s.resumeAt = req.issued + BACKOFF_SAMPLES;
+      s.accepted = MIN_ACCEPTED; // the next try starts from the threshold, one failure from pausing
+    }
+  }
+
+  private of(req: Request): Drafting {
+    let s = this.state.get(req);
+    if (!s) this.state.set(req, s = { accepted: 1, resumeAt: 0, verifying: false });
+    return s;
+  }
+}
