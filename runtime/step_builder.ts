@@ -41,6 +41,8 @@ export interface BuiltStep {
 export interface StepLimits {
   /** Most token rows per step. */
   maxRows: number;
+  /** Most sample rows per step (the engine samples at most one per batch slot's worth). */
+  maxSlots: number;
   /** Block-table entries per (slot, layer). */
   maxBlocksPerSeq: number;
 }
@@ -57,6 +59,7 @@ export class StepBuilder {
   private hiddenReads: NonNullable<StepPlan["hiddenReads"]> = [];
   private readers: Request[] = [];
   private runs: SpeculatedRun[] = [];
+  private draftSamples = 0;
   /** Landings of a step that carried nothing: the next step takes them, so they land only after
    * every step before it is delivered (their copies may be in one still in flight). */
   private carriedLandings: Landing[] = [];
@@ -113,6 +116,7 @@ export class StepBuilder {
     this.hiddenReads = [];
     this.readers = [];
     this.runs = [];
+    this.draftSamples = 0;
     this.inStep.clear();
   }
 
@@ -121,11 +125,22 @@ export class StepBuilder {
     return this.limits.maxRows - this.rows.length;
   }
 
-  /** A row of `req` at `pos` (`token` null: the id sampled last); counts it if a recompute. */
-  row(req: Request, pos: number, token: number | null): void {
+  /**
+   * Draft rows the step can still take: rows, and sample rows that none of the `running`
+   * requests' own samples (one each at most) will need.
+   */
+  draftRoom(running: number): number {
+    return Math.min(this.room, this.limits.maxSlots - running - this.draftSamples);
+  }
+
+  /** A row of `req` at `pos` (`token` null: the id sampled last). True (and counted) when it is a
+   * recompute. */
+  row(req: Request, pos: number, token: number | null): boolean {
     this.rows.push({ slot: req.slot, pos, token });
     this.inStep.add(req);
-    if (req.rowAt(pos)) this.recomputed++;
+    const again = req.rowAt(pos);
+    if (again) this.recomputed++;
+    return again;
   }
 
   /** Rows of `req` at positions from..to-1, each taking its known token. */
@@ -195,6 +210,7 @@ export class StepBuilder {
    */
   drafts(req: Request, pos: number, drafts: readonly number[]): void {
     this.runs.push({ first: this.samples.length - 1, pos, drafts: [...drafts] });
+    this.draftSamples += drafts.length;
     drafts.forEach((token, i) => {
       this.rows.push({ slot: req.slot, pos: pos + 1 + i, token });
       this.samples.push({ row: this.rows.length - 1 });

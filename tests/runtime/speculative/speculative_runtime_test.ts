@@ -106,7 +106,7 @@ Deno.test("swapped out while a verification is in flight, a speculating request 
 });
 
 Deno.test("max_tokens and a stop id inside an accepted run cut it where plain decoding stops", async () => {
-  const { runtime, fake, V } = speculating({ maxSlots: 2 }, 1);
+  const { runtime, fake, V } = speculating({ maxSlots: 8 }, 1);
   const ids = [4, 4, 2];
   // Every draft is right: the prefill's token, then runs of up to 5.
   const seven = await collect(runtime.submit({ ids, maxTokens: 7, sampling: greedy(5) }));
