@@ -36,11 +36,19 @@ export const NGRAM_DRAFTER: Drafter = {
   },
 };
 
-/** Below this many accepted tokens per verification (a moving average), drafting pauses. */
+/**
+ * Below this many accepted tokens per verification (a moving average, starting at START_ACCEPTED:
+ * two verifications accepting nothing), drafting pauses.
+ */
 const MIN_ACCEPTED = 0.3;
-/** Samples a request decodes as usual before drafting again: after a failing run of drafts, and
- * after the drafter found nothing. */
+const START_ACCEPTED = 0.5;
+/**
+ * Samples a request decodes as usual before drafting again: after a failing run of drafts (twice
+ * as many each time it fails again at once, up to MAX_BACKOFF_SAMPLES), and after the drafter
+ * found nothing.
+ */
 const BACKOFF_SAMPLES = 16;
+const MAX_BACKOFF_SAMPLES = 128;
 const NOTHING_FOUND_SAMPLES = 4;
 
 /** vLLM's spec_decode counters. */
@@ -56,6 +64,8 @@ export interface SpeculationStats {
 interface Drafting {
   /** Moving average of drafts accepted per verification. */
   accepted: number;
+  /** The pause after its next failure (samples). */
+  backoff: number;
   /** It drafts again once it has issued this many samples. */
   resumeAt: number;
   /** Its drafts are in a step not yet delivered: it waits for them. */
@@ -123,15 +133,20 @@ export class Speculation {
     this.stats.acceptedTokens += accepted;
     for (let i = 0; i < accepted; i++) this.stats.acceptedPerPos[i]++;
     s.accepted = 0.7 * s.accepted + 0.3 * accepted;
+    if (accepted > 0) s.backoff = BACKOFF_SAMPLES;
     if (s.accepted < MIN_ACCEPTED) {
-      s.resumeAt = req.issued + BACKOFF_SAMPLES;
+      s.resumeAt = req.issued + s.backoff;
+      s.backoff = Math.min(2 * s.backoff, MAX_BACKOFF_SAMPLES);
       s.accepted = MIN_ACCEPTED; // the next try starts from the threshold, one failure from pausing
     }
   }
 
   private of(req: Request): Drafting {
     let s = this.state.get(req);
-    if (!s) this.state.set(req, s = { accepted: 1, resumeAt: 0, verifying: false });
+    if (!s) {
+      s = { accepted: START_ACCEPTED, backoff: BACKOFF_SAMPLES, resumeAt: 0, verifying: false };
+      this.state.set(req, s);
+    }
     return s;
   }
 }
