@@ -86,7 +86,7 @@ export function assemble(
       max: Math.min(options.decodeSteps ?? 1, info.maxDecodeSteps),
       groupMs: options.decodeGroupMs ?? DEFAULT_GROUP_MS,
     },
-    speculation: speculation(options, preset, parts.drafter),
+    speculation: speculation(options, preset, parts.drafter, () => costs.current),
   });
   const { space } = scheduler;
   const loop = new StepLoop(engine, scheduler, info.ringSize, undefined, (step, ms) => {
@@ -111,7 +111,8 @@ export function assemble(
 function speculation(
   options: RuntimeOptions,
   preset: { tokenCache?: boolean; placing: { offloads: boolean } },
-  drafter?: Drafter,
+  drafter: Drafter | undefined,
+  costModel: () => CostModel | undefined,
 ): Speculation | undefined {
   if ((options.speculative ?? "off") === "off") return undefined;
   const k = options.speculativeTokens ?? DEFAULT_SPECULATIVE_TOKENS;
@@ -123,7 +124,7 @@ function speculation(
       "--speculative is not supported with --token-cache on or offloaded layers",
     );
   }
-  return new Speculation(k, drafter ?? NGRAM_DRAFTER);
+  return new Speculation(k, drafter ?? NGRAM_DRAFTER, costModel);
 }
 
 /**

@@ -246,7 +246,7 @@ export class Scheduler {
     this.space.wrote(req);
     this.step.sample(req);
     const grow = (drafts: number) => this.grow(req, pos + 1 + drafts, false);
-    const drafts = this.speculation.propose(req, this.step.draftRoom(this.running.length), grow);
+    const drafts = this.speculation.propose(req, this.step.draftSpace(this.running.length), grow);
     if (drafts.length > 0) this.step.drafts(req, pos, drafts);
   }
 

@@ -126,11 +126,13 @@ export class StepBuilder {
   }
 
   /**
-   * Draft rows the step can still take: rows, and sample rows that none of the `running`
-   * requests' own samples (one each at most) will need.
+   * Draft rows the step can still take (rows, and sample rows that none of the `running`
+   * requests' own samples, one each at most, will need), and the rows it is expected to hold
+   * without them (a decode row each), which is what their cost is weighed against.
    */
-  draftRoom(running: number): number {
-    return Math.min(this.room, this.limits.maxSlots - running - this.draftSamples);
+  draftSpace(running: number): { room: number; rows: number } {
+    const samples = this.limits.maxSlots - running - this.draftSamples;
+    return { room: Math.min(this.room, samples), rows: Math.max(1, running) };
   }
 
   /** A row of `req` at `pos` (`token` null: the id sampled last). True (and counted) when it is a

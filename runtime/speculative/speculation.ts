@@ -4,9 +4,9 @@
 // (verify.ts) keeps the target's tokens while they agree with the drafts, and one more.
 //
 // Drafts depend on the request's newest token, so a request drafts only once its last samples are
-// back: it is not pipelined while it speculates. Where drafts keep failing that costs more than it
-// saves, so a request whose accepted tokens per draft fall low stops drafting for a while (decoding
-// as usual, pipelined and in decode groups) and tries again later.
+// back: it is not pipelined while it speculates. How many it drafts is what pays on this engine at
+// the acceptance its drafts have had (draft_length.ts); where none pays, it decodes as usual for a
+// while (pipelined, in decode groups) and weighs drafting again later.
 //
 // Who does not speculate: constrained requests (the mask of a draft's successor needs the grammar
 // advanced past a token not yet accepted), requests with repetition/frequency/presence penalties
@@ -16,6 +16,15 @@
 import { usesPenalties } from "../../engine/gpu/kernels/logit_controls.ts";
 import type { Request } from "../request/request.ts";
 import { NGRAM_WINDOW, ngramDrafts } from "./ngram.ts";
+import type { CostModel } from "../../engine/kv/cost_model.ts";
+import {
+  acceptance,
+  type AcceptanceRecord,
+  draftLength,
+  fade,
+  newRecord,
+  record,
+} from "./draft_length.ts";
 
 /** `--speculative`: off, or prompt lookup (ngram.ts). */
 export type SpeculativeMode = "off" | "ngram";
@@ -37,15 +46,9 @@ export const NGRAM_DRAFTER: Drafter = {
 };
 
 /**
- * Below this many accepted tokens per verification (a moving average, starting at START_ACCEPTED:
- * two verifications accepting nothing), drafting pauses.
- */
-const MIN_ACCEPTED = 0.3;
-const START_ACCEPTED = 0.5;
-/**
- * Samples a request decodes as usual before drafting again: after a failing run of drafts (twice
- * as many each time it fails again at once, up to MAX_BACKOFF_SAMPLES), and after the drafter
- * found nothing.
+ * Samples a request decodes as usual before it weighs drafting again: after its drafts stopped
+ * paying (twice as many each time it happens again at once, up to MAX_BACKOFF_SAMPLES; its record
+ * fades meanwhile, so it tries again), and after the drafter found nothing.
  */
 const BACKOFF_SAMPLES = 16;
 const MAX_BACKOFF_SAMPLES = 128;
@@ -62,8 +65,8 @@ export interface SpeculationStats {
 }
 
 interface Drafting {
-  /** Moving average of drafts accepted per verification. */
-  accepted: number;
+  /** What its verifications accepted (draft_length.ts). */
+  record: AcceptanceRecord;
   /** The pause after its next failure (samples). */
   backoff: number;
   /** It drafts again once it has issued this many samples. */
@@ -76,8 +79,12 @@ export class Speculation {
   readonly stats: SpeculationStats;
   private readonly state = new WeakMap<Request, Drafting>();
 
-  /** `k` 0: nobody speculates. */
-  constructor(readonly k: number, private readonly drafter: Drafter = NGRAM_DRAFTER) {
+  /** `k` 0: nobody speculates. `costModel`: the engine's, as last re-fitted (draft_length.ts). */
+  constructor(
+    readonly k: number,
+    private readonly drafter: Drafter = NGRAM_DRAFTER,
+    private readonly costModel: () => CostModel | undefined = () => undefined,
+  ) {
     this.stats = { drafts: 0, draftTokens: 0, acceptedTokens: 0, acceptedPerPos: Array(k).fill(0) };
   }
 
@@ -108,16 +115,29 @@ export class Speculation {
   }
 
   /**
-   * Drafts to follow `req`'s decode row, just sampled (with every sample before it back): at most
-   * `room` and no more than max_tokens leaves room for, in blocks `grow` finds free for them; []
-   * when it does not draft now. The drafts it returns are counted as drafted.
+   * Drafts to follow `req`'s decode row, just sampled (with every sample before it back): as many
+   * as pay on this engine at its acceptance so far (draft_length.ts), at most `space.room` and no
+   * more than max_tokens leaves room for, in blocks `grow` finds free for them; [] when it does
+   * not draft now. The drafts it returns are counted as drafted.
    */
-  propose(req: Request, room: number, grow: (drafts: number) => boolean): number[] {
+  propose(
+    req: Request,
+    space: { room: number; rows: number },
+    grow: (drafts: number) => boolean,
+  ): number[] {
     if (req.inflight !== 1 || !this.wantsToDraft(req)) return [];
     const s = this.of(req);
-    const most = Math.min(this.k, room, req.spec.maxTokens - req.issued);
+    const most = Math.min(this.k, space.room, req.spec.maxTokens - req.issued);
     if (most <= 0) return [];
-    const drafts = this.drafter.propose(req, most).slice(0, most);
+    const k = draftLength(acceptance(s.record), most, space.rows, this.costModel());
+    if (k === 0) {
+      // Drafting does not pay now: decode as usual for a while, then weigh it again.
+      s.resumeAt = req.issued + s.backoff;
+      s.backoff = Math.min(2 * s.backoff, MAX_BACKOFF_SAMPLES);
+      fade(s.record);
+      return [];
+    }
+    const drafts = this.drafter.propose(req, k).slice(0, k);
     if (drafts.length === 0) s.resumeAt = req.issued + NOTHING_FOUND_SAMPLES;
     if (drafts.length === 0 || !grow(drafts.length)) return [];
     s.verifying = true;
@@ -126,25 +146,20 @@ export class Speculation {
     return drafts;
   }
 
-  /** `req`'s verification came back: `accepted` of its drafts were kept. */
-  verified(req: Request, accepted: number): void {
+  /** `req`'s verification came back: `accepted` of its `drafted` drafts were kept. */
+  verified(req: Request, accepted: number, drafted: number): void {
     const s = this.of(req);
     s.verifying = false;
     this.stats.acceptedTokens += accepted;
     for (let i = 0; i < accepted; i++) this.stats.acceptedPerPos[i]++;
-    s.accepted = 0.7 * s.accepted + 0.3 * accepted;
+    record(s.record, accepted, drafted);
     if (accepted > 0) s.backoff = BACKOFF_SAMPLES;
-    if (s.accepted < MIN_ACCEPTED) {
-      s.resumeAt = req.issued + s.backoff;
-      s.backoff = Math.min(2 * s.backoff, MAX_BACKOFF_SAMPLES);
-      s.accepted = MIN_ACCEPTED; // the next try starts from the threshold, one failure from pausing
-    }
   }
 
   private of(req: Request): Drafting {
     let s = this.state.get(req);
     if (!s) {
-      s = { accepted: START_ACCEPTED, backoff: BACKOFF_SAMPLES, resumeAt: 0, verifying: false };
+      s = { record: newRecord(), backoff: BACKOFF_SAMPLES, resumeAt: 0, verifying: false };
       this.state.set(req, s);
     }
     return s;

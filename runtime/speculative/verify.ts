@@ -27,7 +27,7 @@ export interface SpeculatedRun {
 
 /** Told how many of a run's drafts were accepted. */
 export interface VerifiedListener {
-  verified(req: Request, accepted: number): void;
+  verified(req: Request, accepted: number, drafted: number): void;
 }
 
 /**
@@ -50,6 +50,6 @@ export function deliverRun(
     accepted++;
   }
   req.settleDrafts(run.pos, accepted, k + 1 - taken);
-  listener.verified(req, accepted);
+  listener.verified(req, accepted, k);
   return taken;
 }

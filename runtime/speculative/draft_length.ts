@@ -1,0 +1,77 @@
+// How many tokens a request drafts in its next step, from what its drafts have earned so far and
+// what draft rows cost on this engine. Each draft is taken to be accepted with one probability a
+// (the request's own, estimated from its verifications), so k drafts bring, on average,
+// 1 + a + ... + a^k tokens in a step that costs c(k) times a plain one (the cost model's step time
+// with k more rows, over without). The best k maximises tokens per cost; drafting pays only where
+// that beats one token per plain step by a margin, for the pipelining a verification gives up (a
+// speculating request waits for its tokens between steps). On a GPU a few more rows cost little,
+// so low acceptance still pays; on a CPU rasteriser each row costs, so it takes a high one.
+
+import { type CostModel, predictStepMs } from "../../engine/kv/cost_model.ts";
+
+/** Tokens per cost a draft length must reach over plain decoding's 1. */
+export const MIN_GAIN = 1.1;
+
+/** A draft row's cost, relative to a step, where no cost model says (a GPU's few extra rows). */
+export const DEFAULT_ROW_COST = 0.05;
+
+/**
+ * A request's verifications as counts that fade (each new one weighs more than the old): drafts
+ * accepted, and verifications ended by a rejected draft. With a prior of one of each.
+ */
+export interface AcceptanceRecord {
+  accepted: number;
+  rejected: number;
+}
+
+/** How fast old verifications fade, per verification. */
+const FADE = 0.9;
+
+export function newRecord(): AcceptanceRecord {
+  return { accepted: 0, rejected: 0 };
+}
+
+/** A verification that accepted `accepted` of `drafted` drafts. */
+export function record(r: AcceptanceRecord, accepted: number, drafted: number): void {
+  r.accepted = FADE * r.accepted + accepted;
+  r.rejected = FADE * r.rejected + (accepted < drafted ? 1 : 0);
+}
+
+/** Halves what it knows: after a pause, the prior weighs more, so the request tries again. */
+export function fade(r: AcceptanceRecord): void {
+  r.accepted /= 2;
+  r.rejected /= 2;
+}
+
+/** The chance a draft is accepted: accepted drafts over drafts judged (a geometric's estimate). */
+export function acceptance(r: AcceptanceRecord): number {
+  return (r.accepted + 1) / (r.accepted + r.rejected + 2);
+}
+
+/** Tokens a step with k drafts brings on average, each accepted with probability `a`. */
+export function expectedTokens(a: number, k: number): number {
+  return a >= 1 ? k + 1 : (1 - a ** (k + 1)) / (1 - a);
+}
+
+/**
+ * Drafts (0..most) that bring the most tokens per cost to a step of `rows` rows; 0 when none
+ * reaches MIN_GAIN. `model`: the engine's cost model, if it has one.
+ */
+export function draftLength(
+  a: number,
+  most: number,
+  rows: number,
+  model: CostModel | undefined,
+): number {
+  const base = model ? predictStepMs(model, { rows, samples: rows }) : 0;
+  const cost = (k: number) =>
+    model && base > 0
+      ? predictStepMs(model, { rows: rows + k, samples: rows + k }) / base
+      : 1 + DEFAULT_ROW_COST * k;
+  let best = 0, bestGain = MIN_GAIN;
+  for (let k = 1; k <= most; k++) {
+    const gain = expectedTokens(a, k) / cost(k);
+    if (gain > bestGain) [best, bestGain] = [k, gain];
+  }
+  return best;
+}
