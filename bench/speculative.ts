@@ -165,7 +165,7 @@ export async function benchSpeculative(args: string[]): Promise<string> {
     "per-stream tokens/s (after the first token) against the same batch without speculation, both",
     "with decode groups of up to 8 steps. The drafter proposes the target's recorded tokens, each",
     "with probability p (a controlled acceptance rate: a random model accepts almost nothing a real",
-    "drafter proposes). At low acceptance a request stops drafting for 16 tokens at a time (doubling while it fails), so p = 0",
+    "drafter proposes). Each request drafts only as many tokens as pay at its acceptance so far on the profiled step cost (none for a while, where none pays), so p = 0",
     "runs mostly as plain decoding. Every speculating run's tokens equal the plain run's.",
     "",
     "| batch | p | verifications | draft tokens | accepted | tokens per verification | tokens/s vs none |",

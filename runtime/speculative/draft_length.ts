@@ -3,9 +3,11 @@
 // (the request's own, estimated from its verifications), so k drafts bring, on average,
 // 1 + a + ... + a^k tokens in a step that costs c(k) times a plain one (the cost model's step time
 // with k more rows, over without). The best k maximises tokens per cost; drafting pays only where
-// that beats one token per plain step by a margin, for the pipelining a verification gives up (a
-// speculating request waits for its tokens between steps). On a GPU a few more rows cost little,
-// so low acceptance still pays; on a CPU rasteriser each row costs, so it takes a high one.
+// that beats one token per plain step by a margin. A verification gives up pipelining (a
+// speculating request waits for its tokens between steps), so its cost counts the round trip to
+// learn that a step is done (Deno's readback: >= 10 ms), which pipelined plain steps hide. On a
+// GPU more rows cost little but the round trip is dear next to a step; on a CPU rasteriser each
+// row costs. Either way, it takes a high enough acceptance.
 
 import { type CostModel, predictStepMs } from "../../engine/kv/cost_model.ts";
 
@@ -64,9 +66,10 @@ export function draftLength(
   model: CostModel | undefined,
 ): number {
   const base = model ? predictStepMs(model, { rows, samples: rows }) : 0;
+  // A verification is waited for alone: its step's time, and the round trip to learn it is done.
   const cost = (k: number) =>
     model && base > 0
-      ? predictStepMs(model, { rows: rows + k, samples: rows + k }) / base
+      ? (predictStepMs(model, { rows: rows + k, samples: rows + k }) + model.roundTripMs) / base
       : 1 + DEFAULT_ROW_COST * k;
   let best = 0, bestGain = MIN_GAIN;
   for (let k = 1; k <= most; k++) {
