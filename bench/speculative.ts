@@ -84,6 +84,7 @@ export async function benchSpeculative(args: string[]): Promise<string> {
     maxRows: 128,
     gpuKvMb: 128,
     maxDecodeSteps: DEFAULT_DECODE_STEPS,
+    profileCosts: true, // what the draft length is weighed on (runtime/speculative/draft_length.ts)
   });
   const V = engine.info.vocabSize;
   // Each runtime closes its view of the engine, not the engine.
@@ -165,8 +166,9 @@ export async function benchSpeculative(args: string[]): Promise<string> {
     "per-stream tokens/s (after the first token) against the same batch without speculation, both",
     "with decode groups of up to 8 steps. The drafter proposes the target's recorded tokens, each",
     "with probability p (a controlled acceptance rate: a random model accepts almost nothing a real",
-    "drafter proposes). Each request drafts only as many tokens as pay at its acceptance so far on the profiled step cost (none for a while, where none pays), so p = 0",
-    "runs mostly as plain decoding. Every speculating run's tokens equal the plain run's.",
+    "drafter proposes). Each request drafts only as many tokens as pay at its acceptance so far,",
+    "on the profiled step cost with the readback round trip (none for a while where none pays), so",
+    "p = 0 runs mostly as plain decoding. Every speculating run's tokens equal the plain run's.",
     "",
     "| batch | p | verifications | draft tokens | accepted | tokens per verification | tokens/s vs none |",
     "|---|---|---|---|---|---|---|",

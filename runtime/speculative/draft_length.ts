@@ -14,8 +14,12 @@ import { type CostModel, predictStepMs } from "../../engine/kv/cost_model.ts";
 /** Tokens per cost a draft length must reach over plain decoding's 1. */
 export const MIN_GAIN = 1.1;
 
-/** A draft row's cost, relative to a step, where no cost model says (a GPU's few extra rows). */
+/**
+ * Where no cost model says: a draft row's cost relative to a step (a GPU's few extra rows), and
+ * the round trip a verification waits for, relative to a step.
+ */
 export const DEFAULT_ROW_COST = 0.05;
+export const DEFAULT_WAIT_COST = 0.25;
 
 /**
  * A request's verifications as counts that fade (each new one weighs more than the old): drafts
@@ -70,7 +74,7 @@ export function draftLength(
   const cost = (k: number) =>
     model && base > 0
       ? (predictStepMs(model, { rows: rows + k, samples: rows + k }) + model.roundTripMs) / base
-      : 1 + DEFAULT_ROW_COST * k;
+      : 1 + DEFAULT_WAIT_COST + DEFAULT_ROW_COST * k;
   let best = 0, bestGain = MIN_GAIN;
   for (let k = 1; k <= most; k++) {
     const gain = expectedTokens(a, k) / cost(k);

@@ -46,7 +46,7 @@ Deno.test("draft length: the most tokens per cost, none where no length pays", (
   const k = draftLength(0.8, 4, 1, cpu);
   assert(k >= 1 && k <= 4, `${k}`);
   assert(draftLength(0.95, 4, 1, cpu) >= k);
-  // Without a cost model, a draft row is taken at 5% of a step; `most` caps it.
+  // Without a cost model, a draft row is taken at 5% of a step and the wait at 25%; `most` caps it.
   assertEquals(draftLength(0.8, 2, 1, undefined), 2);
   assertEquals(draftLength(0.8, 0, 1, undefined), 0);
 });

@@ -187,3 +187,23 @@ Deno.test("with the prefix cache, blocks a speculating request filled hold the K
   assert(runtime.stats().prefix!.hitBlocks >= 8, JSON.stringify(runtime.stats().prefix));
   await runtime.close();
 });
+
+Deno.test("paced readers under tokenflow (held back, paused and resumed): speculating requests get their own tokens", async () => {
+  const { runtime, V } = speculating(
+    { maxSlots: 3, blocksPerArena: [64], numLayers: 2, blockSize: 4, hostBlocks: 128 },
+    0.8,
+    { policy: "tokenflow" },
+    () => new Promise((r) => setTimeout(r, 1)),
+  );
+  const reqs = [[5, 6, 7], [1, 2, 3, 4], [9], [3, 1, 4, 1, 5]];
+  const out = await Promise.all(
+    reqs.map((ids, i) =>
+      collect(runtime.submit({ ids, maxTokens: 24, sampling: greedy(40 + i), readingRate: 400 }))
+    ),
+  );
+  out.forEach((ids, i) => assertEquals(ids, toyGeneration(reqs[i], 24, 40 + i, V)));
+  const s = runtime.stats();
+  assert(s.speculation!.acceptedTokens > 0);
+  assertEquals(s.kvBlocksUsed, 0);
+  await runtime.close();
+});
