@@ -26,6 +26,7 @@ import {
   NGRAM_DRAFTER,
   Speculation,
 } from "./speculative/speculation.ts";
+import type { StepCosts } from "./speculative/draft_length.ts";
 
 /**
  * Parts a caller makes itself, in place of those the runtime's options would make: OrbitFlow's
@@ -86,7 +87,10 @@ export function assemble(
       max: Math.min(options.decodeSteps ?? 1, info.maxDecodeSteps),
       groupMs: options.decodeGroupMs ?? DEFAULT_GROUP_MS,
     },
-    speculation: speculation(options, preset, parts.drafter, () => costs.current),
+    speculation: speculation(options, preset, parts.drafter, {
+      model: () => costs.current,
+      groupSteps: Math.min(options.decodeSteps ?? 1, info.maxDecodeSteps),
+    }),
   });
   const { space } = scheduler;
   const loop = new StepLoop(engine, scheduler, info.ringSize, undefined, (step, ms) => {
@@ -112,7 +116,7 @@ function speculation(
   options: RuntimeOptions,
   preset: { tokenCache?: boolean; placing: { offloads: boolean } },
   drafter: Drafter | undefined,
-  costModel: () => CostModel | undefined,
+  costs: StepCosts,
 ): Speculation | undefined {
   if ((options.speculative ?? "off") === "off") return undefined;
   const k = options.speculativeTokens ?? DEFAULT_SPECULATIVE_TOKENS;
@@ -124,7 +128,7 @@ function speculation(
       "--speculative is not supported with --token-cache on or offloaded layers",
     );
   }
-  return new Speculation(k, drafter ?? NGRAM_DRAFTER, costModel);
+  return new Speculation(k, drafter ?? NGRAM_DRAFTER, costs);
 }
 
 /**

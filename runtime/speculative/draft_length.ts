@@ -11,8 +11,11 @@
 
 import { type CostModel, predictStepMs } from "../../engine/kv/cost_model.ts";
 
-/** Tokens per cost a draft length must reach over plain decoding's 1. */
-export const MIN_GAIN = 1.1;
+/**
+ * Tokens per cost a draft length must reach over plain decoding's 1: a margin for what the cost
+ * model does not see (a speculating step stops decode groups for the batch; sample rows' LM head).
+ */
+export const MIN_GAIN = 1.3;
 
 /**
  * Where no cost model says: a draft row's cost relative to a step (a GPU's few extra rows), and
@@ -23,7 +26,7 @@ export const DEFAULT_WAIT_COST = 0.25;
 
 /**
  * A request's verifications as counts that fade (each new one weighs more than the old): drafts
- * accepted, and verifications ended by a rejected draft. With a prior of one of each.
+ * accepted, and verifications ended by a rejected draft.
  */
 export interface AcceptanceRecord {
   accepted: number;
@@ -49,9 +52,12 @@ export function fade(r: AcceptanceRecord): void {
   r.rejected /= 2;
 }
 
-/** The chance a draft is accepted: accepted drafts over drafts judged (a geometric's estimate). */
+/**
+ * The chance a draft is accepted: accepted drafts over drafts judged (a geometric's estimate),
+ * from a prior of half an accepted and half a rejected draft (0.5, moved by the first verification).
+ */
 export function acceptance(r: AcceptanceRecord): number {
-  return (r.accepted + 1) / (r.accepted + r.rejected + 2);
+  return (r.accepted + 0.5) / (r.accepted + r.rejected + 1);
 }
 
 /** Tokens a step with k drafts brings on average, each accepted with probability `a`. */
@@ -59,21 +65,25 @@ export function expectedTokens(a: number, k: number): number {
   return a >= 1 ? k + 1 : (1 - a ** (k + 1)) / (1 - a);
 }
 
+/** What a step costs on this engine: its cost model (if it has one), and decode groups' length. */
+export interface StepCosts {
+  model(): CostModel | undefined;
+  /** Most steps of a decode group: plain steps share one round trip among this many. */
+  groupSteps: number;
+}
+
 /**
  * Drafts (0..most) that bring the most tokens per cost to a step of `rows` rows; 0 when none
- * reaches MIN_GAIN. `model`: the engine's cost model, if it has one.
+ * reaches MIN_GAIN. A plain step pays its share of a decode group's round trip; a verification
+ * pays its own.
  */
-export function draftLength(
-  a: number,
-  most: number,
-  rows: number,
-  model: CostModel | undefined,
-): number {
-  const base = model ? predictStepMs(model, { rows, samples: rows }) : 0;
-  // A verification is waited for alone: its step's time, and the round trip to learn it is done.
+export function draftLength(a: number, most: number, rows: number, costs: StepCosts): number {
+  const model = costs.model();
+  const step = (n: number) => predictStepMs(model!, { rows: n, samples: n });
+  const plain = model ? step(rows) + model.roundTripMs / Math.max(1, costs.groupSteps) : 0;
   const cost = (k: number) =>
-    model && base > 0
-      ? (predictStepMs(model, { rows: rows + k, samples: rows + k }) + model.roundTripMs) / base
+    model && plain > 0
+      ? (step(rows + k) + model.roundTripMs) / plain
       : 1 + DEFAULT_WAIT_COST + DEFAULT_ROW_COST * k;
   let best = 0, bestGain = MIN_GAIN;
   for (let k = 1; k <= most; k++) {

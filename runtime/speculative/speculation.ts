@@ -16,7 +16,6 @@
 import { usesPenalties } from "../../engine/gpu/kernels/logit_controls.ts";
 import type { Request } from "../request/request.ts";
 import { NGRAM_WINDOW, ngramDrafts } from "./ngram.ts";
-import type { CostModel } from "../../engine/kv/cost_model.ts";
 import {
   acceptance,
   type AcceptanceRecord,
@@ -24,6 +23,7 @@ import {
   fade,
   newRecord,
   record,
+  type StepCosts,
 } from "./draft_length.ts";
 
 /** `--speculative`: off, or prompt lookup (ngram.ts). */
@@ -79,11 +79,11 @@ export class Speculation {
   readonly stats: SpeculationStats;
   private readonly state = new WeakMap<Request, Drafting>();
 
-  /** `k` 0: nobody speculates. `costModel`: the engine's, as last re-fitted (draft_length.ts). */
+  /** `k` 0: nobody speculates. `costs`: what steps cost on this engine (draft_length.ts). */
   constructor(
     readonly k: number,
     private readonly drafter: Drafter = NGRAM_DRAFTER,
-    private readonly costModel: () => CostModel | undefined = () => undefined,
+    private readonly costs: StepCosts = { model: () => undefined, groupSteps: 1 },
   ) {
     this.stats = { drafts: 0, draftTokens: 0, acceptedTokens: 0, acceptedPerPos: Array(k).fill(0) };
   }
@@ -129,7 +129,9 @@ export class Speculation {
     const s = this.of(req);
     const most = Math.min(this.k, space.room, req.spec.maxTokens - req.issued);
     if (most <= 0) return [];
-    const k = draftLength(acceptance(s.record), most, space.rows, this.costModel());
+    // Knowing nothing of its drafts yet (or little, after a pause), it tries as many as it may.
+    const known = s.record.accepted + s.record.rejected >= 0.5;
+    const k = known ? draftLength(acceptance(s.record), most, space.rows, this.costs) : most;
     if (k === 0) {
       // Drafting does not pay now: decode as usual for a while, then weigh it again.
       s.resumeAt = req.issued + s.backoff;
