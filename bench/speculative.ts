@@ -116,12 +116,12 @@ export async function benchSpeculative(args: string[]): Promise<string> {
     // The trace: this batch's greedy tokens without speculation (also a warm-up).
     const trace = await run(batch);
     const ratios = new Map<number, number[]>();
-    const perStep = new Map<number, number[]>();
     const baseRates: number[] = [];
     for (let round = 0; round < flags.rounds; round++) {
-      const base = await run(batch);
-      baseRates.push(base.tokensPerS);
       for (const p of flags.acceptance) {
+        // Each cell against a baseline measured just before it: the machine's load drifts.
+        const base = await run(batch);
+        baseRates.push(base.tokensPerS);
         const drafter = new TraceDrafter(p, V, 17 + round);
         trace.outputs.forEach((out, i) => drafter.record(prompt(i + 1, 16, V), out));
         const spec = await run(batch, drafter);
@@ -133,7 +133,6 @@ export async function benchSpeculative(args: string[]): Promise<string> {
         const s = spec.stats.speculation!;
         ratios.set(p, [...(ratios.get(p) ?? []), spec.tokensPerS / base.tokensPerS]);
         const tokensPerVerification = s.drafts > 0 ? 1 + s.acceptedTokens / s.drafts : 1;
-        perStep.set(p, [...(perStep.get(p) ?? []), tokensPerVerification]);
         rows.push(
           `| ${batch} | ${p} | ${s.drafts} | ${s.draftTokens} | ${s.acceptedTokens} | ` +
             `${tokensPerVerification.toFixed(2)} | ${
@@ -163,7 +162,8 @@ export async function benchSpeculative(args: string[]): Promise<string> {
     `### Speculative decoding (${info.adapter}, ${info.dtype}, SmolLM2-135M shape, random weights)`,
     "",
     `${flags.tokens} greedy tokens per stream, k = ${flags.k}, ${flags.rounds} round(s); the ratio is`,
-    "per-stream tokens/s (after the first token) against the same batch without speculation, both",
+    "per-stream tokens/s (after the first token) against the same batch without speculation",
+    "measured just before it (the machine's load drifts), both",
     "with decode groups of up to 8 steps. The drafter proposes the target's recorded tokens, each",
     "with probability p (a controlled acceptance rate: a random model accepts almost nothing a real",
     "drafter proposes). Each request drafts only as many tokens as pay at its acceptance so far,",

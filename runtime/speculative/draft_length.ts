@@ -73,9 +73,9 @@ export interface StepCosts {
 }
 
 /**
- * Drafts (0..most) that bring the most tokens per cost to a step of `rows` rows; 0 when none
- * reaches MIN_GAIN. A plain step pays its share of a decode group's round trip; a verification
- * pays its own.
+ * Drafts (0..most) that bring the most tokens per cost to a step of `rows` rows (a decode row
+ * each, this request's among them); 0 when none reaches MIN_GAIN. A plain step pays its share of
+ * a decode group's round trip; a verification pays its own, and the whole step waits for it.
  */
 export function draftLength(a: number, most: number, rows: number, costs: StepCosts): number {
   const model = costs.model();
@@ -87,7 +87,8 @@ export function draftLength(a: number, most: number, rows: number, costs: StepCo
       : 1 + DEFAULT_WAIT_COST + DEFAULT_ROW_COST * k;
   let best = 0, bestGain = MIN_GAIN;
   for (let k = 1; k <= most; k++) {
-    const gain = expectedTokens(a, k) / cost(k);
+    // The step's other rows wait with it: its tokens are theirs plus this request's.
+    const gain = (rows - 1 + expectedTokens(a, k)) / (rows * cost(k));
     if (gain > bestGain) [best, bestGain] = [k, gain];
   }
   return best;

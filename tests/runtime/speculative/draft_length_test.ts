@@ -47,6 +47,9 @@ Deno.test("draft length: the most tokens per cost, none where no length pays", (
   const k = draftLength(0.8, 4, 1, cpu);
   assert(k >= 1 && k <= 4, `${k}`);
   assert(draftLength(0.95, 4, 1, cpu) >= k);
+  // In a batch, the others' rows wait for the verification too: it takes a higher acceptance.
+  assert(draftLength(0.6, 4, 1, gpu) > 0);
+  assertEquals(draftLength(0.6, 4, 8, gpu), 0);
   const none = { model: () => undefined, groupSteps: 8 };
   // Without a cost model, a draft row is taken at 5% of a step and the wait at 25%; `most` caps it.
   assertEquals(draftLength(0.8, 2, 1, none), 2);
