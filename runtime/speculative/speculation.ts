@@ -46,13 +46,14 @@ export const NGRAM_DRAFTER: Drafter = {
 };
 
 /**
- * Samples a request decodes as usual before it weighs drafting again: after its drafts stopped
- * paying (twice as many each time it happens again at once, up to MAX_BACKOFF_SAMPLES; its record
- * fades meanwhile, so it tries again), and after the drafter found nothing.
+ * Samples a request decodes as usual before it weighs drafting again (each weighing waits for its
+ * tokens in flight): after its drafts stopped paying (its record fades meanwhile, so it tries
+ * again), and after the drafter found nothing; twice as many each time it happens again without
+ * an accepted draft in between, up to MAX_BACKOFF_SAMPLES.
  */
 const BACKOFF_SAMPLES = 16;
-const MAX_BACKOFF_SAMPLES = 128;
 const NOTHING_FOUND_SAMPLES = 4;
+const MAX_BACKOFF_SAMPLES = 128;
 
 /** vLLM's spec_decode counters. */
 export interface SpeculationStats {
@@ -67,8 +68,9 @@ export interface SpeculationStats {
 interface Drafting {
   /** What its verifications accepted (draft_length.ts). */
   record: AcceptanceRecord;
-  /** The pause after its next failure (samples). */
+  /** The pause after its drafts next stop paying, and after the drafter next finds nothing. */
   backoff: number;
+  idle: number;
   /** It drafts again once it has issued this many samples. */
   resumeAt: number;
   /** Its drafts are in a step not yet delivered: it waits for them. */
@@ -140,7 +142,10 @@ export class Speculation {
       return [];
     }
     const drafts = this.drafter.propose(req, k).slice(0, k);
-    if (drafts.length === 0) s.resumeAt = req.issued + NOTHING_FOUND_SAMPLES;
+    if (drafts.length === 0) {
+      s.resumeAt = req.issued + s.idle;
+      s.idle = Math.min(2 * s.idle, MAX_BACKOFF_SAMPLES);
+    }
     if (drafts.length === 0 || !grow(drafts.length)) return [];
     s.verifying = true;
     this.stats.drafts++;
@@ -155,13 +160,19 @@ export class Speculation {
     this.stats.acceptedTokens += accepted;
     for (let i = 0; i < accepted; i++) this.stats.acceptedPerPos[i]++;
     record(s.record, accepted, drafted);
-    if (accepted > 0) s.backoff = BACKOFF_SAMPLES;
+    if (accepted > 0) [s.backoff, s.idle] = [BACKOFF_SAMPLES, NOTHING_FOUND_SAMPLES];
   }
 
   private of(req: Request): Drafting {
     let s = this.state.get(req);
     if (!s) {
-      s = { record: newRecord(), backoff: BACKOFF_SAMPLES, resumeAt: 0, verifying: false };
+      s = {
+        record: newRecord(),
+        backoff: BACKOFF_SAMPLES,
+        idle: NOTHING_FOUND_SAMPLES,
+        resumeAt: 0,
+        verifying: false,
+      };
       this.state.set(req, s);
     }
     return s;

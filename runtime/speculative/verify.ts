@@ -3,7 +3,8 @@
 // plain decoding would have sampled it; while the target's token at a position equals the draft
 // the next row carried, that row read the right context, so its token is the request's next one
 // too. The first disagreement ends the run: its token is kept (the target's own), the rows after
-// it read a wrong token and are dropped, with their KV.
+// it read a wrong token and are dropped; their KV never counts as computed (Request.settleDrafts),
+// and the request's next rows write over it.
 //
 // With sampling this is the standard accept/reject rule for a draft that is a point mass on d:
 // accepting d with probability p(d), else drawing from p with d removed and renormalised, is the
