@@ -103,9 +103,19 @@ export class Speculation {
     return s.verifying || req.issued >= s.resumeAt;
   }
 
-  /** `req` waits for its samples in flight before its next row (to draft from its newest token). */
+  /**
+   * `req` waits for its samples in flight before its next row, to draft from its newest token.
+   * Where its acceptance so far says no draft length would pay (at the best, a step of its row
+   * alone), it does not wait for nothing: drafting pauses now.
+   */
   waits(req: Request): boolean {
-    return req.inflight > 0 && this.wantsToDraft(req);
+    if (!this.wantsToDraft(req)) return false;
+    const s = this.of(req);
+    if (!s.verifying && this.draftsFor(s, this.k, 1) === 0) {
+      this.pause(req, s);
+      return false;
+    }
+    return req.inflight > 0;
   }
 
   /**
@@ -131,14 +141,9 @@ export class Speculation {
     const s = this.of(req);
     const most = Math.min(this.k, space.room, req.spec.maxTokens - req.issued);
     if (most <= 0) return [];
-    // Knowing nothing of its drafts yet (or little, after a pause), it tries as many as it may.
-    const known = s.record.accepted + s.record.rejected >= 0.5;
-    const k = known ? draftLength(acceptance(s.record), most, space.rows, this.costs) : most;
+    const k = this.draftsFor(s, most, space.rows);
     if (k === 0) {
-      // Drafting does not pay now: decode as usual for a while, then weigh it again.
-      s.resumeAt = req.issued + s.backoff;
-      s.backoff = Math.min(2 * s.backoff, MAX_BACKOFF_SAMPLES);
-      fade(s.record);
+      this.pause(req, s);
       return [];
     }
     const drafts = this.drafter.propose(req, k).slice(0, k);
@@ -161,6 +166,22 @@ export class Speculation {
     for (let i = 0; i < accepted; i++) this.stats.acceptedPerPos[i]++;
     record(s.record, accepted, drafted);
     if (accepted > 0) [s.backoff, s.idle] = [BACKOFF_SAMPLES, NOTHING_FOUND_SAMPLES];
+  }
+
+  /**
+   * Drafts that pay at `s`'s acceptance in a step of `rows` rows (draft_length.ts), at most `most`;
+   * knowing little of its drafts yet (none, or little after pauses), it tries as many as it may.
+   */
+  private draftsFor(s: Drafting, most: number, rows: number): number {
+    const known = s.record.accepted + s.record.rejected >= 0.5;
+    return known ? draftLength(acceptance(s.record), most, rows, this.costs) : most;
+  }
+
+  /** Drafting does not pay now: `req` decodes as usual for a while, then weighs it again. */
+  private pause(req: Request, s: Drafting): void {
+    s.resumeAt = req.issued + s.backoff;
+    s.backoff = Math.min(2 * s.backoff, MAX_BACKOFF_SAMPLES);
+    fade(s.record);
   }
 
   private of(req: Request): Drafting {
