@@ -1,7 +1,8 @@
 // `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, speed, kv, serve, matrix,
 // constrained, capacity, embeddings, plan, responsiveness, head-of-line, greedy-rate, huge-prompts,
-// connection-flood, startup, gpu, model-switch, phi4-mini-shape): runs one benchmark, prints its
-// Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and runs nothing; a bad flag prints one line and
+// connection-flood, startup, gpu, model-switch, speculative, phi4-mini-shape): runs one benchmark,
+// prints its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and
+// runs nothing; a bad flag prints one line and
 // the usage (exit 2) before any work starts.
 
 import { UsageError } from "./common/cli.ts";
@@ -112,6 +113,13 @@ const BENCHES: Record<string, Bench> = {
     load: async () => {
       const m = await import("./constrained.ts");
       return { usage: m.USAGE, run: m.benchConstrained };
+    },
+  },
+  speculative: {
+    summary: "speculative decoding: tokens/s against none at controlled acceptance rates",
+    load: async () => {
+      const m = await import("./speculative.ts");
+      return { usage: m.USAGE, run: m.benchSpeculative };
     },
   },
   capacity: {

@@ -10,6 +10,7 @@ import { z } from "zod";
 import { DEFAULT_MODEL } from "../engine/sources/default_model.ts";
 import { DEFAULT_DECODE_STEPS } from "../runtime/decode_group.ts";
 import { type PolicyName, PRESETS } from "../runtime/policy/index.ts";
+import { DEFAULT_SPECULATIVE_TOKENS } from "../runtime/speculative/speculation.ts";
 import { flag, section, to } from "./flag_row.ts";
 
 export const onOff = z.enum(["on", "off"]);
@@ -99,6 +100,26 @@ export const ENGINE = section("engine and scheduling", {
     ],
     engine: "maxDecodeSteps",
     runtime: "decodeSteps",
+  }),
+  // Speculative decoding (runtime/speculative/): drafts verified as extra rows of a decode step.
+  speculative: flag({
+    schema: z.enum(["off", "ngram"]).default("off"),
+    usage: [
+      "--speculative off|ngram",
+      "speculative decoding: ngram drafts a request's next tokens from its own",
+      "prompt and output (prompt lookup); the model checks them as extra rows",
+      "of one step. Greedy and seeded output is unchanged; constrained requests",
+      "and requests with penalties do not speculate (default off)",
+    ],
+    runtime: "speculative",
+  }),
+  "num-speculative-tokens": flag({
+    schema: z.coerce.number().int().min(1).max(16).default(DEFAULT_SPECULATIVE_TOKENS),
+    usage: [
+      "--num-speculative-tokens K",
+      `most drafts per speculating step (default ${DEFAULT_SPECULATIVE_TOKENS})`,
+    ],
+    runtime: "speculativeTokens",
   }),
   // The defaults below (tokenflow, a host tier, recompute auto, write-through) are the combination
   // that measured best on this machine's adapter (docs/benchmarks/policies.md); on a GPU's

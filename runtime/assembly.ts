@@ -20,9 +20,19 @@ import {
 import { OWN_OPTIONS, placingOf } from "./policy/preset.ts";
 import { choosePreset, type PolicyName } from "./policy/index.ts";
 import { Scheduler } from "./scheduler.ts";
+import {
+  DEFAULT_SPECULATIVE_TOKENS,
+  type Drafter,
+  NGRAM_DRAFTER,
+  Speculation,
+} from "./speculative/speculation.ts";
+import type { StepCosts } from "./speculative/draft_length.ts";
 
-/** Parts a caller makes itself, in place of those the runtime's options would make. */
-export type RuntimeParts = Pick<KvSpaceOptions, "planner" | "planSource">;
+/**
+ * Parts a caller makes itself, in place of those the runtime's options would make: OrbitFlow's
+ * planner, and the drafter `--speculative` would make (a bench's, of controlled acceptance).
+ */
+export type RuntimeParts = Pick<KvSpaceOptions, "planner" | "planSource"> & { drafter?: Drafter };
 
 /** A runtime's parts. */
 export interface Assembly {
@@ -77,6 +87,10 @@ export function assemble(
       max: Math.min(options.decodeSteps ?? 1, info.maxDecodeSteps),
       groupMs: options.decodeGroupMs ?? DEFAULT_GROUP_MS,
     },
+    speculation: speculation(options, preset, parts.drafter, {
+      model: () => costs.current,
+      groupSteps: Math.min(options.decodeSteps ?? 1, info.maxDecodeSteps),
+    }),
   });
   const { space } = scheduler;
   const loop = new StepLoop(engine, scheduler, info.ringSize, undefined, (step, ms) => {
@@ -94,6 +108,27 @@ export function assemble(
     costs,
     loop,
   };
+}
+
+/** Speculative decoding as the options ask (none when off); refused beside the mechanisms whose
+ * books would count a draft row's KV before it is verified. */
+function speculation(
+  options: RuntimeOptions,
+  preset: { tokenCache?: boolean; placing: { offloads: boolean } },
+  drafter: Drafter | undefined,
+  costs: StepCosts,
+): Speculation | undefined {
+  if ((options.speculative ?? "off") === "off") return undefined;
+  const k = options.speculativeTokens ?? DEFAULT_SPECULATIVE_TOKENS;
+  if (!Number.isInteger(k) || k < 1) {
+    throw new RangeError(`--num-speculative-tokens ${k}: must be an integer >= 1`);
+  }
+  if (preset.tokenCache || preset.placing.offloads) {
+    throw new RangeError(
+      "--speculative is not supported with --token-cache on or offloaded layers",
+    );
+  }
+  return new Speculation(k, drafter ?? NGRAM_DRAFTER, costs);
 }
 
 /**

@@ -17,3 +17,6 @@ export type { Plan, PlanInput, PlanRequest } from "./plan/plan_types.ts";
 
 // Encoders behind the embedding face (bench embeddings).
 export { openEncoderModel } from "./embedding/open_encoder.ts";
+
+// Speculative decoding's drafter, for a bench's drafter of controlled acceptance.
+export type { Drafter } from "./speculative/speculation.ts";

@@ -7,6 +7,7 @@ import type { AutoOption } from "./policy/economics.ts";
 import type { PolicyName } from "./policy/index.ts";
 import type { PresetOptions } from "./policy/preset.ts";
 import type { RequestSlo } from "./request/request.ts";
+import type { SpeculativeMode } from "./speculative/speculation.ts";
 
 /** The runtime's options: its preset's (policy/preset.ts), and its own. */
 export interface RuntimeOptions extends PresetOptions {
@@ -46,6 +47,10 @@ export interface RuntimeOptions extends PresetOptions {
   decodeSteps?: number;
   /** The most time one such group may take (ms; default decode_group.ts's DEFAULT_GROUP_MS). */
   decodeGroupMs?: number;
+  /** Speculative decoding (`--speculative`; runtime/speculative/): off (default) or ngram. */
+  speculative?: SpeculativeMode;
+  /** Drafts per speculating step (`--num-speculative-tokens`; default 4). */
+  speculativeTokens?: number;
   /** Token ids that end generation unless a request gives its own. */
   eosIds: readonly number[];
   /** The model's vocabulary, read when the first grammar is compiled (none: no grammars). */

@@ -5,16 +5,16 @@
 //               the batch, their streams playing on from their buffers;
 //   3. admit:   in the policy's order (default: the queue's, paused requests first), while a slot
 //               is free and the space can give the policy's admission KV;
-//   4. build:   a decode row for every decoding request, then prefill chunks sharing the rows
-//               left (prefill_share.ts), each given its blocks first (the space preempts the
-//               policy's victims when the pool is short). A step with nothing to decide and
-//               nothing for the host between steps becomes a decode group: k steps in one go;
-//   5. deliver: once the engine has run the step, its sampled tokens go to their requests (and
-//               the hidden states read for embedding requests, to theirs).
+//   4. build:   a decode row for every decoding request (and its drafts', speculative/), then
+//               prefill chunks sharing the rows left (prefill_share.ts), each given its blocks
+//               first (the space preempts the policy's victims when the pool is short). A step
+//               with nothing to decide and nothing for the host between steps becomes a decode
+//               group: k steps in one go;
+//   5. deliver: the step's sampled tokens go to their requests (drafts verified), and the hidden
+//               states read for embedding requests to theirs.
 //
-// It keeps the batch (batch.ts), the policy, the step builder and decode groups (decode_group.ts);
-// where KV lives, and all that moves it, is its KV space's (kv_space.ts). It is pure host logic: it
-// returns a plan (step_builder.ts), and the engine runs it.
+// It keeps the batch, the policy, the step builder, decode groups and speculation; where KV lives,
+// and all that moves it, is its KV space's (kv_space.ts). Pure host logic: it returns a plan.
 
 import type { CostModel, StepRecords } from "../engine/engine.ts";
 import { Batch } from "./batch.ts";
@@ -26,6 +26,7 @@ import { sharePrefillRows } from "./prefill_share.ts";
 import { batchSeats, type Seats } from "./preemption.ts";
 import type { Request } from "./request/request.ts";
 import { type BuiltStep, deliverRecords, StepBuilder, type StepLimits } from "./step_builder.ts";
+import { Speculation } from "./speculative/speculation.ts";
 
 /** Batch slots, a step's rows and table entries (maxRows bounds a prefill chunk's stall). */
 export type SchedulerLimits = StepLimits & { maxSlots: number };
@@ -40,10 +41,11 @@ export interface SchedulerParts {
   time?: { now?: () => number; costModel?: () => CostModel | undefined };
   /** Multi-step decode: most steps per group and the time a group may take (default: none). */
   decodeSteps?: DecodeSteps;
+  /** Speculative decoding: drafts per step and the drafter (default: none). */
+  speculation?: Speculation;
 }
 
 export class Scheduler {
-  recomputedTokens = 0; // rows of positions computed before (their KV was lost meanwhile)
   policyPauses = 0; // running requests paused by the policy or the planner, not for a block
   heldRows = 0; // decode rows the policy held back (their readers had enough buffered)
   holding = 0; // requests held back in the last step built: the loop must look again soon
@@ -51,14 +53,16 @@ export class Scheduler {
   /** What policies read: the clock, free room, the cost model's predictions. */
   readonly context: PolicyContext;
   readonly groups: DecodeGroups;
+  readonly speculation: Speculation;
   private readonly batch: Batch;
   private readonly policy: SchedulingPolicy;
   private readonly step: StepBuilder;
   private readonly seats: Seats; // how the space preempts: the policy names, the batch loses
   private decisionsBefore = 0; // `decisions` when this step began
 
-  constructor({ kv, limits, policy, time = {}, decodeSteps }: SchedulerParts) {
+  constructor({ kv, limits, policy, time = {}, decodeSteps, speculation }: SchedulerParts) {
     this.policy = policy;
+    this.speculation = speculation ?? new Speculation(0);
     this.batch = new Batch(limits.maxSlots);
     this.groups = new DecodeGroups(decodeSteps);
     const costModel = time.costModel ?? (() => undefined);
@@ -106,15 +110,13 @@ export class Scheduler {
     this.batch.withdraw(req);
   }
 
-  // What the space counts, read where the scheduler's counters are.
+  // What the space and the step builder count, read where the scheduler's counters are (the rest:
+  // `space`). Recomputed: rows of positions computed before (their KV was lost meanwhile).
   get preemptions(): number {
     return this.space.preemptions;
   }
-  get layerwiseAdmissions(): number {
-    return this.space.layerwiseAdmissions;
-  }
-  get prefillSplits(): number {
-    return this.space.prefillSplits;
+  get recomputedTokens(): number {
+    return this.step.recomputed;
   }
 
   // ---- the step ----
@@ -207,8 +209,8 @@ export class Scheduler {
     const copies = this.space.takeCopies();
     // A group only when this step made no decision and nothing in it needs the host in between.
     const quiet = this.waiting.length === 0 && this.holding === 0 &&
-      this.decisions === this.decisionsBefore && this.running.every((r) => !r.grammar) &&
-      this.space.quiet(copies);
+      this.decisions === this.decisionsBefore && this.space.quiet(copies) &&
+      this.running.every((r) => !r.grammar && !this.speculation.wantsToDraft(r));
     const rows = this.step.decodeRows;
     const k = quiet ? this.groups.size(rows, () => this.context.stepMs(rows, rows)) : 1;
     // Its rows' blocks for every step of the group must be free: no one is preempted for them.
@@ -223,25 +225,29 @@ export class Scheduler {
   }
 
   /**
-   * A decode row for `req`: the newest sampled id goes in at its next position, and is sampled.
-   * A constrained request's rows name their tokens: the last sampled one, and those its grammar
-   * forced since, which no row has computed yet.
+   * A decode row for `req`: its newest sampled id goes in at its next position, and is sampled. A
+   * constrained request's rows name their tokens (the last sampled one, those its grammar forced
+   * since); a speculating one's drafts follow, in free blocks (no one is preempted for a draft).
    */
   private decode(req: Request): void {
-    if (!req.maySample) return;
+    if (!req.maySample || this.speculation.waits(req)) return;
     const pos = req.promptLength + req.issued - 1;
     const first = req.grammar ? Math.min(req.computed, pos) : pos;
     // Uncached oldest positions (token_cached.ts) ride in the step before the row that reads them.
     const recompute = this.space.recomputeRows(req);
     if (recompute + pos - first + 1 > this.step.room) return;
     if (!this.grow(req, pos + 1) || !this.space.claim(req)) return;
-    this.rows(req, 0, recompute);
+    this.step.known(req, 0, recompute);
     this.space.recomputed(req);
-    this.rows(req, first, pos);
-    this.row(req, pos, req.grammar ? req.tokenAt(pos) : null);
+    this.step.known(req, first, pos);
+    const named = req.grammar || this.speculation.namesToken(req);
+    this.step.row(req, pos, named ? req.tokenAt(pos) : null);
     req.computeTo(pos + 1);
     this.space.wrote(req);
     this.step.sample(req);
+    const grow = (drafts: number) => this.grow(req, pos + 1 + drafts, false);
+    const drafts = this.speculation.propose(req, this.step.draftSpace(this.running.length), grow);
+    if (drafts.length > 0) this.step.drafts(req, pos, drafts);
   }
 
   /** A prefill chunk of `share` rows at most: dropped oldest positions first, then its next. */
@@ -249,7 +255,7 @@ export class Scheduler {
     if (req.refill) {
       // The oldest positions, dropped while it was paused, are computed again first.
       const { from, to } = req.takeRefill(share);
-      this.rows(req, from, to);
+      this.step.known(req, from, to);
       if (req.refill) return;
       share -= to - from;
     }
@@ -258,7 +264,7 @@ export class Scheduler {
     if (!req.maySample) n = Math.min(n, req.prefillTarget - 1 - req.computed);
     if (n <= 0) return;
     if (!this.grow(req, req.computed + n) || !this.space.claim(req)) return;
-    this.rows(req, req.computed, req.computed + n);
+    this.step.known(req, req.computed, req.computed + n);
     if (req.pooled) this.step.pooled(req, req.computed, n);
     req.computeTo(req.computed + n);
     this.space.wrote(req);
@@ -270,10 +276,8 @@ export class Scheduler {
     else this.step.sample(req);
   }
 
-  /**
-   * Gives `req` blocks for `tokens` positions on every layer, preempting the policy's victims when
-   * `preempting`; false when it was preempted, or (not preempting) the blocks were not free.
-   */
+  /** Blocks for `tokens` positions of `req` (every layer), preempting the policy's victims when
+   * `preempting`: false when it was preempted, or (not preempting) the blocks were not free. */
   private grow(req: Request, tokens: number, preempting = true): boolean {
     const added = preempting
       ? this.space.grow(req, tokens, this.seats)
@@ -282,20 +286,11 @@ export class Scheduler {
     return added !== null;
   }
 
-  private row(req: Request, pos: number, token: number | null): void {
-    if (this.step.row(req, pos, token)) this.recomputedTokens++;
-  }
-
-  /** Rows of `req` at positions from..to-1, each taking its known token. */
-  private rows(req: Request, from: number, to: number): void {
-    for (let pos = from; pos < to; pos++) this.row(req, pos, req.tokenAt(pos));
-  }
-
-  /** Delivers a step's landings, and its sampled tokens to their requests: how many. */
-  deliver(step: Pick<BuiltStep, "owners" | "landings" | "readers">, records: StepRecords): number {
+  /** Delivers a step's landings, and its sampled tokens to their requests (verifying drafts). */
+  deliver(step: Omit<BuiltStep, "plan">, records: StepRecords): number {
     this.space.land(step.landings);
     records.hidden?.forEach((vector, i) => step.readers![i].acceptHidden(vector));
-    return deliverRecords(step.owners, records);
+    return deliverRecords(step.owners, records, step.runs, this.speculation);
   }
 
   failAll(message: string): void {

@@ -11,6 +11,8 @@ import type { PlannerStats } from "./plan/orbit_offload.ts";
 import type { Request, RequestState } from "./request/request.ts";
 import type { PacerOccupancy } from "./request/token_buffer.ts";
 import type { TokenCached } from "./token_cached.ts";
+import type { SpeculationStats } from "./speculative/speculation.ts";
+import type { Scheduler } from "./scheduler.ts";
 
 export interface RequestStats {
   id: number;
@@ -76,6 +78,11 @@ export interface RuntimeStats {
   /** Prefill rows of positions their request had computed before (KV lost to a preemption). */
   recomputedTokens: number;
   /**
+   * Speculative decoding's counters (vLLM's spec_decode_*), only with `--speculative`: draft runs
+   * verified, draft tokens, drafts accepted, and accepted per draft position.
+   */
+  speculation?: SpeculationStats;
+  /**
    * TokenFlow's effective tokens of the requests that have ended (runtime/effective_tokens.ts):
    * each token weighed by its buffer's occupancy when it was deposited.
    */
@@ -123,13 +130,14 @@ export function runtimeStats(
     policyPauses: scheduler.policyPauses,
     ...(layerwise
       ? {
-        layerwiseAdmissions: scheduler.layerwiseAdmissions,
-        prefillSplits: scheduler.prefillSplits,
+        layerwiseAdmissions: scheduler.space.layerwiseAdmissions,
+        prefillSplits: scheduler.space.prefillSplits,
       }
       : {}),
     ...(space.tokenCached ? { tokenCache: tokenCacheStats(space.tokenCached) } : {}),
     preemptChoices: { ...space.preemptChoices },
     recomputedTokens: scheduler.recomputedTokens,
+    ...(scheduler.speculation.k > 0 ? { speculation: speculationStats(scheduler) } : {}),
     effectiveTokens,
     requests: all.map((r) => ({
       id: r.id,
@@ -162,4 +170,9 @@ function kvBytesMoved(space: KvSpace, bytes: number): { out: number; in: number 
   const into = sw.blocksIn + (off ? off.blocksPrefetched + off.blocksRestored : 0) +
     (cache?.blocksIn ?? 0);
   return { out: out * bytes, in: into * bytes };
+}
+
+function speculationStats({ speculation }: Scheduler): SpeculationStats {
+  const s = speculation.stats;
+  return { ...s, acceptedPerPos: [...s.acceptedPerPos] };
 }

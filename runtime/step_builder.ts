@@ -22,6 +22,7 @@ import { NOT_RESIDENT } from "../engine/kv/pool_shape.ts";
 import type { BlockPool } from "./kv/block_pool.ts";
 import type { Landing } from "./kv/host_tier.ts";
 import type { Request } from "./request/request.ts";
+import { deliverRun, type SpeculatedRun, type VerifiedListener } from "./speculative/verify.ts";
 
 /**
  * A built step: the plan for the engine and, per sample row, the request it belongs to (and per
@@ -33,11 +34,15 @@ export interface BuiltStep {
   readers?: Request[];
   /** Host copies that are complete once this step is delivered. */
   landings: Landing[];
+  /** Speculated runs (runtime/speculative/verify.ts), in sample order. */
+  runs?: SpeculatedRun[];
 }
 
 export interface StepLimits {
   /** Most token rows per step. */
   maxRows: number;
+  /** Most sample rows per step (the engine samples at most one per batch slot's worth). */
+  maxSlots: number;
   /** Block-table entries per (slot, layer). */
   maxBlocksPerSeq: number;
 }
@@ -53,9 +58,13 @@ export class StepBuilder {
   private owners: Request[] = [];
   private hiddenReads: NonNullable<StepPlan["hiddenReads"]> = [];
   private readers: Request[] = [];
+  private runs: SpeculatedRun[] = [];
+  private draftSamples = 0;
   /** Landings of a step that carried nothing: the next step takes them, so they land only after
    * every step before it is delivered (their copies may be in one still in flight). */
   private carriedLandings: Landing[] = [];
+  /** Rows of positions computed before (their KV was lost meanwhile), over all steps. */
+  recomputed = 0;
   /** Requests with rows in the step being built. */
   readonly inStep = new Set<Request>();
 
@@ -106,6 +115,8 @@ export class StepBuilder {
     this.owners = [];
     this.hiddenReads = [];
     this.readers = [];
+    this.runs = [];
+    this.draftSamples = 0;
     this.inStep.clear();
   }
 
@@ -114,11 +125,29 @@ export class StepBuilder {
     return this.limits.maxRows - this.rows.length;
   }
 
-  /** A row of `req` at `pos` (`token` null: the id sampled last). True when it is a recompute. */
+  /**
+   * Draft rows the step can still take (rows, and sample rows that none of the `running`
+   * requests' own samples, one each at most, will need), and the rows it is expected to hold
+   * without them (a decode row each), which is what their cost is weighed against.
+   */
+  draftSpace(running: number): { room: number; rows: number } {
+    const samples = this.limits.maxSlots - running - this.draftSamples;
+    return { room: Math.min(this.room, samples), rows: Math.max(1, running) };
+  }
+
+  /** A row of `req` at `pos` (`token` null: the id sampled last). True (and counted) when it is a
+   * recompute. */
   row(req: Request, pos: number, token: number | null): boolean {
     this.rows.push({ slot: req.slot, pos, token });
     this.inStep.add(req);
-    return req.rowAt(pos);
+    const again = req.rowAt(pos);
+    if (again) this.recomputed++;
+    return again;
+  }
+
+  /** Rows of `req` at positions from..to-1, each taking its known token. */
+  known(req: Request, from: number, to: number): void {
+    for (let pos = from; pos < to; pos++) this.row(req, pos, req.tokenAt(pos));
   }
 
   /**
@@ -177,6 +206,22 @@ export class StepBuilder {
   }
 
   /**
+   * `req`'s decode row, just sampled at `pos`, is followed by a row per draft at pos+1.., each
+   * sampled: the target's token at every position, for delivery to check against the drafts. The
+   * draft rows' KV counts as computed only once their tokens are accepted (Request.settleDrafts).
+   */
+  drafts(req: Request, pos: number, drafts: readonly number[]): void {
+    this.runs.push({ first: this.samples.length - 1, pos, drafts: [...drafts] });
+    this.draftSamples += drafts.length;
+    drafts.forEach((token, i) => {
+      this.rows.push({ slot: req.slot, pos: pos + 1 + i, token });
+      this.samples.push({ row: this.rows.length - 1 });
+      this.owners.push(req);
+      req.issueSample();
+    });
+  }
+
+  /**
    * The step, with the host tier's copies and the offloader's prefetches (their table entries
    * last: they override what a slot's new table said for those); null when it would carry
    * nothing (the table writes then wait for the next one).
@@ -211,22 +256,35 @@ export class StepBuilder {
     this.sampling = [];
     this.penaltySeeds = [];
     const readers = this.readers.length > 0 ? { readers: this.readers } : {};
-    return { plan, owners: this.owners, landings, ...readers };
+    const runs = this.runs.length > 0 ? { runs: this.runs } : {};
+    return { plan, owners: this.owners, landings, ...readers, ...runs };
   }
 }
 
 /**
  * Gives a step's sample records to the requests they belong to (`owners`, one per sample row),
  * none after a finish. A group's records come step by step; a request takes them in order until
- * it finishes, and what its row drew after that is dropped. Returns the tokens delivered.
+ * it finishes, and what its row drew after that is dropped. A speculated run's records go to
+ * verification (speculative/verify.ts), which tells `listener`. Returns the tokens delivered.
  */
-export function deliverRecords(owners: readonly Request[], records: readonly SampleRecord[]) {
+export function deliverRecords(
+  owners: readonly Request[],
+  records: readonly SampleRecord[],
+  runs: readonly SpeculatedRun[] = [],
+  listener?: VerifiedListener,
+) {
+  const runAt = new Map(runs.map((run) => [run.first, run]));
   let delivered = 0;
-  records.forEach((rec, i) => {
+  for (let i = 0; i < records.length; i++) {
     const req = owners[i % owners.length];
-    if (req.finish) return;
-    req.accept(rec);
-    delivered++;
-  });
+    const run = runAt.get(i);
+    if (run) {
+      delivered += deliverRun(req, run, records, listener!);
+      i += run.drafts.length;
+    } else if (!req.finish) {
+      req.accept(records[i]);
+      delivered++;
+    }
+  }
   return delivered;
 }

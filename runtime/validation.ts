@@ -35,6 +35,8 @@ export interface SubmitParams {
    * (max_tokens must be 0 or absent); the prompt may fill the whole context.
    */
   pooling?: PoolingMode;
+  /** false: this request never speculates, whatever `--speculative` says (runtime/speculative/). */
+  speculate?: boolean;
 }
 
 export { InvalidRequest };
@@ -151,6 +153,7 @@ export function validate(
     slo: { ...definedOnly(options.defaultSlo), ...definedOnly(p.slo) },
     priority: p.priority,
     ...(p.pooling ? { pooling: p.pooling } : {}),
+    ...(p.speculate === false ? { speculate: false } : {}),
   };
 }
 

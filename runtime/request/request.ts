@@ -70,6 +70,8 @@ export interface RequestSpec {
   slo: RequestSlo;
   /** Its priority when submitted (lower runs first; default 0; runtime/policy/priority.ts). */
   priority?: number;
+  /** false: it never speculates (runtime/speculative/), whatever the server's `--speculative`. */
+  speculate?: boolean;
   /**
    * An embedding request: its prompt's hidden states pooled so (pooled_hidden.ts), nothing sampled
    * (maxTokens 0); it ends ("stop") once the pooled rows are read.
@@ -278,6 +280,19 @@ export class Request {
   issueSample(): void {
     const self = this as Writable;
     self.issued++;
+  }
+
+  /**
+   * A speculated run from `pos` came back (runtime/speculative/verify.ts): `unused` of its samples
+   * were not taken, and, if it still holds that step's KV, its `accepted` drafts' positions after
+   * `pos` are computed (the rows of rejected ones wrote KV past `computed`, to be overwritten).
+   */
+  settleDrafts(pos: number, accepted: number, unused: number): void {
+    const self = this as Writable;
+    self.issued -= unused;
+    if (this.state !== "decoding" || this.computed !== pos + 1) return;
+    self.computed = pos + 1 + accepted;
+    self.computedHigh = Math.max(this.computedHigh, this.computed);
   }
 
   /**

@@ -60,6 +60,9 @@ const ZERO_COUNTERS = {
   choseSwap: 0,
   choseDropOldest: 0,
   choseDropAll: 0,
+  specDrafts: 0,
+  specDraftTokens: 0,
+  specAcceptedTokens: 0,
 };
 
 export class ServerMetrics {
@@ -73,6 +76,8 @@ export class ServerMetrics {
   openRequests = 0;
   /** Each model's runtime counters at the last scrape, to add what grew since. */
   private readonly last = new Map<string, typeof ZERO_COUNTERS>();
+  /** Each model's speculative acceptances per draft position at the last scrape. */
+  private readonly lastPerPos = new Map<string, number[]>();
   private routerCounts = { loads: 0, unloads: 0 };
 
   /** `modelName`: the id clients pass as `model`, the vLLM metrics' `model_name` label. */
@@ -182,6 +187,7 @@ export class ServerMetrics {
       vllm.waiting.set(label, 0);
       vllm.kvCacheUsage.set(label, 0);
       this.last.delete(id);
+      this.lastPerPos.delete(id);
     }
     for (const { id, runtime, s } of all) {
       const label = { model_name: id };
@@ -207,6 +213,9 @@ export class ServerMetrics {
         choseSwap: s.preemptChoices.swap,
         choseDropOldest: s.preemptChoices.dropOldest,
         choseDropAll: s.preemptChoices.dropAll,
+        specDrafts: s.speculation?.drafts ?? 0,
+        specDraftTokens: s.speculation?.draftTokens ?? 0,
+        specAcceptedTokens: s.speculation?.acceptedTokens ?? 0,
       };
       const before = this.last.get(id) ?? ZERO_COUNTERS;
       const grew = (k: keyof typeof now) => Math.max(0, now[k] - before[k]);
@@ -229,6 +238,16 @@ export class ServerMetrics {
       m.preemptChoices.inc({ kind: "swap" }, grew("choseSwap"));
       m.preemptChoices.inc({ kind: "drop_oldest" }, grew("choseDropOldest"));
       m.preemptChoices.inc({ kind: "drop_all" }, grew("choseDropAll"));
+      vllm.specDrafts.inc(label, grew("specDrafts"));
+      vllm.specDraftTokens.inc(label, grew("specDraftTokens"));
+      vllm.specAcceptedTokens.inc(label, grew("specAcceptedTokens"));
+      const perPos = s.speculation?.acceptedPerPos ?? [];
+      const perPosBefore = this.lastPerPos.get(id) ?? [];
+      perPos.forEach((n, position) => {
+        const grown = Math.max(0, n - (perPosBefore[position] ?? 0));
+        vllm.specAcceptedPerPos.inc({ ...label, position: String(position) }, grown);
+      });
+      this.lastPerPos.set(id, [...perPos]);
       this.last.set(id, now);
       for (const ms of runtime.takeStepTimes()) m.stepSeconds.observe(ms / 1000);
       for (const ms of runtime.takeSolveTimes?.() ?? []) m.plannerSolveSeconds.observe(ms / 1000);

@@ -15,6 +15,10 @@ export const VLLM_METRIC_NAMES = {
   interToken: "vllm:inter_token_latency_seconds",
   e2e: "vllm:e2e_request_latency_seconds",
   preemptions: "vllm:num_preemptions_total",
+  specDrafts: "vllm:spec_decode_num_drafts_total",
+  specDraftTokens: "vllm:spec_decode_num_draft_tokens_total",
+  specAcceptedTokens: "vllm:spec_decode_num_accepted_tokens_total",
+  specAcceptedPerPos: "vllm:spec_decode_num_accepted_tokens_per_pos_total",
 } as const;
 
 // vLLM's bucket bounds, so recording rules and dashboards written for vLLM read the same buckets.
@@ -132,11 +136,33 @@ export function createVllmMetrics(registry: Registry, modelName: string) {
       help: "Times a running request was preempted (paused, its KV freed) for another.",
       labelNames,
     }),
+    specDrafts: registry.counter({
+      name: n.specDrafts,
+      help: "Speculative decoding: runs of draft tokens verified (one per request and step).",
+      labelNames,
+    }),
+    specDraftTokens: registry.counter({
+      name: n.specDraftTokens,
+      help: "Speculative decoding: draft tokens proposed and verified.",
+      labelNames,
+    }),
+    specAcceptedTokens: registry.counter({
+      name: n.specAcceptedTokens,
+      help: "Speculative decoding: draft tokens accepted.",
+      labelNames,
+    }),
   };
+  // Per draft position: labelled by position too (position 0's series from the first scrape).
+  const specAcceptedPerPos = registry.counter({
+    name: n.specAcceptedPerPos,
+    help: "Speculative decoding: draft tokens accepted at each draft position (0: the first).",
+    labelNames: [...labelNames, "position"],
+  });
   // A model's series show up at zero from the first scrape, as vLLM's do.
   const ensure = (name: string) => {
     for (const metric of Object.values(metrics)) metric.ensure({ model_name: name });
+    specAcceptedPerPos.ensure({ model_name: name, position: "0" });
   };
   ensure(modelName);
-  return { ...metrics, ensure };
+  return { ...metrics, specAcceptedPerPos, ensure };
 }

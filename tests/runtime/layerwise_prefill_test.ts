@@ -169,7 +169,7 @@ Deno.test("layer-wise prefill: a prompt whose full KV does not fit beside runnin
       }
     }
   });
-  assertEquals(bench.scheduler.layerwiseAdmissions, 1);
+  assertEquals(bench.scheduler.space.layerwiseAdmissions, 1);
   assert(
     admittedAt >= 0 && admittedAt < admittedOffAt,
     `on: step ${admittedAt}, off: ${admittedOffAt}`,
@@ -256,7 +256,7 @@ Deno.test("layer-wise prefill: with a small region the Eq. 5 relief frees little
   // the relief can free only the region's share: the newest request may be preempted, as under
   // vLLM, and still gets exactly its tokens (longBesideShort checks them), with nothing leaked.
   const { bench } = await longBesideShort(true, () => {}, { region: 8, shortTokens: 40 });
-  assert(bench.scheduler.prefillSplits >= 2);
+  assert(bench.scheduler.space.prefillSplits >= 2);
   assertEquals([bench.deviceUsed, bench.host.used], [0, 0]);
 });
 
@@ -288,7 +288,7 @@ Deno.test("layer-wise prefill: a layer-wise admission paused mid-prefill frees i
   assert(paused === 1 && pausedSeen > 0, "the layer-wise admission was not paused");
   assertEquals(long.preemptions, 1);
   // Admitted twice, split each time.
-  assertEquals(bench.scheduler.prefillSplits, 3);
+  assertEquals(bench.scheduler.space.prefillSplits, 3);
   assertEquals([bench.deviceUsed, bench.host.used], [0, 0]);
 });
 

@@ -15,7 +15,7 @@ const NOTHING = {
 
 Deno.test("step builder: table writes for a seated and a grown request, then its rows", () => {
   const pool = new BlockPool({ blocksPerArena: [16], layerArena: [0, 0], blockSize: 2 });
-  const builder = new StepBuilder(pool, { maxRows: 4, maxBlocksPerSeq: 4 });
+  const builder = new StepBuilder(pool, { maxRows: 4, maxSlots: 4, maxBlocksPerSeq: 4 });
   const req = testRequest(1, { ids: [5, 6, 7], topLogprobs: 2 });
   pool.growAll(req.id, 4);
   pool.dropLeading(req.id, 1);
@@ -62,7 +62,7 @@ Deno.test("step builder: table writes for a seated and a grown request, then its
 
 Deno.test("step builder: a seated request with penalties seeds its slot's counts with its prompt and generated ids", () => {
   const pool = new BlockPool({ blocksPerArena: [16], layerArena: [0], blockSize: 2 });
-  const builder = new StepBuilder(pool, { maxRows: 4, maxBlocksPerSeq: 4 });
+  const builder = new StepBuilder(pool, { maxRows: 4, maxSlots: 4, maxBlocksPerSeq: 4 });
   const sampling = { temperature: 0, topK: 0, topP: 1, seed: 0, presencePenalty: 0.5 };
   const plain = testRequest(1, { ids: [5, 6] });
   const penalized = testRequest(2, { ids: [7, 8, 9], sampling });
@@ -84,7 +84,7 @@ Deno.test("step builder: a seated request with penalties seeds its slot's counts
 
 Deno.test("step builder: a step with landings but no rows or copies is not built; the next step carries them", () => {
   const pool = new BlockPool({ blocksPerArena: [16], layerArena: [0], blockSize: 2 });
-  const builder = new StepBuilder(pool, { maxRows: 4, maxBlocksPerSeq: 4 });
+  const builder = new StepBuilder(pool, { maxRows: 4, maxSlots: 4, maxBlocksPerSeq: 4 });
   const req = testRequest(1, { ids: [5, 6] });
   pool.growAll(req.id, 2);
   req.admit(0, 0, 0);

@@ -93,6 +93,30 @@ Deno.test("server metrics: preemptions by what became of the victim's KV", () =>
   assertEquals([kind("swap"), kind("drop_oldest"), kind("drop_all")], [3, 5, 4]);
 });
 
+Deno.test("server metrics: speculative decoding's counters under vLLM's spec_decode names", () => {
+  const metrics = new ServerMetrics("m");
+  const scrape = (speculation?: RuntimeStats["speculation"]) => {
+    metrics.observeRuntime(fakeRuntime({ speculation }));
+    return parsePrometheusText(metrics.render());
+  };
+  const label = { model_name: "m" };
+  let s = scrape();
+  assertEquals(sampleValue(s, "vllm:spec_decode_num_drafts_total", label), 0);
+  s = scrape({ drafts: 3, draftTokens: 12, acceptedTokens: 7, acceptedPerPos: [3, 2, 1, 1] });
+  const at = (position: number) =>
+    sampleValue(s, "vllm:spec_decode_num_accepted_tokens_per_pos_total", {
+      ...label,
+      position: String(position),
+    });
+  assertEquals(sampleValue(s, "vllm:spec_decode_num_drafts_total", label), 3);
+  assertEquals(sampleValue(s, "vllm:spec_decode_num_draft_tokens_total", label), 12);
+  assertEquals(sampleValue(s, "vllm:spec_decode_num_accepted_tokens_total", label), 7);
+  assertEquals([at(0), at(1), at(2), at(3)], [3, 2, 1, 1]);
+  s = scrape({ drafts: 5, draftTokens: 20, acceptedTokens: 9, acceptedPerPos: [5, 2, 1, 1] });
+  assertEquals(sampleValue(s, "vllm:spec_decode_num_accepted_tokens_total", label), 9);
+  assertEquals([at(0), at(1)], [5, 2]);
+});
+
 Deno.test("server metrics: the host tier, swaps, bytes moved and prefix-cache hits", () => {
   const metrics = new ServerMetrics();
   const scrape = (stats: Partial<RuntimeStats>) => {

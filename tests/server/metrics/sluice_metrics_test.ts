@@ -60,6 +60,10 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
       ["vllm:inter_token_latency_seconds", "histogram"],
       ["vllm:e2e_request_latency_seconds", "histogram"],
       ["vllm:num_preemptions_total", "counter"],
+      ["vllm:spec_decode_num_drafts_total", "counter"],
+      ["vllm:spec_decode_num_draft_tokens_total", "counter"],
+      ["vllm:spec_decode_num_accepted_tokens_total", "counter"],
+      ["vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter"],
     ]),
   );
   assertEquals(
@@ -67,7 +71,7 @@ Deno.test("metrics: the Sluice and vLLM metric sets have the contracted names, t
     new Set(types.keys()),
   );
   // Every HELP line is present and non-empty.
-  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 37);
+  assertEquals([...text.matchAll(/^# HELP \S+ \S.*$/gm)].length, 41);
   // vLLM's series carry the model_name label from the first scrape, at zero.
   const fresh = parsePrometheusText(text);
   for (const name of Object.values(VLLM_METRIC_NAMES)) {
