@@ -109,10 +109,16 @@ export class Tokenizer {
   constructor(files: TokenizerFiles) {
     const tokenizerPath = join(files.dir, "tokenizer.json");
     this.#configPath = join(files.dir, "tokenizer_config.json");
-    const json = files.tokenizerJson;
-    if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    if (
+      files.tokenizerJson === null || typeof files.tokenizerJson !== "object" ||
+      Array.isArray(files.tokenizerJson)
+    ) {
       throw new ModelLoadError(tokenizerPath, "is not a JSON object");
     }
+    const json = withoutSpecialsPastVocab(
+      files.tokenizerJson as Record<string, unknown>,
+      files.config.vocabSize,
+    );
     const config = files.tokenizerConfig;
     let hidden: HiddenControlTokens;
     try {
@@ -323,4 +329,19 @@ function tokenContent(value: unknown): string | null {
     if (typeof content === "string") return content;
   }
   return null;
+}
+
+/**
+ * tokenizer.json without the special added tokens whose ids lie past the model's embedding rows:
+ * Gemma 3's text models (270M: 262,144 rows) share a tokenizer whose <image_soft_token> is id
+ * 262,144; the model can neither read nor write such a token, and input text never becomes a
+ * special token here. Any other id past the rows still fails the load (the check below).
+ */
+function withoutSpecialsPastVocab(
+  json: Record<string, unknown>,
+  vocabSize: number,
+): Record<string, unknown> {
+  const added = json.added_tokens as { id: number; special?: boolean }[] | undefined;
+  if (!added?.some((t) => t.id >= vocabSize && t.special)) return json;
+  return { ...json, added_tokens: added.filter((t) => !(t.id >= vocabSize && t.special)) };
 }
