@@ -15,6 +15,7 @@ import { ModelLoadError } from "../model/errors.ts";
 import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
 import type { LlamaConfig } from "../model/config.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
+import { type AddedToken, addedTokensWithin } from "../formats/added_tokens.ts";
 import { TokenBytes, type TokenFamily } from "./token_bytes.ts";
 
 export { StreamDecoder } from "./stream_decoder.ts";
@@ -331,17 +332,13 @@ function tokenContent(value: unknown): string | null {
   return null;
 }
 
-/**
- * tokenizer.json without the special added tokens whose ids lie past the model's embedding rows:
- * Gemma 3's text models (270M: 262,144 rows) share a tokenizer whose <image_soft_token> is id
- * 262,144; the model can neither read nor write such a token, and input text never becomes a
- * special token here. Any other id past the rows still fails the load (the check below).
- */
+/** tokenizer.json with only the added tokens the model can use (formats/added_tokens.ts). */
 function withoutSpecialsPastVocab(
   json: Record<string, unknown>,
   vocabSize: number,
 ): Record<string, unknown> {
-  const added = json.added_tokens as { id: number; special?: boolean }[] | undefined;
-  if (!added?.some((t) => t.id >= vocabSize && t.special)) return json;
-  return { ...json, added_tokens: added.filter((t) => !(t.id >= vocabSize && t.special)) };
+  const added = json.added_tokens as AddedToken[] | undefined;
+  if (!added) return json;
+  const kept = addedTokensWithin(added, vocabSize);
+  return kept.length === added.length ? json : { ...json, added_tokens: kept };
 }
