@@ -11,7 +11,6 @@
 // order only), f16 path 2e-2 (f16 weights and KV through 2 layers). The reference holds the
 // quantized files' values exactly, so the mixes keep the same bounds.
 
-import { Engine } from "../../engine/engine.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import { type GgmlTypeName, readGguf } from "../../engine/formats/gguf.ts";
 import { type GgufMix, recipeType } from "../../engine/formats/gguf_recipes.ts";
@@ -23,7 +22,7 @@ import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
 import { testSeed } from "../helpers/random.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
-import { checkModel } from "../helpers/model_check.ts";
+import { checkModel, withCheckEngine } from "../helpers/model_check.ts";
 
 const BASE = {
   hiddenSize: 64,
@@ -142,18 +141,7 @@ Deno.test("each family in both formats: logits and greedy tokens match the float
       for (const run of runs) {
         const label = run.gpu.f16 ? "f16" : "f32";
         await t.step(`${family.architecture}, ${run.name} (${label})`, async () => {
-          const engine = await Engine.load({
-            modelDir: run.model,
-            gpu: run.gpu,
-            gpuKvMb: 1,
-            maxSlots: 32,
-            maxRows: 32,
-            blockSize: 4,
-            maxTopLogprobs: 1,
-            ringSize: 2,
-            skipWarmUp: true,
-          });
-          try {
+          await withCheckEngine({ modelDir: run.model, gpu: run.gpu }, async (engine) => {
             assertEquals(engine.info.architecture, family.architecture);
             assertEquals(
               engine.info.slidingWindow,
@@ -164,9 +152,7 @@ Deno.test("each family in both formats: logits and greedy tokens match the float
               prompt: PROMPT,
               generated: GENERATED,
             });
-          } finally {
-            await engine.close();
-          }
+          });
         });
       }
     } finally {

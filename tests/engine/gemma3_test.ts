@@ -13,7 +13,6 @@
 //
 // Bounds as architectures_test.ts: f32 path 2e-4, f16 path 2e-2 of the largest |logit|.
 
-import { Engine } from "../../engine/engine.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import { readGguf } from "../../engine/formats/gguf.ts";
 import { recipeType } from "../../engine/formats/gguf_recipes.ts";
@@ -23,7 +22,7 @@ import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
 import { testSeed } from "../helpers/random.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
-import { checkModel } from "../helpers/model_check.ts";
+import { checkModel, withCheckEngine } from "../helpers/model_check.ts";
 
 const WINDOW = 8;
 
@@ -98,19 +97,8 @@ Deno.test("Gemma 3 in both formats: logits and greedy tokens match the float64 r
     for (const run of runs) {
       const label = run.gpu.f16 ? "f16" : "f32";
       await t.step(`gemma3, ${run.name} (${label})`, async () => {
-        const engine = await Engine.load({
-          modelDir: run.model,
-          gpu: run.gpu,
-          // 12 layers of one 128-value KV head: f32 KV needs more than 1 MiB for the prompt.
-          gpuKvMb: 4,
-          maxSlots: 32,
-          maxRows: 32,
-          blockSize: 4,
-          maxTopLogprobs: 1,
-          ringSize: 2,
-          skipWarmUp: true,
-        });
-        try {
+        // 12 layers of one 128-value KV head: f32 KV needs more than 1 MiB for the prompt.
+        await withCheckEngine({ modelDir: run.model, gpu: run.gpu, gpuKvMb: 4 }, async (engine) => {
           assertEquals(engine.info.architecture, "gemma3");
           const reference = await openModelDir(run.reference);
           await checkModel(
@@ -120,9 +108,7 @@ Deno.test("Gemma 3 in both formats: logits and greedy tokens match the float64 r
             `gemma3 ${run.name} ${label} seed ${seed}`,
             CHECK,
           );
-        } finally {
-          await engine.close();
-        }
+        });
       });
     }
   } finally {

@@ -25,7 +25,7 @@ import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
 import { testSeed } from "../helpers/random.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
 import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
-import { checkModel } from "../helpers/model_check.ts";
+import { checkModel, withCheckEngine } from "../helpers/model_check.ts";
 
 const WINDOW = 8;
 const ORIGINAL_CONTEXT = 16;
@@ -165,18 +165,7 @@ Deno.test("SmolLM3 and Phi-3 in both formats: logits and greedy tokens match the
       for (const run of runs) {
         const label = run.gpu.f16 ? "f16" : "f32";
         await t.step(`${family.architecture}, ${run.name} (${label})`, async () => {
-          const engine = await Engine.load({
-            modelDir: run.model,
-            gpu: run.gpu,
-            gpuKvMb: 1,
-            maxSlots: 32,
-            maxRows: 32,
-            blockSize: 4,
-            maxTopLogprobs: 1,
-            ringSize: 2,
-            skipWarmUp: true,
-          });
-          try {
+          await withCheckEngine({ modelDir: run.model, gpu: run.gpu }, async (engine) => {
             assertEquals(engine.info.architecture, family.architecture);
             const reference = await openModelDir(run.reference);
             if (family.architecture === "phi3") {
@@ -194,9 +183,7 @@ Deno.test("SmolLM3 and Phi-3 in both formats: logits and greedy tokens match the
               `${family.architecture} ${run.name} ${label} seed ${seed}`,
               CHECK,
             );
-          } finally {
-            await engine.close();
-          }
+          });
         });
       }
     } finally {

@@ -3,7 +3,7 @@
 // (tests/helpers/reference_llama.ts) and each greedy token the reference's (or a near-tie within
 // the bound).
 
-import type { Engine } from "../../engine/engine.ts";
+import { Engine, type EngineOptions } from "../../engine/engine.ts";
 import type { ModelFiles } from "../../engine/formats/model_files.ts";
 import { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { assertClose } from "./compare.ts";
@@ -18,6 +18,31 @@ export interface ModelCheck {
   generated: number;
   /** The context the reference assumes (LongRoPE's factors); default the engine's maxContext. */
   context?: number;
+}
+
+/**
+ * The engine of a whole-model check: every prompt row sampled (32 slots and rows), small blocks
+ * and KV, no warm-up; `options` names the model and device and whatever differs.
+ */
+export async function withCheckEngine(
+  options: Pick<EngineOptions, "modelDir" | "gpu"> & Partial<EngineOptions>,
+  body: (engine: Engine) => Promise<void>,
+): Promise<void> {
+  const engine = await Engine.load({
+    gpuKvMb: 1,
+    maxSlots: 32,
+    maxRows: 32,
+    blockSize: 4,
+    maxTopLogprobs: 1,
+    ringSize: 2,
+    skipWarmUp: true,
+    ...options,
+  });
+  try {
+    await body(engine);
+  } finally {
+    await engine.close();
+  }
 }
 
 /** Prefills `prompt` random tokens, every row sampled, then decodes `generated` tokens greedily. */
