@@ -15,7 +15,7 @@ import { blocksPerLayer } from "./kv/pool_shape.ts";
 import { HostKv } from "./kv/host_kv.ts";
 import { type KvCopyStats, KvTransfers } from "./kv/kv_transfers.ts";
 import { profileCosts, type ProfileTarget } from "./kv/cost_profile.ts";
-import type { LlamaConfig } from "./model/config.ts";
+import { layerWindows, type LlamaConfig } from "./model/config.ts";
 import { ForwardPass } from "./forward/pass.ts";
 import type { ForwardKernels } from "./forward/forward.ts";
 import type { StepRecords } from "./forward/step.ts";
@@ -165,6 +165,7 @@ export class Engine implements StepEngine {
     const info: EngineInfo = {
       architecture: cfg.architecture,
       slidingWindow: cfg.slidingWindow,
+      layerWindows: layerWindows(cfg),
       adapter: gpu.adapterName,
       dtype: gpu.f16 ? "f16" : "f32",
       kvDtype: kvDtypeOf(gpu),

@@ -26,6 +26,8 @@ export interface EngineInfo {
   architecture: Architecture;
   /** Positions a row attends to (Mistral's sliding window), or null: all before it. */
   slidingWindow: number | null;
+  /** Positions each layer's row attends to (0: all before it): Gemma's local layers; absent: slidingWindow on every layer. */
+  layerWindows?: number[];
   adapter: string;
   dtype: "f16" | "f32";
   /** How the KV cache stores K and V (absent in test fakes: as the weights). */

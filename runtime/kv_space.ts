@@ -13,7 +13,7 @@
 //   layer-wise prefill                   placement.ts, layer_split.ts (LayerKV)
 //   lazy pauses                          kv/removable.ts (OrbitFlow)
 //   token-wise caching                   token_cached.ts, token_cache.ts (eLLM)
-//   a sliding window's expired blocks    sliding_window.ts (Mistral)
+//   a sliding window's expired blocks    sliding_window.ts (Mistral, Gemma's local layers)
 
 import type { CostModel, KvPrefetch, TableWrite } from "../engine/engine.ts";
 import type { KvCopy } from "../engine/kv/kv_copies.ts";
@@ -46,8 +46,10 @@ export interface KvShape extends PoolShape {
   hostBlocks?: number;
   /** Bytes of one KV block (one layer), for predicted copy times (absent or 0: none). */
   kvBlockBytes?: number;
-  /** The model's sliding window (Mistral), if it has one. */
+  /** The model's sliding window on every layer (Mistral), if it has one. */
   slidingWindow?: number | null;
+  /** Each layer's window, 0 for none (Gemma's local layers); absent: slidingWindow on all. */
+  layerWindows?: readonly number[];
 }
 
 /** What the space is made of: the engine's geometry and the switches of each mechanism. */
@@ -180,9 +182,7 @@ export class KvSpace {
       : null;
     // The host tier, offloading and token-wise caching work on whole tables by position.
     const wholeTables = this.host !== null || this.placement !== null || this.tokenCached !== null;
-    this.window = shape.slidingWindow && !wholeTables
-      ? new SlidingWindow(this.pool, shape.slidingWindow)
-      : null;
+    this.window = wholeTables ? null : SlidingWindow.of(this.pool, shape);
     this.preemption = new Preemption({
       pool: this.pool,
       rule: o.preempt ?? RECOMPUTE,
@@ -194,6 +194,7 @@ export class KvSpace {
       placement: this.placement,
       prefix: this.prefix,
       tokenCached: this.tokenCached,
+      window: this.window,
       // OrbitFlow's lazy pause: the planner's victims keep their KV until room is claimed.
       removable: this.placement && this.host ? new RemovableCache(this.pool, this.host) : null,
     });

@@ -4,6 +4,7 @@
 // the thread that serves HTTP) and puts a runtime over it.
 
 import { Engine, type EngineOptions, type StepEngine } from "../engine/engine.ts";
+import type { EngineInfo } from "../engine/step_engine.ts";
 import { WorkerEngine } from "../engine/worker_engine.ts";
 import { resolveModel } from "../engine/sources/resolve.ts";
 import { openModelDir } from "../engine/formats/open_model.ts";
@@ -68,7 +69,7 @@ export async function openRuntime(
   const { policy, prefixCache, preempt, recompute, offload, writeThrough } = runtime.settings;
   log(
     `sluice: model ${modelDir} (${i.architecture}${
-      i.slidingWindow === null ? "" : `, sliding window ${i.slidingWindow}`
+      windowsText(i)
     }) on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB${
       i.matmulKernel ? ` in ${i.matmulKernel.layout} (${i.matmulKernel.source})` : ""
     }, ` +
@@ -136,4 +137,15 @@ export async function openServedModel(
     await chat.close();
     throw err;
   }
+}
+
+/** The model's windows for the start-up line: one for all layers, or those of its local layers. */
+function windowsText(info: EngineInfo): string {
+  const windows = info.layerWindows ?? new Array(info.numLayers).fill(info.slidingWindow ?? 0);
+  const windowed = windows.filter((w) => w > 0);
+  if (windowed.length === 0) return "";
+  const on = windowed.length < info.numLayers
+    ? ` on ${windowed.length} of ${info.numLayers} layers`
+    : "";
+  return `, sliding window ${Math.max(...windowed)}${on}`;
 }

@@ -22,7 +22,7 @@ import type { PreemptRule } from "./policy/preset.ts";
 import { choosePreemption, type PreemptKind } from "./preempt_choice.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
 import type { Request } from "./request/request.ts";
-import { EXPIRED } from "./sliding_window.ts";
+import type { SlidingWindow } from "./sliding_window.ts";
 import type { RemovableCache, RemovableStats } from "./kv/removable.ts";
 import type { TokenCached } from "./token_cached.ts";
 
@@ -78,6 +78,8 @@ export interface PreemptionParts {
   tokenCached?: TokenCached | null;
   /** Where lazily paused requests keep their KV (absent: every pause frees it at once). */
   removable?: RemovableCache | null;
+  /** Frees blocks behind sliding windows, if the model has any and the tiers allow it. */
+  window?: SlidingWindow | null;
 }
 
 export class Preemption {
@@ -199,9 +201,9 @@ export class Preemption {
    * has freed blocks behind a sliding window: then it can only be preempted whole.
    */
   private oldestToDrop(victim: Request, needy: Request, tokens: number): number {
-    const { pool, placement } = this.parts;
+    const { pool, placement, window } = this.parts;
     if (victim.refill || victim.computed === 0 || placement?.offloads(victim)) return 0;
-    if (pool.leading(victim.id, EXPIRED) > 0) return 0;
+    if (window?.hasExpired(victim)) return 0;
     const k = pool.missingPerLayer(needy.id, tokens);
     // Keep at least its newest block, else this is a plain preemption.
     return k < 1 || (k + 1) * pool.blockSize > victim.computed ? 0 : k;

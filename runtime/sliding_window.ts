@@ -1,8 +1,11 @@
-// A sliding window's KV in the runtime (Mistral): a row at position p reads only positions
-// p - W + 1..p, and a request's rows only move forward (the next one is at `computed`), so its
-// leading blocks that lie wholly before position computed - W + 1 are never read again. They go
-// back to the pool as soon as it runs a step, their table entries reading EXPIRED; the engine's
-// attention never reads below the window (shaders/attention.wgsl), so its stale entries are safe.
+// A sliding window's KV in the runtime (Mistral on every layer, Gemma on its local layers): a row
+// of a windowed layer at position p reads only positions p - W + 1..p, and a request's rows only
+// move forward (the next one is at `computed`), so that layer's leading blocks that lie wholly
+// before position computed - W + 1 are never read again. They go back to the pool as soon as it
+// runs a step, their table entries reading EXPIRED; the engine's attention never reads below the
+// window (shaders/attention.wgsl), so its stale entries are safe. Layers without a window (Gemma's
+// global ones) keep every block; the pool is shared by all layers, so what a local layer frees
+// any layer can use.
 //
 // How it meets the rest of the runtime:
 //   - prefix cache: blocks are offered as they fill, before they leave the window, so a prompt's
@@ -14,6 +17,7 @@
 //     any of them on, blocks are kept (attention is still windowed; only memory is not saved).
 
 import type { BlockPool } from "./kv/block_pool.ts";
+import type { Request } from "./request/request.ts";
 
 /**
  * In a table: a block freed because it lies wholly before the window of every row its request
@@ -21,22 +25,49 @@ import type { BlockPool } from "./kv/block_pool.ts";
  * entries' positions.
  */
 export const EXPIRED = -3;
-import type { Request } from "./request/request.ts";
 
 export class SlidingWindow {
   /** Table entries released because they fell behind the window (per layer, summed). */
   released = 0;
+  private readonly windowed: number[]; // the layers with a window
 
-  constructor(private readonly pool: BlockPool, readonly size: number) {
-    if (!Number.isInteger(size) || size < 1) throw new RangeError(`bad sliding window ${size}`);
+  /** `windows[layer]`: positions a row of that layer attends to, 0 for all before it. */
+  constructor(private readonly pool: BlockPool, readonly windows: readonly number[]) {
+    if (windows.length !== pool.numLayers) {
+      throw new RangeError(`${windows.length} windows for ${pool.numLayers} layers`);
+    }
+    for (const w of windows) {
+      if (!Number.isInteger(w) || w < 0) throw new RangeError(`bad sliding window ${w}`);
+    }
+    this.windowed = windows.flatMap((w, layer) => w > 0 ? [layer] : []);
   }
 
-  /** Frees `req`'s leading blocks that lie wholly before the window of its next row. */
+  /** The runtime's windows for `shape`, or null when no layer has one. */
+  static of(pool: BlockPool, shape: WindowShape): SlidingWindow | null {
+    const windows = shape.layerWindows ??
+      new Array(pool.numLayers).fill(shape.slidingWindow ?? 0);
+    return windows.some((w) => w > 0) ? new SlidingWindow(pool, windows) : null;
+  }
+
+  /** Frees `req`'s leading blocks, on each windowed layer, wholly before that layer's next read. */
   expire(req: Request): void {
-    const firstRead = req.computed - this.size + 1;
-    const before = Math.floor(Math.max(0, firstRead) / this.pool.blockSize);
-    if (before > this.pool.leading(req.id, EXPIRED)) {
-      this.released += this.pool.releaseLeading(req.id, before, EXPIRED);
+    for (const layer of this.windowed) {
+      const firstRead = req.computed - this.windows[layer] + 1;
+      const before = Math.floor(Math.max(0, firstRead) / this.pool.blockSize);
+      if (before > this.pool.leading(req.id, layer, EXPIRED)) {
+        this.released += this.pool.releaseLeading(req.id, layer, before, EXPIRED);
+      }
     }
   }
+
+  /** Whether `req` has freed any block behind a window (it can then only be preempted whole). */
+  hasExpired(req: Request): boolean {
+    return this.windowed.some((layer) => this.pool.leading(req.id, layer, EXPIRED) > 0);
+  }
+}
+
+/** Where the windows come from: the engine's per-layer ones, else one for every layer. */
+export interface WindowShape {
+  slidingWindow?: number | null;
+  layerWindows?: readonly number[];
 }

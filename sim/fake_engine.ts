@@ -32,6 +32,8 @@ export interface FakeEngineShape {
   hostBlocks?: number;
   /** A sliding window: samples read only its positions, and the runtime frees blocks behind it. */
   slidingWindow?: number;
+  /** Each layer's own window, 0 for none (Gemma's local and global layers); overrides slidingWindow. */
+  layerWindows?: number[];
   /**
    * Greedy sampling (temperature 0) ignores the seed, as a real model's does (default false: the
    * runtime's tests vary greedy requests' tokens by their seeds).
@@ -171,6 +173,7 @@ export class FakeEngine implements StepEngine {
     this.info = {
       architecture: "llama",
       slidingWindow: shape.slidingWindow ?? null,
+      ...(shape.layerWindows ? { layerWindows: shape.layerWindows } : {}),
       adapter: "fake",
       dtype: "f32",
       weightBytes: 0,
@@ -355,9 +358,9 @@ export class FakeEngine implements StepEngine {
       if (rowTokens[i] < 0) throw new Error(`slot ${r.slot} has no sampled id to decode from`);
       this.highestPos[r.slot] = Math.max(this.highestPos[r.slot], r.pos);
     });
-    // Positions each sample reads: from its window's start (or 0), or only its own.
-    const firstRead = (pos: number) => {
-      const window = this.info.slidingWindow;
+    // Positions each sample reads in `layer`: from its window's start (or 0), or only its own.
+    const firstRead = (pos: number, layer: number) => {
+      const window = this.info.layerWindows?.[layer] ?? this.info.slidingWindow;
       if (!this.readsWholeContext) return pos;
       return window ? Math.max(0, pos - window + 1) : 0;
     };
@@ -378,7 +381,7 @@ export class FakeEngine implements StepEngine {
         const row = rows[s.row];
         // With a sliding window, like the attention kernel: the positions before it are not read
         // (their blocks may be freed and taken by others); they stay -1 in the context.
-        for (let pos = firstRead(row.pos); pos <= row.pos; pos++) {
+        for (let pos = firstRead(row.pos, l); pos <= row.pos; pos++) {
           const at = this.key(l, row.slot, pos);
           const layer = arena.layer[at], token = arena.token[at];
           if (layer === -1) throw new Error(`slot ${row.slot} pos ${pos} layer ${l}: no KV`);

@@ -22,7 +22,7 @@ import { bindResidualNorm } from "../gpu/kernels/residual_norm.ts";
 import { bindSampler } from "../gpu/kernels/sample.ts";
 import { bindGreedySampler } from "../gpu/kernels/sample_greedy.ts";
 import type { DeviceKv } from "../kv/device_kv.ts";
-import type { LlamaConfig } from "../model/config.ts";
+import { layerWindows, type LlamaConfig } from "../model/config.ts";
 import { ropeAttentionScale } from "../model/rope_freqs.ts";
 import type { ModelWeights } from "../weights/model_weights.ts";
 import { embeddingParts, gluParts, matmulParts } from "./matrix_kernels.ts";
@@ -105,6 +105,7 @@ export function bindForward(
         bindResidualNorm(gpu, { x: io.branch, y: io.hidden, w: outNorm, D, eps }),
       ]
       : project(io.hidden, "add");
+  const windows = layerWindows(cfg);
   const layers = weights.layers.map((w, layer) => {
     // Gemma 3's local layers: a window, and RoPE of their own base; global ones all positions.
     const local = cfg.localLayers?.layers[layer] ? cfg.localLayers : null;
@@ -144,7 +145,7 @@ export function bindForward(
         out: io.attn,
         ...cache,
         ...attnShape,
-        window: local ? local.window : cfg.slidingWindow ?? 0,
+        window: windows[layer],
         scoreScale: cfg.attentionScale,
       }),
       // Output projection into the residual stream: hidden += attn · Woᵀ; with Gemma 3's norm

@@ -184,6 +184,17 @@ const configSchema = z.looseObject({
 });
 
 /** Validates `json` (the parsed contents of `file`) as a Llama config. Throws ModelLoadError. */
+/**
+ * Positions a row of each layer attends to, its own included; 0: every position before it. The
+ * forward pass windows each layer's attention by it, and the runtime frees each layer's KV behind it.
+ */
+export function layerWindows(cfg: LlamaConfig): number[] {
+  return Array.from(
+    { length: cfg.numLayers },
+    (_, layer) => cfg.localLayers?.layers[layer] ? cfg.localLayers.window : cfg.slidingWindow ?? 0,
+  );
+}
+
 export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   const fail = (problem: string): never => {
     throw new ModelLoadError(file, problem);

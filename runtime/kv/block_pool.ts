@@ -227,31 +227,27 @@ export class BlockPool {
   }
 
   /**
-   * Releases the blocks of every layer of `seqId` up to entry `count`; their entries read `mark`.
+   * Releases the blocks of `layer` of `seqId` up to entry `count`; their entries read `mark`.
    * Returns how many entries were released (a shared or cached block is released by this table
    * but stays held or cached).
    */
-  releaseLeading(seqId: SeqId, count: number, mark: number): number {
-    const layers = this.owned.get(seqId);
-    if (!layers) return 0;
+  releaseLeading(seqId: SeqId, layer: number, count: number, mark: number): number {
+    const table = this.owned.get(seqId)?.[layer] ?? [];
+    const arena = this.layerArena[layer];
     let released = 0;
-    for (let layer = 0; layer < this.numLayers; layer++) {
-      const table = layers[layer];
-      const arena = this.layerArena[layer];
-      for (let i = 0; i < Math.min(count, table.length); i++) {
-        if (table[i] === mark) continue;
-        if (table[i] < 0) throw new Error(`release: entry ${i} of layer ${layer} holds no block`);
-        this.unhold(arena, table[i]);
-        table[i] = mark;
-        released++;
-      }
+    for (let i = 0; i < Math.min(count, table.length); i++) {
+      if (table[i] === mark) continue;
+      if (table[i] < 0) throw new Error(`release: entry ${i} of layer ${layer} holds no block`);
+      this.unhold(arena, table[i]);
+      table[i] = mark;
+      released++;
     }
     return released;
   }
 
-  /** Leading entries of `seqId`'s first table that read `mark`. */
-  leading(seqId: SeqId, mark: number): number {
-    const table = this.owned.get(seqId)?.[0] ?? [];
+  /** Leading entries of `seqId`'s table of `layer` that read `mark`. */
+  leading(seqId: SeqId, layer: number, mark: number): number {
+    const table = this.owned.get(seqId)?.[layer] ?? [];
     let n = 0;
     while (n < table.length && table[n] === mark) n++;
     return n;

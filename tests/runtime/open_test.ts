@@ -18,9 +18,22 @@ const SPEC = {
   seed: 3,
 } as const;
 
-const CASES: { architecture: Architecture; slidingWindow?: number; want: RegExp }[] = [
+const CASES: {
+  architecture: Architecture;
+  slidingWindow?: number;
+  numLayers?: number;
+  slidingWindowPattern?: number;
+  want: RegExp;
+}[] = [
   { architecture: "qwen3", want: /sluice: model \S+ \(qwen3\) on / },
   { architecture: "mistral", slidingWindow: 16, want: /\(mistral, sliding window 16\) on / },
+  {
+    architecture: "gemma3",
+    slidingWindow: 16,
+    numLayers: 2,
+    slidingWindowPattern: 2,
+    want: /\(gemma3, sliding window 16 on 1 of 2 layers\) on /,
+  },
 ];
 
 Deno.test("the start-up line names the architecture and the sliding window", async (t) => {

@@ -261,6 +261,9 @@ async function runScenario(
   const results = await Promise.race([Promise.all(runs), stuck]).finally(() =>
     clearTimeout(watchdog)
   );
+  // What a sample reads is the union of its layers' windows: all of it once one layer has none.
+  const windows = engine.info.layerWindows ?? [engine.info.slidingWindow ?? 0];
+  const contextWindow = windows.includes(0) ? undefined : Math.max(...windows);
   results.forEach(({ got, finish }, i) => {
     const r = s.requests[i];
     const want = toyGeneration(
@@ -269,7 +272,7 @@ async function runScenario(
       r.seed,
       vocab,
       new Set(r.stopIds),
-      engine.info.slidingWindow ?? undefined,
+      contextWindow,
     );
     if (finish.reason === "cancelled") {
       assertEquals(
@@ -420,7 +423,15 @@ for (const { seed, ...setup } of PROPERTY_CASES) {
       const s = randomScenario(next);
       if (setup.slidingWindow) {
         const { shape } = s;
-        shape.slidingWindow = 1 + Math.floor(next() * 3 * shape.blockSize!);
+        const window = 1 + Math.floor(next() * 3 * shape.blockSize!);
+        // Half the scenarios window every layer (Mistral), half only some (Gemma's local layers).
+        if (next() < 0.5) shape.slidingWindow = window;
+        else {
+          shape.layerWindows = Array.from(
+            { length: shape.numLayers ?? 2 },
+            (_, layer) => layer % 2 === 0 || next() < 0.3 ? window : 0,
+          );
+        }
         // Without a host tier the blocks behind the window are freed (a tier keeps them).
         if (setup.preempt !== "swap") shape.hostBlocks = 0;
       }
