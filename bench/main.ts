@@ -1,6 +1,6 @@
 // `deno task bench NAME [flags]` (kernels, decode, step-split, llamacpp, speed, kv, serve, matrix,
 // constrained, capacity, embeddings, plan, responsiveness, head-of-line, greedy-rate, huge-prompts,
-// connection-flood, startup, gpu, model-switch, speculative, phi4-mini-shape): runs one benchmark,
+// connection-flood, startup, gpu, model-switch, speculative, model-shape): runs one benchmark,
 // prints its Markdown report and saves it under bench/reports/. `--help` prints a bench's usage and
 // runs nothing; a bad flag prints one line and
 // the usage (exit 2) before any work starts.
@@ -72,12 +72,12 @@ const BENCHES: Record<string, Bench> = {
       return { usage: m.USAGE, run: m.benchSpeed };
     },
   },
-  "phi4-mini-shape": {
+  "model-shape": {
     summary:
-      "Phi-4-mini's widths (4 layers, random) as Q4_K_M GGUF: one served chat, tokens/s, RSS",
+      "Phi-4-mini, SmolLM3, Gemma 3 270M widths (random) as Q4_K_M GGUF: one chat, tokens/s, RSS",
     load: async () => {
-      const m = await import("./phi4_mini_shape.ts");
-      return { usage: m.USAGE, run: m.benchPhi4MiniShape };
+      const m = await import("./model_shape.ts");
+      return { usage: m.USAGE, run: m.benchModelShape };
     },
   },
   kv: {

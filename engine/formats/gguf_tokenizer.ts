@@ -203,17 +203,22 @@ function chatTemplates(
 }
 
 /**
- * Every split of every normal piece into two pieces of the vocabulary, ranked by the joined
+ * Every split of every normal or user-defined piece into two such pieces, ranked by the joined
  * piece's score (highest first), then by the halves' ids: what SentencePiece's BPE would merge.
+ * User-defined pieces take part as llama.cpp's SentencePiece tokenizer lets them (it looks a pair
+ * up in the whole vocabulary): Gemma's runs of spaces ("▁▁", "▁▁▁▁") are user-defined, and
+ * without them "    if" would be cut "▁", "▁", "▁", "▁if" where tokenizer.json cuts "▁▁▁▁", "if".
  */
 function sentencePieceMerges(
   tokens: string[],
   scores: number[],
   typeOf: (id: number) => number,
 ): [string, string][] {
-  const normal = new Map<string, number>();
+  const normal = new Map<string, number>(); // mergeable pieces' ids
   tokens.forEach((t, i) => {
-    if (typeOf(i) === TOKEN_TYPE.normal && !normal.has(t)) normal.set(t, i);
+    const type = typeOf(i);
+    const mergeable = type === TOKEN_TYPE.normal || type === TOKEN_TYPE.userDefined;
+    if (mergeable && !normal.has(t)) normal.set(t, i);
   });
   const merges: { left: number; right: number; score: number; pair: [string, string] }[] = [];
   for (const [piece, id] of normal) {

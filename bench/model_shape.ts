@@ -1,14 +1,19 @@
-// `deno task bench phi4-mini-shape`: Phi-4-mini at its real widths (hidden 3072, 24 heads, 8 KV
-// heads, intermediate 8192, vocabulary 200,064, tied embeddings, partial rotary 0.75, LongRoPE)
-// with 4 of its 32 layers and random weights, written as a llama.cpp Q4_K_M GGUF file (fused
-// attn_qkv and ffn_up, rope_factors tensors), served by `main.ts serve` as any --model is, and
-// asked for one streamed chat. `--family smollm3` does the same for SmolLM3-3B's widths (hidden
-// 2048, 16 heads, 4 KV heads, intermediate 11008, vocabulary 128,256; 4 of 36 layers, the fourth
-// without RoPE). Reports the load, time to first token, decode tokens/s and the
-// server process's peak resident memory (VmHWM). No download is possible here, so the weights are
-// random and the tokenizer is the tiny byte-level BPE with a ChatML template (its vocabulary
-// padded to 200,064 as real checkpoints pad theirs): the figures are the architecture's cost at
-// this shape, not Phi-4-mini's replies.
+// `deno task bench model-shape`: a small model family at its real widths with random weights,
+// written as a llama.cpp Q4_K_M GGUF file, served by `main.ts serve` as any --model is, and asked
+// for one streamed chat. Families (`--family`):
+//   phi4-mini    Phi-4-mini (hidden 3072, 24 heads, 8 KV heads, intermediate 8192, vocabulary
+//                200,064, tied, partial rotary 0.75, LongRoPE; fused attn_qkv and ffn_up,
+//                rope_factors tensors), 4 of its 32 layers
+//   smollm3      SmolLM3-3B (hidden 2048, 16 heads, 4 KV heads, intermediate 11008, vocabulary
+//                128,256), 4 of 36 layers, the fourth without RoPE
+//   gemma3-270m  Gemma 3 270M whole (hidden 640, 18 layers, 4 heads, 1 KV head, head_dim 256,
+//                intermediate 2048, vocabulary 262,144 tied: its embedding is past the adapter's
+//                128 MiB binding, split by rows; 15 local layers, window 512)
+// Reports the load, time to first token, decode tokens/s and the server process's peak resident
+// memory (VmHWM). No download is possible here, so the weights are random and the tokenizer is
+// the tiny byte-level BPE with a ChatML template (its vocabulary padded to the family's, as real
+// checkpoints pad theirs): the figures are the architecture's cost at this shape, not the model's
+// replies.
 
 import { z } from "zod";
 import {
@@ -65,28 +70,55 @@ const SMOLLM3: TinyModelSpec = {
   seed: 34,
 };
 
-const FAMILIES = { "phi4-mini": PHI4_MINI, smollm3: SMOLLM3 } as const;
+/** Gemma 3 270M's config, every layer (five local of each six, window 512). */
+const GEMMA3_270M: TinyModelSpec = {
+  architecture: "gemma3",
+  hiddenSize: 640,
+  intermediateSize: 2048,
+  numLayers: 18,
+  numHeads: 4,
+  numKvHeads: 1,
+  headDim: 256,
+  vocabSize: 262_144,
+  tied: true,
+  dtype: "BF16",
+  slidingWindow: 512,
+  slidingWindowPattern: 6,
+  localRopeTheta: 10_000,
+  ropeTheta: 1_000_000,
+  queryPreAttnScalar: 256,
+  maxPositionEmbeddings: 32_768,
+  seed: 34,
+};
+
+const FAMILIES = {
+  "phi4-mini": PHI4_MINI,
+  smollm3: SMOLLM3,
+  "gemma3-270m": GEMMA3_270M,
+} as const;
+type Family = keyof typeof FAMILIES;
 
 const Flags = z.object({
-  family: z.enum(["phi4-mini", "smollm3"]).default("phi4-mini"),
+  family: z.enum(Object.keys(FAMILIES) as [Family, ...Family[]]).default("phi4-mini"),
   tokens: z.coerce.number().int().min(2).max(512).default(16),
   flags: z.string().default(""),
   "timeout-s": z.coerce.number().positive().max(7200).default(1800),
 });
 
-export const USAGE = `usage: deno task bench phi4-mini-shape [flags]
+export const USAGE = `usage: deno task bench model-shape [flags]
 
-Phi-4-mini's widths (4 of its 32 layers, random weights) as a Q4_K_M GGUF file (written once under
-the bench cache, ~0.7 GB; its BF16 source is removed after), served by main.ts serve, one streamed
-chat: load time, time to first token, decode tokens/s, the server's peak RSS.
+A family's real widths (random weights) as a Q4_K_M GGUF file (written once under the bench cache,
+up to ~0.7 GB; its BF16 source is removed after), served by main.ts serve, one streamed chat: load
+time, time to first token, decode tokens/s, the server's peak RSS.
 
-  --family F      phi4-mini (default) or smollm3 (SmolLM3-3B's widths, 4 of 36 layers)
+  --family F      phi4-mini (default; 4 of its 32 layers), smollm3 (SmolLM3-3B's widths, 4 of 36
+                  layers) or gemma3-270m (Gemma 3 270M, all 18 layers)
   --tokens N      tokens the chat generates (default 16)
   --flags "..."   more serve flags
   --timeout-s S   give up after S seconds (default 1800)
 `;
 
-export async function benchPhi4MiniShape(args: string[]): Promise<string> {
+export async function benchModelShape(args: string[]): Promise<string> {
   const f = parseBenchFlags(Flags, args);
   const model = await shapeGguf(f.family);
   const port = freeLoopbackPort();
@@ -154,15 +186,17 @@ export async function benchPhi4MiniShape(args: string[]): Promise<string> {
 }
 
 /** The family's model file, written on first use. */
-async function shapeGguf(family: keyof typeof FAMILIES): Promise<string> {
+async function shapeGguf(family: Family): Promise<string> {
   const shape = FAMILIES[family];
-  const path = `${benchCacheDir()}/bench-${family}-4l-q4_k_m-v1.gguf`;
+  const path = `${benchCacheDir()}/bench-${family}-${shape.numLayers}l-q4_k_m-v1.gguf`;
   try {
     await Deno.stat(path);
     return path;
   } catch { /* write it */ }
   const source = `${path}.source-${Deno.pid}`;
-  console.error(`writing ${family}'s shape (4 layers) as BF16 safetensors to ${source} ...`);
+  console.error(
+    `writing ${family}'s shape (${shape.numLayers} layers) as BF16 safetensors to ${source} ...`,
+  );
   await writeTinyModel(source, shape);
   console.error(`converting to Q4_K_M GGUF ${path} ...`);
   const recipe = { numLayers: shape.numLayers, gqa: shape.numHeads / shape.numKvHeads, tied: true };
@@ -235,7 +269,7 @@ async function peakRssOf(pid: number): Promise<number | null> {
 }
 
 function report(
-  family: string,
+  family: Family,
   tokens: number,
   readyMs: number,
   chat: Chat,
@@ -248,7 +282,8 @@ function report(
   const load = Deno.loadavg().map((v) => v.toFixed(2)).join(", ");
   const size = (Deno.statSync(model).size / 2 ** 30).toFixed(2);
   return [
-    `# ${family}'s shape (4 layers, random weights), Q4_K_M GGUF, one chat`,
+    `# ${family}'s shape (${FAMILIES[family].numLayers} layers, random weights), Q4_K_M GGUF, ` +
+    "one chat",
     "",
     `Measured ${new Date().toISOString().slice(0, 19).replace("T", " ")} UTC; load average ` +
     `${load}; ${navigator.hardwareConcurrency} CPUs. ${device}. File: ${size} GiB.`,
