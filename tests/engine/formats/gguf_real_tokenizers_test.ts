@@ -17,6 +17,7 @@ import { parseLlamaConfig } from "../../../engine/model/config.ts";
 import { ModelLoadError } from "../../../engine/model/errors.ts";
 import { buildTokenizerJson, tokenizerConfigJson } from "../../../engine/sources/tiny_tokenizer.ts";
 import { type ChatMessage, Tokenizer } from "../../../engine/text/tokenizer.ts";
+import { modelToolFormat } from "../../../server/agent/tool_format.ts";
 import { assert, assertEquals, assertRejects } from "../../helpers/testing.ts";
 
 const TEXTS = [
@@ -313,6 +314,8 @@ Deno.test("Gemma 3 (SentencePiece, 262k): GGUF ids, no space prefix and the temp
     const ids = gguf.encodeChat(CHAT);
     assertEquals(ids, hf.encodeChat(CHAT));
     assertEquals(ids.filter((id) => id === 2).length, 1, "one <bos>");
+    // Its template knows no tools: Sluice's generic tool prompt and format serve it.
+    assertEquals(modelToolFormat(gguf), "generic");
     assertEquals(ids.filter((id) => id === 105).length, 2);
     assertEquals(ids.filter((id) => id === 106).length, 1);
   });
