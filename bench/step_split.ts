@@ -41,6 +41,8 @@ const Flags = z.object({
   rounds: z.coerce.number().int().min(1).max(50).default(5),
   context: z.coerce.number().int().min(1).max(4096).default(64),
   line: z.enum(["on", "off"]).default("on"),
+  /** Another model (a directory or GGUF file) in place of the SmolLM2-135M-shaped one. */
+  model: z.string().min(1).optional(),
 });
 
 export const USAGE =
@@ -58,7 +60,10 @@ submitted and its records awaited before the next.
   --steps N      timed steps per variant per round (default 8)
   --rounds N     rounds; the variants alternate within each (default 5)
   --context N    each row's position: attention reads N cached positions (default 64)
-  --line on|off  also load the Q4_0 GGUF and fit bytes -> ms through two points (default on)`;
+  --line on|off  also load the Q4_0 GGUF and fit bytes -> ms through two points (default on;
+                 off with --model)
+  --model PATH   split another model's step (a model directory or .gguf file), e.g. the
+                 gemma3-270m file bench model-shape writes: where a 262k-row LM head's time goes`;
 
 const ALL_KINDS: KernelKind[] = ["weights", "attention", "norm", "embedding", "lmHead", "sampler"];
 
@@ -181,8 +186,8 @@ export interface StepSplitResult {
 export async function measureStepSplit(opts: StepSplitOptions): Promise<StepSplitResult> {
   const gpu = await openGpu();
   const timestamps = KernelTimer.available(gpu);
-  const f16 = await openForwardBench(gpu, await smolShapedModelDir(), opts.context);
-  const q4 = opts.line === "on"
+  const f16 = await openForwardBench(gpu, opts.model ?? await smolShapedModelDir(), opts.context);
+  const q4 = opts.line === "on" && !opts.model
     ? await openForwardBench(gpu, await smolShapedGguf("q4_0"), opts.context)
     : undefined;
   try {
@@ -245,7 +250,8 @@ export function formatStepSplit(r: StepSplitResult): string {
   const dispatches = r.dispatches;
   const count = (k: KernelKind | "other") => r.kernelsByKind[k] ?? 0;
   const lines = [
-    `### Step split (${r.adapter}, ${r.f16 ? "f16" : "f32"}, SmolLM2-135M shape, ` +
+    `### Step split (${r.adapter}, ${r.f16 ? "f16" : "f32"}, ` +
+    `${r.options.model ?? "SmolLM2-135M shape"}, ` +
     `random weights, context ${o.context})`,
     "",
     `Each part is the whole step minus the step built without it` +
