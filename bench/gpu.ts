@@ -4,8 +4,9 @@
 // decode tokens/s at batch 1, 4 and 16 for f16, Q8_0, Q4_0 and Q4_K_M files of one generated model
 // with multi-step decode on and off, and `bench serve` at one budget. Models are generated where it
 // runs (nothing downloads); --short runs the same sections on a small shape in about a minute here
-// (tests/bench/gpu_test.ts runs it). Sections that Sluice does not have yet (integer-dot kernels,
-// speculative decoding: issue 33) are rows that say so, not numbers.
+// (tests/bench/gpu_test.ts runs it). Speculative decoding (k = 4) at p = 0 and 0.8 against none
+// at batch 1 and 4 (short: batch 1) is bench speculative's table on the same model. Sections that
+// Sluice does not have yet (integer-dot kernels: issue 33) are rows that say so, not numbers.
 
 import { z } from "zod";
 import { Engine, openGpu, type StepEngine } from "../engine/engine.ts";
@@ -33,6 +34,7 @@ const Flags = z.object({
   }),
   tokens: z.coerce.number().int().min(1).max(10_000).optional(),
   serve: z.enum(["on", "off"]).optional(),
+  speculative: z.enum(["on", "off"]).default("on"),
 });
 
 export const USAGE =
@@ -46,7 +48,8 @@ serve at one budget, on a SmolLM2-135M-shaped random model.
                  minute here (tests/bench/gpu_test.ts)
   --kinds LIST   model files to decode (default f16,q8_0,q4_0,q4_k_m)
   --tokens N     decode steps measured per cell (default 64; short: 4)
-  --serve on|off run bench serve at one budget (default on; short: off)`;
+  --serve on|off run bench serve at one budget (default on; short: off)
+  --speculative on|off  speculative decoding at p = 0 and 0.8 against none (default on)`;
 
 /** Peak memory bandwidth of GPUs an adapter may name, GB/s, from each vendor's datasheet. */
 const BANDWIDTH_GBS: [RegExp, number, string][] = [
@@ -89,6 +92,8 @@ export interface GpuBenchResult {
   decode: DecodeCell[];
   weightBytes: Record<string, number>;
   serve: string | null;
+  /** bench speculative's table on the same model; null with --speculative off. */
+  speculative: string | null;
   seconds: number;
 }
 
@@ -156,6 +161,22 @@ export async function measureGpu(
     }
     await engine.close();
   }
+  let speculative: string | null = null;
+  if (f.speculative === "on") {
+    console.error("speculative decoding ...");
+    const { speculativeReport } = await import("./speculative.ts");
+    speculative = await speculativeReport(
+      {
+        tokens: f.short ? 16 : 48,
+        k: 4,
+        batches: f.short ? [1] : [1, 4],
+        acceptance: [0, 0.8],
+        rounds: f.short ? 1 : 3,
+      },
+      await shapedModelDir(shape),
+      shape === "smol" ? "SmolLM2-135M shape" : "short shape",
+    );
+  }
   let serve: string | null = null;
   if ((f.serve ?? (f.short ? "off" : "on")) === "on") {
     const { benchServe } = await import("./serve.ts");
@@ -172,6 +193,7 @@ export async function measureGpu(
     decode,
     weightBytes,
     serve,
+    speculative,
     seconds: (performance.now() - t0) / 1000,
   };
 }
@@ -260,9 +282,10 @@ export function formatGpu(r: GpuBenchResult): string {
   lines.push(
     "",
     "Not measured, because Sluice does not have them yet (issue 33): the integer-dot kernels " +
-      "(`dot4I8Packed`) beside the float ones, and speculative decoding at p = 0.8.",
+      "(`dot4I8Packed`) beside the float ones.",
     "",
   );
+  if (r.speculative) lines.push("## Speculative decoding (k = 4)", "", r.speculative, "");
   if (r.serve) lines.push("## bench serve (default configuration, one budget)", "", r.serve, "");
   return lines.join("\n");
 }

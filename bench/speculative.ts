@@ -73,9 +73,22 @@ async function measure(runtime: Runtime, batch: number, tokens: number, vocab: n
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+export type SpeculativeFlags = z.infer<typeof Flags>;
+
 export async function benchSpeculative(args: string[]): Promise<string> {
-  const flags = parseBenchFlags(Flags, args);
-  const dir = await smolShapedModelDir();
+  return speculativeReport(
+    parseBenchFlags(Flags, args),
+    await smolShapedModelDir(),
+    "SmolLM2-135M shape",
+  );
+}
+
+/** The report's rows for the model in `dir` (`shape` names it in the heading). */
+export async function speculativeReport(
+  flags: SpeculativeFlags,
+  dir: string,
+  shape: string,
+): Promise<string> {
   const maxSlots = Math.max(...flags.batches) * (flags.k + 1);
   const engine = await Engine.load({
     modelDir: dir,
@@ -159,7 +172,7 @@ export async function benchSpeculative(args: string[]): Promise<string> {
   const info = engine.info;
   await engine.close();
   return [
-    `### Speculative decoding (${info.adapter}, ${info.dtype}, SmolLM2-135M shape, random weights)`,
+    `### Speculative decoding (${info.adapter}, ${info.dtype}, ${shape}, random weights)`,
     "",
     `${flags.tokens} greedy tokens per stream, k = ${flags.k}, ${flags.rounds} round(s); the ratio is`,
     "per-stream tokens/s (after the first token) against the same batch without speculation",

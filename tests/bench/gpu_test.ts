@@ -12,6 +12,7 @@ Deno.test("bench gpu: the short run writes every section", async () => {
       "## Adapter",
       "## Matvec GB/s",
       "## Decode tokens/s",
+      "## Speculative decoding (k = 4)",
     ]
   ) assert(report.includes(heading), heading);
   assertMatch(report, /- features: .*shader-f16/);
@@ -20,6 +21,8 @@ Deno.test("bench gpu: the short run writes every section", async () => {
     /\| f16 \| [\d.]+ \| [\d.]+ \/ [\d.]+ \| [\d.]+ \/ [\d.]+ \| [\d.]+ \/ [\d.]+ \| 1\.00× \|/,
   );
   assertMatch(report, /integer-dot kernels/);
+  // Speculation at p = 0.8 against none, its tokens checked equal to plain decoding's.
+  assertMatch(report, /\| 1 \| 0\.8 \| \d+ \| \d+ \| \d+ \| [\d.]+ \| [\d.]+× \|/);
 });
 
 Deno.test("bench gpu: the bandwidth of the GPUs a lent machine may have", () => {
