@@ -54,8 +54,11 @@ export class SlidingWindow {
     for (const layer of this.windowed) {
       const firstRead = req.computed - this.windows[layer] + 1;
       const before = Math.floor(Math.max(0, firstRead) / this.pool.blockSize);
-      if (before > this.pool.leading(req.id, layer, EXPIRED)) {
-        this.released += this.pool.releaseLeading(req.id, layer, before, EXPIRED);
+      const upTo = Math.min(before, this.pool.table(req.id, layer).length);
+      const done = this.pool.leading(req.id, layer, EXPIRED);
+      if (upTo > done) {
+        this.pool.vacate(req.id, layer, done, upTo, EXPIRED);
+        this.released += upTo - done;
       }
     }
   }

@@ -226,25 +226,6 @@ export class BlockPool {
     return freed;
   }
 
-  /**
-   * Releases the blocks of `layer` of `seqId` up to entry `count`; their entries read `mark`.
-   * Returns how many entries were released (a shared or cached block is released by this table
-   * but stays held or cached).
-   */
-  releaseLeading(seqId: SeqId, layer: number, count: number, mark: number): number {
-    const table = this.owned.get(seqId)?.[layer] ?? [];
-    const arena = this.layerArena[layer];
-    let released = 0;
-    for (let i = 0; i < Math.min(count, table.length); i++) {
-      if (table[i] === mark) continue;
-      if (table[i] < 0) throw new Error(`release: entry ${i} of layer ${layer} holds no block`);
-      this.unhold(arena, table[i]);
-      table[i] = mark;
-      released++;
-    }
-    return released;
-  }
-
   /** Leading entries of `seqId`'s table of `layer` that read `mark`. */
   leading(seqId: SeqId, layer: number, mark: number): number {
     const table = this.owned.get(seqId)?.[layer] ?? [];
