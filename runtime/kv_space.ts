@@ -34,22 +34,18 @@ import type { PreemptKind } from "./preempt_choice.ts";
 import { Preemption, type Seats } from "./preemption.ts";
 import { PrefixCache } from "./prefix_cache.ts";
 import type { Request } from "./request/request.ts";
-import { SlidingWindow } from "./sliding_window.ts";
+import { SlidingWindow, type WindowShape } from "./sliding_window.ts";
 import { TokenCached } from "./token_cached.ts";
 
 /** Full blocks (per layer) written through per request per step: small copies beside each step. */
 const WRITE_THROUGH_BLOCKS = 4;
 
-/** The engine's KV geometry, as the space needs it. */
-export interface KvShape extends PoolShape {
+/** The engine's KV geometry, as the space needs it, and its sliding windows (sliding_window.ts). */
+export interface KvShape extends PoolShape, WindowShape {
   /** Blocks of the host tier (absent or 0: none). */
   hostBlocks?: number;
   /** Bytes of one KV block (one layer), for predicted copy times (absent or 0: none). */
   kvBlockBytes?: number;
-  /** The model's sliding window on every layer (Mistral), if it has one. */
-  slidingWindow?: number | null;
-  /** Each layer's window, 0 for none (Gemma's local layers); absent: slidingWindow on all. */
-  layerWindows?: readonly number[];
 }
 
 /** What the space is made of: the engine's geometry and the switches of each mechanism. */

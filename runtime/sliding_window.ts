@@ -71,6 +71,8 @@ export class SlidingWindow {
 
 /** Where the windows come from: the engine's per-layer ones, else one for every layer. */
 export interface WindowShape {
+  /** The model's sliding window on every layer (Mistral), if it has one. */
   slidingWindow?: number | null;
+  /** Each layer's window, 0 for none (Gemma's local layers); absent: slidingWindow on all. */
   layerWindows?: readonly number[];
 }
