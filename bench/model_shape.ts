@@ -25,8 +25,9 @@ import {
 import { parseBenchFlags } from "./common/cli.ts";
 import { benchCacheDir } from "./common/smol_model.ts";
 import { splitFlags } from "./serve/flags.ts";
-import { getText, loopbackRequest } from "./serve/http.ts";
-import { freeLoopbackPort, LOOPBACK_HOST, loopbackTarget } from "./serve/loopback.ts";
+import { loopbackRequest } from "./serve/http.ts";
+import type { LoopbackTarget } from "./serve/loopback.ts";
+import { startServer } from "./serve/server_process.ts";
 
 /** Phi-4-mini-instruct's config, 4 layers. The 48 LongRoPE factors are stand-ins. */
 const PHI4_MINI: TinyModelSpec = {
@@ -121,71 +122,33 @@ time, time to first token, decode tokens/s, the server's peak RSS.
 export async function benchModelShape(args: string[]): Promise<string> {
   const f = parseBenchFlags(Flags, args);
   const model = await shapeGguf(f.family);
-  const port = freeLoopbackPort();
-  const target = loopbackTarget(LOOPBACK_HOST, port);
   const t0 = performance.now();
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "main.ts",
-      "serve",
-      "--host",
-      LOOPBACK_HOST,
-      "--port",
-      String(port),
-      "--model",
-      model,
-      // Two chats of one prompt are timed apart: the second must prefill as the first did.
-      "--prefix-cache",
-      "off",
-      ...splitFlags(f.flags),
-    ],
-    env: { NO_COLOR: "1" },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let output = "";
-  const reading = (async () => {
-    const dec = new TextDecoder();
-    for await (const bytes of child.stderr) output = (output + dec.decode(bytes)).slice(-8192);
-  })();
-  let exited = false;
-  const status = child.status.then((s) => (exited = true, s));
+  const server = await startServer({
+    command: [Deno.execPath(), "run", "-A", "main.ts", "serve"],
+    model,
+    // Two chats of one prompt are timed apart: the second must prefill as the first did.
+    flags: ["--prefix-cache", "off", ...splitFlags(f.flags)],
+    startTimeoutMs: f["timeout-s"] * 1000,
+    stopGraceMs: 15_000,
+  });
   try {
+    const readyMs = performance.now() - t0;
     const deadline = t0 + f["timeout-s"] * 1000;
-    let readyMs: number | null = null;
-    while (readyMs === null) {
-      if (exited) throw new Error(`server exited before it was ready:\n${output}`);
-      if (performance.now() > deadline) throw new Error(`not ready in ${f["timeout-s"]} s`);
-      try {
-        const h = await getText(target, "/health", 2000);
-        if (h.status === 200 && JSON.parse(h.text)?.status === "ready") {
-          readyMs = performance.now() - t0;
-        }
-      } catch { /* not listening yet */ }
-      if (readyMs === null) await new Promise((r) => setTimeout(r, 200));
-    }
     console.error(`ready in ${(readyMs / 1000).toFixed(1)} s; chats of 1 and ${f.tokens} tokens`);
     // The first chat pays for what start-up left to first use (pipelines compiled at its shapes:
     // a minute for Gemma 3 270M's 262k vocabulary here), so it is timed apart. Tokens reach the
     // client in bursts (a decode group's steps share one readback), so decode speed is the
     // difference of two whole chats: N tokens against 1, the same prefill in each.
-    const first = await streamChat(target, 1, deadline);
-    const one = await streamChat(target, 1, deadline);
-    const chat = await streamChat(target, f.tokens, deadline);
+    const first = await streamChat(server.target, 1, deadline);
+    const one = await streamChat(server.target, 1, deadline);
+    const chat = await streamChat(server.target, f.tokens, deadline);
     chat.oneTokenMs = one.totalMs;
     chat.firstChatMs = first.totalMs;
-    const peakRss = await peakRssOf(child.pid);
-    const device = output.match(/sluice: model .*/)?.[0] ?? "(no load line)";
+    const peakRss = await peakRssOf(server.pid);
+    const device = server.logTail().match(/sluice: model .*/)?.[0] ?? "(no load line)";
     return report(f.family, f.tokens, readyMs, chat, peakRss, device, model);
   } finally {
-    if (!exited) child.kill("SIGTERM");
-    const killer = setTimeout(() => !exited && child.kill("SIGKILL"), 15_000);
-    await status;
-    clearTimeout(killer);
-    await reading.catch(() => {});
+    await server.stop();
   }
 }
 
@@ -225,7 +188,7 @@ interface Chat {
 
 /** One streamed chat of `tokens` tokens (ignore_eos): first content chunk, end, chunks seen. */
 async function streamChat(
-  target: ReturnType<typeof loopbackTarget>,
+  target: LoopbackTarget,
   tokens: number,
   deadline: number,
 ): Promise<Chat> {
