@@ -1,6 +1,7 @@
 // Causal paged attention: for row m and query head h,
 //   out[m, h*HD + d] = sum_j softmax_j(q_h . k_j · scoreScale) v_j[d],  j = lo..rowPos[m],
-// (scoreScale 1/sqrt(HD), or Gemma 3's query_pre_attn_scalar^-1/2),
+// (scoreScale 1/sqrt(HD), or Gemma's query_pre_attn_scalar^-1/2; with Gemma 2's soft cap c > 0,
+// each score s becomes c·tanh(s / c) before the softmax),
 // reading K/V of slot rowSlot[m] through the block table. lo is 0, or with a sliding window W
 // (Mistral) rowPos[m] - W + 1: positions before it are never read, so their blocks may be freed
 // (the runtime does), except that the first quad may begin up to 3 positions before lo, in lo's
@@ -43,6 +44,7 @@ struct Params {
   ropeHalf4: u32,
   ropeScale: f32,
   scoreScale: f32,
+  softcap: f32, // 0: none
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -71,6 +73,12 @@ const CPL: u32 = (CHUNKS + LANES - 1u) / LANES;
 const QN: u32 = HPW * CPL * VPC;
 // Score vec4s each lane sums in the cross-lane reduction.
 const ITEMS_PER_LANE: u32 = (HPW * TP4 + LANES - 1u) / LANES;
+/** tanh through exp of a non-positive argument, so large |z| saturates instead of overflowing. */
+fn tanhStable(z: vec4<f32>) -> vec4<f32> {
+  let e = exp(-2.0 * abs(z));
+  return sign(z) * (1.0 - e) / (1.0 + e);
+}
+
 // Finite stand-in for -inf so exp(a - b) never sees inf - inf.
 const NEG_BIG: f32 = -3.0e38;
 
@@ -284,6 +292,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (it < HPW * TP4) {
         var s = vec4<f32>(0.0);
         for (var l = 0u; l < LANES; l++) { s += partial[team][it * LANES + l]; }
+        if (params.softcap > 0.0) { s = params.softcap * tanhStable(s / params.softcap); }
         let j4 = j0 + (it % TP4) * 4u + vec4<u32>(0u, 1u, 2u, 3u);
         scores[team][it] = select(s, vec4<f32>(NEG_BIG), j4 >= vec4<u32>(n) | j4 < vec4<u32>(lo));
       }

@@ -1,13 +1,14 @@
 // x[m, i] = act(x[m, i] + b[i]) in place, for every row m < rows and column i < width: the bias
-// and activation after an encoder's up projection (GELU) or its pooler (tanh). x f32 [rows, width],
-// b of W [width]. One lane per element.
+// and activation after an encoder's up projection (GELU) or its pooler (tanh), or Gemma 2's soft
+// cap of its logits. x f32 [rows, width], b of W [width]. One lane per element.
 //
 // Consts: ACT (0 GELU as erf, Hugging Face's "gelu"; 1 GELU's tanh approximation, "gelu_new" and
-// "gelu_pytorch_tanh"; 2 tanh), HAS_BIAS (0: no bias, b unread).
+// "gelu_pytorch_tanh"; 2 tanh; 3 soft cap, cap·tanh(v / cap)), HAS_BIAS (0: no bias, b unread).
 
 struct Params {
   rows: u32,
   width: u32,
+  cap: f32, // ACT 3's
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -42,6 +43,9 @@ fn act(v: f32) -> f32 {
   }
   if (ACT == 1u) {
     return 0.5 * v * (1.0 + tanhStable(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  }
+  if (ACT == 3u) {
+    return p.cap * tanhStable(v / p.cap);
   }
   return tanhStable(v);
 }

@@ -1,4 +1,4 @@
-// Turns a GGUF file's <arch>.* metadata (llama, qwen2, qwen3, smollm3, phi3) into the engine's
+// Turns a GGUF file's <arch>.* metadata (llama, qwen2, qwen3, smollm3, phi3, gemma3, gemma2) into the engine's
 // LlamaConfig. The
 // keys are mapped onto the config.json fields they stand for and validated by parseLlamaConfig, so
 // a GGUF model passes the same checks (GQA divisibility, even head dim, rope scaling) as a Hugging
@@ -9,7 +9,9 @@
 // rope.scaling.attn_factor. gemma3 files are read as llama.cpp reads them: every sixth layer global
 // and the others local (attention.sliding_window, RoPE base 10000: both fixed there), scores scaled
 // by 1/√key_length (the 27B, 62 layers, by 1/√(hidden/heads)), and the norms stored as 1 + w
-// already (normOffset 0).
+// already (normOffset 0). gemma2 files likewise: even layers local (window 4096 unless the file
+// gives one), one RoPE base, the 27B (46 layers) scaled by 1/√(hidden/heads), and the soft caps
+// (attn_logit_softcapping, final_logit_softcapping; 50 and 30 where absent).
 
 import {
   type Architecture,
@@ -29,6 +31,7 @@ const GGUF_ARCHITECTURES: Record<string, Architecture> = {
   smollm3: "smollm3",
   phi3: "phi3",
   gemma3: "gemma3",
+  gemma2: "gemma2",
 };
 
 /** llama.cpp's fixed gemma3 layout: layer i is global when (i + 1) % 6 == 0, local base 10000. */
@@ -36,6 +39,11 @@ export const GEMMA3_GGUF_PATTERN = 6;
 export const GEMMA3_GGUF_LOCAL_THETA = 10000;
 /** Gemma 3 27B's layer count: llama.cpp scales its scores by 1/√(hidden/heads), not 1/√head_dim. */
 const GEMMA3_27B_LAYERS = 62;
+/** llama.cpp's fixed gemma2 layout: even layers local (window 4096 unless the file says). */
+export const GEMMA2_GGUF_PATTERN = 2;
+const GEMMA2_GGUF_WINDOW = 4096;
+/** Gemma 2 27B's layer count, scaled by 1/√(hidden/heads) as Gemma 3 27B is. */
+const GEMMA2_27B_LAYERS = 46;
 
 export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
   const fail = (problem: string): never => {
@@ -88,12 +96,22 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
       query_pre_attn_scalar: layers === GEMMA3_27B_LAYERS ? hidden / numHeads : headDim,
     }
     : {};
+  // llama.cpp's defaults where a gemma2 file leaves a soft cap out: 50 and 30.
+  const gemma2 = family === "gemma2"
+    ? {
+      sliding_window: window ?? GEMMA2_GGUF_WINDOW,
+      query_pre_attn_scalar: layers === GEMMA2_27B_LAYERS ? hidden / numHeads : headDim,
+      attn_logit_softcapping: num("attn_logit_softcapping") ?? 50,
+      final_logit_softcapping: num("final_logit_softcapping") ?? 30,
+    }
+    : {};
   const hfConfig = {
     architectures: [ARCHITECTURES[family]],
     model_type: family,
     ...(family === "mistral" ? { sliding_window: window } : {}),
     ...phi3,
     ...gemma3,
+    ...gemma2,
     hidden_size: hidden,
     intermediate_size: need("feed_forward_length"),
     num_hidden_layers: layers,

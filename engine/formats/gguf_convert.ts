@@ -17,7 +17,11 @@ import type { ModelFiles } from "./model_files.ts";
 import { openModelDir } from "./open_model.ts";
 import { isQuantType, quantize } from "../quant/formats.ts";
 import { ropeInvFreq } from "../model/rope_freqs.ts";
-import { GEMMA3_GGUF_LOCAL_THETA, GEMMA3_GGUF_PATTERN } from "./gguf_config.ts";
+import {
+  GEMMA2_GGUF_PATTERN,
+  GEMMA3_GGUF_LOCAL_THETA,
+  GEMMA3_GGUF_PATTERN,
+} from "./gguf_config.ts";
 import { permutedHeads, permuteRows } from "./rope_permutation.ts";
 import { encodeTensor, readTensorF64, type StDtype, type TensorInfo } from "./safetensors.ts";
 
@@ -150,6 +154,7 @@ const GGUF_ARCH = {
   smollm3: "smollm3",
   phi3: "phi3",
   gemma3: "gemma3",
+  gemma2: "gemma2",
 } as const;
 
 /** The phi3 GGUF tensor a Hugging Face q/k/v or gate/up tensor is fused into, and its place. */
@@ -172,18 +177,19 @@ function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<s
   }
   const local = cfg.localLayers;
   if (local) {
-    // llama.cpp reads neither a layer list nor a local base from a gemma3 file.
-    const fixed = local.layers.every((isLocal, i) =>
-      isLocal === ((i + 1) % GEMMA3_GGUF_PATTERN !== 0)
-    );
-    if (!fixed || local.ropeTheta !== GEMMA3_GGUF_LOCAL_THETA) {
+    // llama.cpp reads neither a layer list nor a local base from a gemma3 or gemma2 file: gemma3's
+    // layers are five local of every six with base 10000, gemma2's every other one with the one.
+    const pattern = arch === "gemma2" ? GEMMA2_GGUF_PATTERN : GEMMA3_GGUF_PATTERN;
+    const localTheta = arch === "gemma2" ? cfg.ropeTheta : GEMMA3_GGUF_LOCAL_THETA;
+    const fixed = local.layers.every((isLocal, i) => isLocal === ((i + 1) % pattern !== 0));
+    if (!fixed || local.ropeTheta !== localTheta) {
       throw new Error(
-        `gemma3: local layers other than five of every six, or a local RoPE base other than ` +
-          `${GEMMA3_GGUF_LOCAL_THETA}, have no GGUF form`,
+        `${arch}: local layers other than ${pattern - 1} of every ${pattern}, or a local RoPE ` +
+          `base other than ${localTheta}, have no GGUF form`,
       );
     }
     if (Math.abs(cfg.attentionScale * Math.sqrt(cfg.headDim) - 1) > 1e-12) {
-      throw new Error(`gemma3: a query_pre_attn_scalar other than head_dim has no GGUF form`);
+      throw new Error(`${arch}: a query_pre_attn_scalar other than head_dim has no GGUF form`);
     }
   }
   const md: Record<string, GgufMeta> = {
@@ -206,6 +212,10 @@ function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<s
     md[`${arch}.attention.sliding_window`] = meta.u32(cfg.slidingWindow ?? 0);
   }
   if (local) md[`${arch}.attention.sliding_window`] = meta.u32(local.window);
+  if (arch === "gemma2") {
+    md[`${arch}.attn_logit_softcapping`] = meta.f32(cfg.attnSoftcap);
+    md[`${arch}.final_logit_softcapping`] = meta.f32(cfg.finalSoftcap);
+  }
   if (scaling?.type === "longrope") {
     md[`${arch}.rope.scaling.original_context_length`] = meta.u32(
       scaling.originalMaxPositionEmbeddings,

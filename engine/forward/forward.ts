@@ -13,6 +13,7 @@
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel } from "../gpu/kernel.ts";
+import { bindBiasAct } from "../gpu/kernels/bias_act.ts";
 import { bindBiasAdd } from "../gpu/kernels/bias_add.ts";
 import { bindQkNorm } from "../gpu/kernels/qk_norm.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
@@ -147,6 +148,7 @@ export function bindForward(
         ...attnShape,
         window: windows[layer],
         scoreScale: cfg.attentionScale,
+        softcap: cfg.attnSoftcap,
       }),
       // Output projection into the residual stream: hidden += attn · Woᵀ; with Gemma 3's norm
       // after attention, hidden += rmsnorm(attn · Woᵀ) · attnOutNorm.
@@ -170,6 +172,17 @@ export function bindForward(
       gain: weights.finalNorm,
       eps,
     }),
+    // Gemma 2: logits = cap·tanh(logits / cap), before anything reads them.
+    ...(cfg.finalSoftcap > 0
+      ? [bindBiasAct(gpu, {
+        x: io.logits,
+        b: null,
+        width: cfg.vocabSize,
+        act: "softcap",
+        cap: cfg.finalSoftcap,
+        kind: "lmHead",
+      })]
+      : []),
   ];
 
   // The sampler: each sample's next id into nextIds (the next step's input) and its record

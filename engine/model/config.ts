@@ -21,6 +21,10 @@
 //            layers (a sliding window with a RoPE base of their own, no scaling: localLayers)
 //            beside global ones (rope_theta and rope_scaling). Gemma3ForConditionalGeneration's
 //            language model reads as one: its text_config (the tensors' prefix is hf_dir.ts's).
+//   gemma2   Gemma 3's layers without q/k norms, local layers alternating with global ones (even
+//            layers local, one RoPE base for all), and soft caps: each attention score becomes
+//            cap·tanh(score / cap) before the softmax (attn_logit_softcapping), and so does each
+//            logit (final_logit_softcapping).
 
 import { z } from "zod";
 import { ModelLoadError } from "./errors.ts";
@@ -58,6 +62,7 @@ export const ARCHITECTURES = {
   smollm3: "SmolLM3ForCausalLM",
   phi3: "Phi3ForCausalLM",
   gemma3: "Gemma3ForCausalLM",
+  gemma2: "Gemma2ForCausalLM",
 } as const;
 
 /** A multimodal class whose language model Sluice runs alone (its text_config and tensors). */
@@ -122,8 +127,12 @@ export interface LlamaConfig {
   activation: Activation;
   /** What q·k is multiplied by: 1/√headDim, Gemma 3's query_pre_attn_scalar^-½. */
   attentionScale: number;
-  /** Gemma 3's interleaved local layers; null: every layer as slidingWindow says. */
+  /** Gemma's interleaved local layers; null: every layer as slidingWindow says. */
   localLayers: LocalLayers | null;
+  /** Gemma 2: attention scores become cap·tanh(score / cap) before the softmax; 0: none. */
+  attnSoftcap: number;
+  /** Gemma 2: logits become cap·tanh(logit / cap) before sampling; 0: none. */
+  finalSoftcap: number;
 }
 
 const positiveInt = z.number().int().positive();
@@ -219,12 +228,16 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   // Llama's and Qwen3's attention_bias also adds an o_proj bias; Qwen2 has q, k, v biases only.
   if (c.attention_bias) fail(`field "attention_bias": true is not supported`);
   if (c.mlp_bias) fail(`field "mlp_bias": true is not supported`);
-  const gemma = architecture === "gemma3";
+  const gemma = architecture === "gemma3" || architecture === "gemma2";
+  const gemma2 = architecture === "gemma2";
   const activation = activationOf(c, gemma, fail);
-  for (const cap of ["final_logit_softcapping", "attn_logit_softcapping"] as const) {
-    // Gemma 2's soft caps (Gemma 3 has none).
-    if (c[cap] != null) fail(`field "${cap}": ${c[cap]} is not supported (only null)`);
-  }
+  // Gemma 2's soft caps, Gemma2Config's defaults where absent (Gemma 3's configs give null).
+  const softcap = (field: "attn_logit_softcapping" | "final_logit_softcapping", def: number) => {
+    const cap = c[field] === undefined && gemma2 ? def : c[field] ?? 0;
+    if (cap !== 0 && !gemma) fail(`field "${field}": ${cap} is not supported (only null)`);
+    if (cap < 0) fail(`field "${field}": ${cap} must be positive`);
+    return cap;
+  };
   // Qwen's configs carry a sliding_window that applies only with use_sliding_window, and then only
   // to some layers (max_window_layers): not supported. Mistral's applies to every layer.
   if (c.use_sliding_window && architecture !== "mistral") {
@@ -262,7 +275,7 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   // SmolLM3Config's default theta is 2e6 and Gemma3's 1e6 (transformers), every other family's
   // 10000.
   const ropeTheta = c.rope_theta ?? rope?.rope_theta ??
-    (architecture === "smollm3" ? 2_000_000 : gemma ? 1_000_000 : 10000);
+    (architecture === "smollm3" ? 2_000_000 : architecture === "gemma3" ? 1_000_000 : 10000);
   const rotaryFactor = c.partial_rotary_factor ?? rope?.partial_rotary_factor ?? 1;
   const rotaryDim = Math.floor(headDim * rotaryFactor);
   // Whole vec4 pairs: the kernels rotate four pairs at a time (a full head's width is checked
@@ -276,7 +289,9 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     originalMaxPositionEmbeddings: c.original_max_position_embeddings ?? null,
   });
   const ropeLayers = ropeLayersOf(c, architecture, fail);
-  const localLayers = gemma ? localLayersOf(c, ropeParams.sliding, fail) : null;
+  const localLayers = gemma
+    ? localLayersOf(c, ropeParams.sliding, fail, gemma2 ? { pattern: 2, ropeTheta } : null)
+    : null;
 
   const eos = c.eos_token_id;
   return {
@@ -297,7 +312,7 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     bosTokenId: c.bos_token_id ?? null,
     eosTokenIds: eos == null ? [] : Array.isArray(eos) ? [...eos] : [eos],
     qkvBias: architecture === "qwen2",
-    qkNorm: architecture === "qwen3" || gemma,
+    qkNorm: architecture === "qwen3" || architecture === "gemma3",
     slidingWindow,
     ropeLayers,
     rotaryDim,
@@ -307,6 +322,8 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     activation,
     attentionScale: 1 / Math.sqrt(gemma ? c.query_pre_attn_scalar ?? headDim : headDim),
     localLayers,
+    attnSoftcap: softcap("attn_logit_softcapping", 50),
+    finalSoftcap: softcap("final_logit_softcapping", 30),
   };
 }
 
@@ -371,16 +388,18 @@ function perLayerTypeRope(
 }
 
 /**
- * Gemma 3's local layers: layer_types where given, else every layer but each
- * sliding_window_pattern-th (default 6: five local, one global), as Gemma3TextConfig derives it.
+ * Gemma's local layers: layer_types where given, else every layer but each
+ * sliding_window_pattern-th (Gemma 3's default 6: five local, one global), as Gemma3TextConfig
+ * derives it; Gemma 2's every other layer (`gemma2`: pattern 2, its one RoPE base for all).
  */
 function localLayersOf(
   c: z.infer<typeof configSchema>,
   slidingRope: z.infer<typeof ropeScalingSchema> | null,
   fail: (problem: string) => never,
+  gemma2: { pattern: number; ropeTheta: number } | null,
 ): LocalLayers {
   const n = c.num_hidden_layers;
-  const pattern = c.sliding_window_pattern ?? c._sliding_window_pattern ?? 6;
+  const pattern = gemma2?.pattern ?? c.sliding_window_pattern ?? c._sliding_window_pattern ?? 6;
   const types = c.layer_types ??
     Array.from({ length: n }, (_, i) => (i + 1) % pattern ? "sliding_attention" : "full_attention");
   if (types.length !== n) fail(`field "layer_types": ${types.length} entries for ${n} layers`);
@@ -392,7 +411,7 @@ function localLayersOf(
   }
   return {
     window: c.sliding_window ?? 4096,
-    ropeTheta: slidingRope?.rope_theta ?? c.rope_local_base_freq ?? 10000,
+    ropeTheta: gemma2?.ropeTheta ?? slidingRope?.rope_theta ?? c.rope_local_base_freq ?? 10000,
     layers: types.map((t) => t === "sliding_attention"),
   };
 }

@@ -1,5 +1,5 @@
 // Writes small but complete Hugging Face-style model directories of any supported family (Llama,
-// Qwen2, Qwen3, Mistral, SmolLM3, Phi-3, Gemma 3: config.json as that family's config class writes it, its
+// Qwen2, Qwen3, Mistral, SmolLM3, Phi-3, Gemma 3, Gemma 2: config.json as that family's config class writes it, its
 // optional tensors, and Phi-3's fused qkv_proj and gate_up_proj): random weights that are deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template
 // (tiny_tokenizer.ts). Tests use them as fixtures; `--model demo` uses one (demo.ts) so the server
 // runs without a download.
@@ -24,7 +24,7 @@ import {
 export interface TinyModelSpec {
   /** The family whose config.json and tensors are written (default llama). */
   architecture?: Architecture;
-  /** Mistral's, Phi-3's and Gemma 3's sliding_window (only written for them; default null: none). */
+  /** Mistral's, Phi-3's and Gemma's sliding_window (only written for them; default null: none). */
   slidingWindow?: number;
   /** Gemma 3: every n-th layer global, the others local (default 6). */
   slidingWindowPattern?: number;
@@ -32,6 +32,9 @@ export interface TinyModelSpec {
   localRopeTheta?: number;
   /** Gemma 3: query_pre_attn_scalar (default head_dim). */
   queryPreAttnScalar?: number;
+  /** Gemma 2: attn_logit_softcapping and final_logit_softcapping (default 50 and 30). */
+  attnSoftcap?: number;
+  finalSoftcap?: number;
   /** SmolLM3: every n-th layer skips RoPE (written as no_rope_layers too; default 4). */
   noRopeLayerInterval?: number;
   /** Phi-3: partial_rotary_factor (default 1). */
@@ -137,6 +140,18 @@ function familyFields(architecture: Architecture, spec: TinyModelSpec): Record<s
         layer_types: Array(spec.numLayers).fill("full_attention"),
       };
     }
+    case "gemma2":
+      // Gemma2Config: every other layer local (layer_types derived), one RoPE base, soft caps.
+      return {
+        hidden_act: undefined,
+        hidden_activation: "gelu_pytorch_tanh",
+        query_pre_attn_scalar: spec.queryPreAttnScalar ?? spec.headDim ??
+          spec.hiddenSize / spec.numHeads,
+        sliding_window: spec.slidingWindow ?? 4096,
+        attention_bias: false,
+        attn_logit_softcapping: spec.attnSoftcap ?? 50,
+        final_logit_softcapping: spec.finalSoftcap ?? 30,
+      };
     case "gemma3": {
       const pattern = spec.slidingWindowPattern ?? 6;
       return {
@@ -217,7 +232,7 @@ interface PlannedTensor {
 function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): PlannedTensor[] {
   const h = spec.hiddenSize;
   // Logits are lm_head rows · x̂ with x̂ of RMS 1, so their spread is finalNorm · rowStd · sqrt(h).
-  const gemma = spec.architecture === "gemma3";
+  const gemma = spec.architecture === "gemma3" || spec.architecture === "gemma2";
   // Gemma scales the embedding by √h on the way in (its LM head reads it unscaled); its norms'
   // branch outputs join the residual at RMS ~1, so its embedding is drawn √h smaller.
   const embedStd = gemma ? EMBED_STD / Math.sqrt(h) : EMBED_STD;
@@ -256,7 +271,7 @@ function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): Plann
     vocabSize: vocab,
     tieWordEmbeddings: spec.tied,
     qkvBias: spec.architecture === "qwen2",
-    qkNorm: spec.architecture === "qwen3" || gemma,
+    qkNorm: spec.architecture === "qwen3" || spec.architecture === "gemma3",
     sandwichNorms: gemma,
   };
   return expectedTensors(shape).map(({ name, shape, role }) => ({

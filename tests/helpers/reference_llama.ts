@@ -33,7 +33,12 @@ export async function referenceForward(
   options: ReferenceOptions = {},
 ): Promise<Float64Array[]> {
   const w = await loadWeights(files);
-  return (await referenceFinalHidden(files, ids, options)).map((x) => matVec(w.lmHead, x));
+  const cap = files.config.finalSoftcap;
+  return (await referenceFinalHidden(files, ids, options)).map((x) => {
+    const logits = matVec(w.lmHead, x);
+    // Gemma 2: each logit becomes cap·tanh(logit / cap).
+    return cap > 0 ? logits.map((z) => cap * Math.tanh(z / cap)) : logits;
+  });
 }
 
 /** The LM head's rows `ids` (its logits of those ids are these rows · the final hidden state). */
@@ -115,7 +120,10 @@ export async function referenceFinalHidden(
         for (let s = first; s <= t; s++) {
           let dot = 0;
           for (let d = 0; d < headDim; d++) dot += queries[t][qOff + d] * keys[s][kvOff + d];
-          scores[s - first] = dot * cfg.attentionScale;
+          const score = dot * cfg.attentionScale;
+          // Gemma 2: each score becomes cap·tanh(score / cap) before the softmax.
+          const cap = cfg.attnSoftcap;
+          scores[s - first] = cap > 0 ? cap * Math.tanh(score / cap) : score;
         }
         softmaxInPlace(scores);
         for (let s = first; s <= t; s++) {

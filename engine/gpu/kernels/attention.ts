@@ -52,6 +52,8 @@ export interface AttentionArgs {
   ropeScale?: number;
   /** What q·k is multiplied by; default 1/√headDim (Gemma 3: query_pre_attn_scalar^-½). */
   scoreScale?: number;
+  /** Gemma 2: each scaled score becomes cap·tanh(score / cap) before the softmax; 0 or absent: none. */
+  softcap?: number;
 }
 
 /** Largest row count one dispatch takes (one workgroup row per token along y). */
@@ -75,6 +77,8 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     );
   }
   const rotaryDim = checkRotaryDim("attention", args.rotaryDim, headDim);
+  const softcap = args.softcap ?? 0;
+  if (!(softcap >= 0)) throw new RangeError(`attention: bad softcap ${softcap}`);
   const kvDtype = kvDtypeOf(gpu);
   if (kvDtype === "q8_0") requireQ8HeadDim(headDim);
   const headsPerGroup = headsPerWorkgroup(
@@ -101,6 +105,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     rotaryDim / 8,
     { f32: args.ropeScale ?? 1 },
     { f32: args.scoreScale ?? 1 / Math.sqrt(headDim) },
+    { f32: softcap },
   ]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,

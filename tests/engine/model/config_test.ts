@@ -3,7 +3,7 @@
 
 import { assert, assertEquals, assertThrows } from "../../helpers/testing.ts";
 import { expectLoadError } from "../../helpers/model_files.ts";
-import { type LlamaConfig, parseLlamaConfig } from "../../../engine/model/config.ts";
+import { layerWindows, type LlamaConfig, parseLlamaConfig } from "../../../engine/model/config.ts";
 import { ropeInvFreq } from "../../../engine/model/rope_freqs.ts";
 
 const CONFIG_FILE = "/models/x/config.json";
@@ -56,6 +56,8 @@ Deno.test("config: defaults follow transformers' LlamaConfig", () => {
     activation: "silu",
     attentionScale: 0.25,
     localLayers: null,
+    attnSoftcap: 0,
+    finalSoftcap: 0,
   };
   assertEquals(c, want);
   // model_type alone identifies a Llama checkpoint too.
@@ -292,8 +294,8 @@ Deno.test("config: MoE and other families are refused, naming what is supported"
     /unsupported architecture \["MixtralForCausalLM"\].*MistralForCausalLM/,
   );
   configError(
-    { ...QWEN2_5, architectures: ["Gemma2ForCausalLM"], model_type: "gemma2" },
-    /unsupported architecture.*Phi3ForCausalLM/,
+    { ...QWEN2_5, architectures: ["GemmaForCausalLM"], model_type: "gemma" },
+    /unsupported architecture.*Gemma2ForCausalLM/,
   );
   // Qwen's per-layer sliding window (max_window_layers) is not Mistral's: refused.
   configError({ ...QWEN2_5, use_sliding_window: true }, /"use_sliding_window".*qwen2/);
@@ -556,9 +558,64 @@ Deno.test("config: Gemma3ForConditionalGeneration reads as its language model (t
   assertEquals(c.eosTokenIds, [1, 106]);
 });
 
-Deno.test("config: Gemma 2's soft caps and other activations are refused, naming the field", () => {
+// gemma-2-2b-it's config.json, its fields as published.
+const GEMMA2_2B = {
+  architectures: ["Gemma2ForCausalLM"],
+  attn_logit_softcapping: 50.0,
+  bos_token_id: 2,
+  cache_implementation: "hybrid",
+  eos_token_id: [1, 107],
+  final_logit_softcapping: 30.0,
+  head_dim: 256,
+  hidden_act: "gelu_pytorch_tanh",
+  hidden_activation: "gelu_pytorch_tanh",
+  hidden_size: 2304,
+  initializer_range: 0.02,
+  intermediate_size: 9216,
+  max_position_embeddings: 8192,
+  model_type: "gemma2",
+  num_attention_heads: 8,
+  num_hidden_layers: 26,
+  num_key_value_heads: 4,
+  pad_token_id: 0,
+  query_pre_attn_scalar: 256,
+  rms_norm_eps: 1e-06,
+  rope_theta: 10000.0,
+  sliding_window: 4096,
+  torch_dtype: "float32",
+  vocab_size: 256000,
+};
+
+Deno.test("config: Gemma 2: soft caps, even layers local with the one RoPE base, no q/k norms", () => {
+  const c = parseLlamaConfig(GEMMA2_2B, CONFIG_FILE);
+  assertEquals(c.architecture, "gemma2");
+  assertEquals([c.attnSoftcap, c.finalSoftcap], [50, 30]);
+  assertEquals(c.localLayers!.window, 4096);
+  assertEquals(c.localLayers!.ropeTheta, 10000);
+  assertEquals(c.localLayers!.layers.slice(0, 4), [true, false, true, false]);
+  assertEquals(c.localLayers!.layers.filter(Boolean).length, 13);
+  assertEquals(layerWindows(c).slice(0, 3), [4096, 0, 4096]);
+  assertEquals([c.qkNorm, c.sandwichNorms, c.activation, c.normOffset], [
+    false,
+    true,
+    "gelu_tanh",
+    1,
+  ]);
+  assertEquals(c.embedScale, Math.sqrt(2304));
+  assertEquals(c.attentionScale, 1 / 16);
+  assertEquals(c.tieWordEmbeddings, true);
+  assertEquals(c.eosTokenIds, [1, 107]);
+  // Gemma2Config's defaults where the caps are absent; null turns one off.
+  const { attn_logit_softcapping: _a, final_logit_softcapping: _f, ...bare } = GEMMA2_2B;
+  const d = parseLlamaConfig(bare, CONFIG_FILE);
+  assertEquals([d.attnSoftcap, d.finalSoftcap], [50, 30]);
+  const off = parseLlamaConfig({ ...GEMMA2_2B, attn_logit_softcapping: null }, CONFIG_FILE);
+  assertEquals([off.attnSoftcap, off.finalSoftcap], [0, 30]);
+});
+
+Deno.test("config: soft caps outside Gemma and other activations are refused, naming the field", () => {
   configError(
-    { ...GEMMA3_270M, final_logit_softcapping: 30 },
+    baseConfig({ final_logit_softcapping: 30 }),
     /final_logit_softcapping.*not supported/,
   );
   configError({ ...GEMMA3_270M, hidden_activation: "relu" }, /hidden_activation.*relu/);
@@ -566,7 +623,7 @@ Deno.test("config: Gemma 2's soft caps and other activations are refused, naming
     { ...GEMMA3_270M, layer_types: ["chunked_attention", ...GEMMA3_270M.layer_types.slice(1)] },
     /layer_types.*chunked_attention/,
   );
-  // A window on some layers only is Gemma 3's alone.
+  // A window on some layers only is Gemma's alone.
   configError(
     baseConfig({ layer_types: ["sliding_attention", "full_attention"] }),
     /layer_types/,

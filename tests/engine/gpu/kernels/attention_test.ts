@@ -65,6 +65,8 @@ interface Case {
   ropeScale?: number;
   /** What q·k is multiplied by (default 1/√headDim; Gemma 3: query_pre_attn_scalar^-½). */
   scoreScale?: number;
+  /** Gemma 2: each scaled score becomes cap·tanh(score / cap) (default none). */
+  softcap?: number;
 }
 
 const CASES: Case[] = [
@@ -174,6 +176,26 @@ const CASES: Case[] = [
     scoreScale: 1 / Math.sqrt(168),
   },
   {
+    // A Gemma 2 layer (2B's heads, GQA 8:4 of 256 values) with a soft cap small enough to bend
+    // these scores (spread about ±1; real Gemma 2: 50), beside a local one.
+    name: "Gemma 2: GQA 8:4, hd 256, soft cap 0.5",
+    numHeads: 8,
+    numKvHeads: 4,
+    headDim: 256,
+    lengths: [19, 2],
+    softcap: 0.5,
+  },
+  {
+    name: "Gemma 2 local: window 5, soft cap 0.5",
+    numHeads: 8,
+    numKvHeads: 4,
+    headDim: 256,
+    lengths: [13],
+    queried: [6],
+    window: 5,
+    softcap: 0.5,
+  },
+  {
     // SmolLM3's no-RoPE layers.
     name: "no RoPE, GQA 4:2",
     numHeads: 4,
@@ -264,7 +286,8 @@ function reference(c: Case, rows: Rows, rotated: Float64Array, held: Float64Arra
         for (let d = 0; d < hd; d++) {
           s += rotated[m * width + h * hd + d] * held[r * width + (H + kvh) * hd + d];
         }
-        scores[j] = s * scale;
+        const cap = c.softcap ?? 0;
+        scores[j] = cap > 0 ? cap * Math.tanh(s * scale / cap) : s * scale;
         max = Math.max(max, scores[j]);
       }
       let total = 0;
@@ -382,6 +405,7 @@ function kernelArgs(c: Case, s: Setup) {
     rotaryDim: c.rotaryDim,
     ropeScale: c.ropeScale,
     scoreScale: c.scoreScale,
+    softcap: c.softcap,
   };
 }
 

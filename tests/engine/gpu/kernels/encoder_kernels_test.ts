@@ -78,17 +78,21 @@ Deno.test("layer norm: matches float64", async (t) => {
   }
 });
 
+/** The soft cap the tests apply: values up to ±6 here, so most of them bend. */
+const CAP = 2.5;
+
 function activation(act: Activation, v: number): number {
   if (act === "tanh") return Math.tanh(v);
+  if (act === "softcap") return CAP * Math.tanh(v / CAP);
   if (act === "gelu_tanh") {
     return 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
   }
   return 0.5 * v * (1 + erf(v / Math.SQRT2));
 }
 
-Deno.test("bias + activation: matches float64 for GELU (erf and tanh) and tanh", async (t) => {
+Deno.test("bias + activation: matches float64 for GELU (erf and tanh), tanh and the soft cap", async (t) => {
   for (const { label, gpu } of await testGpus()) {
-    for (const act of ["gelu", "gelu_tanh", "tanh"] as Activation[]) {
+    for (const act of ["gelu", "gelu_tanh", "tanh", "softcap"] as Activation[]) {
       for (
         const [width, rows, withBias] of [[5, 3, true], [200, 7, true], [67, 2, false]] as const
       ) {
@@ -98,7 +102,8 @@ Deno.test("bias + activation: matches float64 for GELU (erf and tanh) and tanh",
           const x = Float32Array.from(randomArray(next, rows * width, 6));
           const b = withBias ? weights(gpu, randomArray(next, width, 1)) : null;
           const xb = uploadStorage(gpu, x);
-          await run(gpu, bindBiasAct(gpu, { x: xb, b: b?.buffer ?? null, width, act }), rows);
+          const cap = act === "softcap" ? CAP : undefined;
+          await run(gpu, bindBiasAct(gpu, { x: xb, b: b?.buffer ?? null, width, act, cap }), rows);
           const want = Float64Array.from(
             x,
             (v, i) => activation(act, v + (b ? b.values[i % width] : 0)),
