@@ -235,7 +235,7 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   const softcap = (field: "attn_logit_softcapping" | "final_logit_softcapping", def: number) => {
     const cap = c[field] === undefined && gemma2 ? def : c[field] ?? 0;
     if (cap !== 0 && !gemma) fail(`field "${field}": ${cap} is not supported (only null)`);
-    if (cap < 0) fail(`field "${field}": ${cap} must be positive`);
+    if (!(cap >= 0) || !Number.isFinite(cap)) fail(`field "${field}": ${cap} must be positive`);
     return cap;
   };
   // Qwen's configs carry a sliding_window that applies only with use_sliding_window, and then only
@@ -288,6 +288,11 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     maxPositionEmbeddings: c.max_position_embeddings,
     originalMaxPositionEmbeddings: c.original_max_position_embeddings ?? null,
   });
+  // Gemma 2 turns every layer by one base: scaling only its global ones (as Gemma 3's local ones
+  // are left unscaled here) would not be Gemma 2.
+  if (gemma2 && ropeScaling !== null) {
+    fail(`field "${ropeField}": RoPE scaling is not supported for gemma2`);
+  }
   const ropeLayers = ropeLayersOf(c, architecture, fail);
   const localLayers = gemma
     ? localLayersOf(c, ropeParams.sliding, fail, gemma2 ? { pattern: 2, ropeTheta } : null)

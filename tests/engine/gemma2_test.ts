@@ -15,7 +15,8 @@
 // Bounds as architectures_test.ts: f32 path 2e-4, f16 path 2e-2 of the largest |logit|.
 
 import { openModelDir } from "../../engine/formats/open_model.ts";
-import { readGguf } from "../../engine/formats/gguf.ts";
+import { type GgufFile, type GgufTensor, readGguf } from "../../engine/formats/gguf.ts";
+import { ggufLlamaConfig } from "../../engine/formats/gguf_config.ts";
 import { recipeType } from "../../engine/formats/gguf_recipes.ts";
 import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
@@ -44,6 +45,42 @@ const SPEC: Omit<TinyModelSpec, "seed"> = {
 
 const BOUND = { f32: 2e-4, f16: 2e-2 };
 const CHECK = { prompt: 22, generated: 4 };
+
+Deno.test("Gemma 2 GGUF metadata: llama.cpp's defaults where keys are absent, the 27B's score scale", async () => {
+  // Only the metadata and token_embd's dims are read for the config.
+  const file = (layers: number, extra: Record<string, number>): GgufFile => ({
+    path: "gemma2.gguf",
+    version: 3,
+    metadata: {
+      "general.architecture": "gemma2",
+      "gemma2.block_count": layers,
+      "gemma2.embedding_length": 4608,
+      "gemma2.feed_forward_length": 36864,
+      "gemma2.attention.head_count": 32,
+      "gemma2.attention.head_count_kv": 16,
+      "gemma2.attention.key_length": 128,
+      "gemma2.attention.value_length": 128,
+      ...extra,
+    },
+    tensors: new Map([["token_embd.weight", { dims: [4608, 256000] } as GgufTensor]]),
+    dataStart: 0,
+    alignment: 32,
+  });
+  const bare = await ggufLlamaConfig(file(46, {}));
+  assertEquals([bare.attnSoftcap, bare.finalSoftcap], [50, 30]);
+  assertEquals(bare.localLayers?.window, 4096);
+  assertEquals(bare.localLayers?.layers.slice(0, 4), [true, false, true, false]);
+  // The 27B (46 layers): 1/√(4608 / 32), its query_pre_attn_scalar of 144; the others 1/√128.
+  assertEquals(bare.attentionScale, 1 / 12);
+  const nine = await ggufLlamaConfig(file(42, {
+    "gemma2.attn_logit_softcapping": 20,
+    "gemma2.final_logit_softcapping": 10,
+    "gemma2.attention.sliding_window": 512,
+  }));
+  assertEquals([nine.attnSoftcap, nine.finalSoftcap], [20, 10]);
+  assertEquals(nine.localLayers?.window, 512);
+  assertEquals(nine.attentionScale, 1 / Math.sqrt(128));
+});
 
 Deno.test("Gemma 2 in both formats: logits and greedy tokens match the float64 reference", async (t) => {
   const seed = testSeed();

@@ -611,6 +611,11 @@ Deno.test("config: Gemma 2: soft caps, even layers local with the one RoPE base,
   assertEquals([d.attnSoftcap, d.finalSoftcap], [50, 30]);
   const off = parseLlamaConfig({ ...GEMMA2_2B, attn_logit_softcapping: null }, CONFIG_FILE);
   assertEquals([off.attnSoftcap, off.finalSoftcap], [0, 30]);
+  configError(
+    { ...GEMMA2_2B, rope_scaling: { rope_type: "linear", factor: 2 } },
+    /rope_scaling.*not supported for gemma2/,
+  );
+  configError({ ...GEMMA2_2B, final_logit_softcapping: -1 }, /final_logit_softcapping.*positive/);
 });
 
 Deno.test("config: soft caps outside Gemma and other activations are refused, naming the field", () => {
