@@ -388,6 +388,14 @@ export class KvSpace {
     this.prefix?.offer(req);
   }
 
+  /**
+   * `req`'s drafts were verified (speculative/verify.ts): the blocks wholly past the KV it keeps,
+   * which only rejected drafts wrote, go back to the pool now rather than when it ends.
+   */
+  settled(req: Request): void {
+    this.pool.truncate(req.id, req.computed);
+  }
+
   /** After a step's rows: layer-wise prefill copies out what they wrote, after their layers. */
   afterRows(inStep: Iterable<Request>): void {
     this.placement?.afterRows(inStep);

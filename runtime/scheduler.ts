@@ -86,8 +86,7 @@ export class Scheduler {
     });
   }
 
-  /** Requests waiting for a slot (arrival order, preempted ones at the head), and admitted ones
-   * (oldest admission first). */
+  /** Requests waiting (arrival order, preempted ones first), and admitted (oldest first). */
   get waiting(): readonly Request[] {
     return this.batch.waiting;
   }
@@ -286,11 +285,14 @@ export class Scheduler {
     return added !== null;
   }
 
-  /** Delivers a step's landings, and its sampled tokens to their requests (verifying drafts). */
+  /** Delivers a step's landings, and its sampled tokens (drafts verified, rejected ones' blocks
+   * freed). */
   deliver(step: Omit<BuiltStep, "plan">, records: StepRecords): number {
     this.space.land(step.landings);
     records.hidden?.forEach((vector, i) => step.readers![i].acceptHidden(vector));
-    return deliverRecords(step.owners, records, step.runs, this.speculation);
+    const delivered = deliverRecords(step.owners, records, step.runs, this.speculation);
+    for (const run of step.runs ?? []) this.space.settled(step.owners[run.first]);
+    return delivered;
   }
 
   failAll(message: string): void {

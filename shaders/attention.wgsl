@@ -1,5 +1,6 @@
 // Causal paged attention: for row m and query head h,
-//   out[m, h*HD + d] = sum_j softmax_j(q_h . k_j / sqrt(HD)) v_j[d],  j = lo..rowPos[m],
+//   out[m, h*HD + d] = sum_j softmax_j(q_h . k_j · scoreScale) v_j[d],  j = lo..rowPos[m],
+// (scoreScale 1/sqrt(HD), or Gemma 3's query_pre_attn_scalar^-1/2),
 // reading K/V of slot rowSlot[m] through the block table. lo is 0, or with a sliding window W
 // (Mistral) rowPos[m] - W + 1: positions before it are never read, so their blocks may be freed
 // (the runtime does), except that the first quad may begin up to 3 positions before lo, in lo's
@@ -41,6 +42,7 @@ struct Params {
   window: u32, // 0: none
   ropeHalf4: u32,
   ropeScale: f32,
+  scoreScale: f32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -229,7 +231,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let lo = select(0u, n - params.window, params.window > 0u && n > params.window);
   let tableRow = (params.layer * params.maxSlots + rowSlot[m]) * params.maxBlocksPerSeq;
   let qBase = m * (params.numHeads + 2u * params.numKvHeads) * HD4 + h0 * HD4;
-  let scale = inverseSqrt(f32(HD));
+  let scale = params.scoreScale;
   // Chunks between consecutive positions of one block.
   let stride = params.numKvHeads * CHUNKS;
   quantV4 = params.blockSize * stride;

@@ -2,8 +2,8 @@
 //
 // Row m's token id is tokens[m], or, when that is 0xFFFFFFFF (a decode row), nextIds[rowSlot[m]]:
 // the id the GPU sampler wrote last step, so decode never waits for the host. If the id falls in
-// this part's rows [rowStart, rowStart + rowCount), y[m, :] = f32(table[id - rowStart, :]); other
-// parts (one kernel each) write the rows they hold.
+// this part's rows [rowStart, rowStart + rowCount), y[m, :] = f32(table[id - rowStart, :]) * scale
+// (1, or Gemma's √hidden); other parts (one kernel each) write the rows they hold.
 //
 // Consts: W_F16 (1 when the table holds f16 values).
 
@@ -12,6 +12,7 @@ struct Params {
   D: u32,
   rowStart: u32,
   rowCount: u32,
+  scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -50,7 +51,7 @@ fn embeddingVec(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
   let n4 = p.D / 4u;
   let src = u32(local) * n4;
   for (var i = lid.x; i < n4; i += LANES) {
-    yV[m * n4 + i] = vec4<f32>(tableV[src + i]);
+    yV[m * n4 + i] = vec4<f32>(tableV[src + i]) * p.scale;
   }
 }
 
@@ -68,7 +69,7 @@ fn embeddingScalar(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgr
   }
   let src = u32(local) * p.D;
   for (var i = lid.x; i < p.D; i += LANES) {
-    yS[m * p.D + i] = f32(tableS[src + i]);
+    yS[m * p.D + i] = f32(tableS[src + i]) * p.scale;
   }
 }
 
@@ -91,12 +92,12 @@ fn embeddingWords(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
   for (var i = lid.x; i < n8; i += LANES) {
     if (W_F16 == 1u) {
       let q = tableW_word(u32(local) * n8 + i);
-      yV[out + 2u * i] = vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y));
-      yV[out + 2u * i + 1u] = vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w));
+      yV[out + 2u * i] = vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)) * p.scale;
+      yV[out + 2u * i + 1u] = vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)) * p.scale;
     } else {
       let j = u32(local) * (p.D / 4u) + 2u * i;
-      yV[out + 2u * i] = bitcast<vec4<f32>>(tableW_word(j));
-      yV[out + 2u * i + 1u] = bitcast<vec4<f32>>(tableW_word(j + 1u));
+      yV[out + 2u * i] = bitcast<vec4<f32>>(tableW_word(j)) * p.scale;
+      yV[out + 2u * i + 1u] = bitcast<vec4<f32>>(tableW_word(j + 1u)) * p.scale;
     }
   }
 }

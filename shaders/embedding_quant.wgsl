@@ -15,6 +15,8 @@ struct Params {
   sBase: u32,
   dBase: u32,
   hBase: u32,
+  /** What each value is multiplied by (embedding.wgsl's scale). */
+  scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -73,8 +75,8 @@ fn embeddingQuant(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
     let w = weights(row, blk, c % chunks, header(row, blk));
     let o = (m * p.K + 32u * c) / 4u;
     for (var v = 0u; v < 4u; v++) {
-      y[o + v] = values4(w, 0u, v);
-      y[o + 4u + v] = values4(w, 1u, v);
+      y[o + v] = values4(w, 0u, v) * p.scale;
+      y[o + 4u + v] = values4(w, 1u, v) * p.scale;
     }
   }
 }

@@ -32,6 +32,8 @@ struct Params {
   yCol: u32,
   /** The fused norm's epsilon (NORM only). */
   eps: f32,
+  /** GLU's gate activation: 0 SiLU (SwiGLU), 1 GELU's tanh approximation (GeGLU, Gemma). */
+  gelu: u32,
 }
 
 const MODE_ADD: u32 = 1u;
@@ -104,7 +106,12 @@ fn normScale4(sq: vec4<f32>) -> f32 {
   return 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(p.K) + p.eps);
 }
 
-fn silu4(v: vec4<f32>) -> vec4<f32> {
+// GELU's tanh approximation 0.5·v·(1 + tanh(c·(v + 0.044715·v³))), c = √(2/π), written as
+// v / (1 + exp(-2c·(...))): the same function, without tanh's inf/inf for large arguments.
+fn gate4(v: vec4<f32>) -> vec4<f32> {
+  if (p.gelu != 0u) {
+    return v / (1.0 + exp(-1.5957691216057308 * (v + 0.044715 * v * v * v)));
+  }
   return v / (1.0 + exp(-v));
 }
 
@@ -115,7 +122,7 @@ fn finish4(m: u32, n: u32, g: vec4<f32>, u: vec4<f32>) {
   }
   let i = (m * p.ldy + p.yCol + n) / 4u;
   if (MODE == MODE_GLU) {
-    yv[i] = silu4(g) * u;
+    yv[i] = gate4(g) * u;
   } else if (MODE == MODE_ADD) {
     yv[i] = yv[i] + g;
   } else {
@@ -179,7 +186,10 @@ fn normScale(sq: f32) -> f32 {
   return 1.0 / sqrt(sq / f32(p.K) + p.eps);
 }
 
-fn silu(v: f32) -> f32 {
+fn gateS(v: f32) -> f32 {
+  if (p.gelu != 0u) {
+    return v / (1.0 + exp(-1.5957691216057308 * (v + 0.044715 * v * v * v)));
+  }
   return v / (1.0 + exp(-v));
 }
 
@@ -189,7 +199,7 @@ fn finishS(m: u32, n: u32, g: f32, u: f32) {
   }
   let i = m * p.ldy + p.yCol + n;
   if (MODE == MODE_GLU) {
-    ys[i] = silu(g) * u;
+    ys[i] = gateS(g) * u;
   } else if (MODE == MODE_ADD) {
     ys[i] = ys[i] + g;
   } else {

@@ -39,6 +39,8 @@ struct Params {
   norm: u32,
   /** The fused norm's epsilon (p.norm only). */
   eps: f32,
+  /** GLU's gate activation: 0 SiLU, 1 GELU's tanh approximation (matmul.wgsl's gate4). */
+  gelu: u32,
 }
 
 const MODE_GLU: u32 = 2u;
@@ -148,7 +150,10 @@ fn accumulate(acc: f32, x: XChunk, w: WChunk) -> f32 {
   return fma(w.a.y, hi, fma(w.b.y, x.sums.y, fma(w.a.x, lo, fma(w.b.x, x.sums.x, acc))));
 }
 
-fn silu(v: f32) -> f32 {
+fn gate(v: f32) -> f32 {
+  if (p.gelu != 0u) {
+    return v / (1.0 + exp(-1.5957691216057308 * (v + 0.044715 * v * v * v)));
+  }
   return v / (1.0 + exp(-v));
 }
 
@@ -158,7 +163,7 @@ fn finish(m: u32, n: u32, g: f32, u: f32) {
   }
   let i = m * p.ldy + p.yCol + n;
   if (MODE == MODE_GLU) {
-    y[i] = silu(g) * u;
+    y[i] = gate(g) * u;
   } else if (p.add != 0u) {
     y[i] = y[i] + g;
   } else {

@@ -6,7 +6,10 @@
 // Mistral. smollm3 files skip RoPE on every fourth layer (llama.cpp fixes the interval at 4);
 // phi3 files give partial rotary as rope.dimension_count, a sliding window of 0 for none, and
 // LongRoPE as the rope_factors_long/short tensors beside rope.scaling.original_context_length and
-// rope.scaling.attn_factor.
+// rope.scaling.attn_factor. gemma3 files are read as llama.cpp reads them: every sixth layer global
+// and the others local (attention.sliding_window, RoPE base 10000: both fixed there), scores scaled
+// by 1/√key_length (the 27B, 62 layers, by 1/√(hidden/heads)), and the norms stored as 1 + w
+// already (normOffset 0).
 
 import {
   type Architecture,
@@ -25,7 +28,14 @@ const GGUF_ARCHITECTURES: Record<string, Architecture> = {
   qwen3: "qwen3",
   smollm3: "smollm3",
   phi3: "phi3",
+  gemma3: "gemma3",
 };
+
+/** llama.cpp's fixed gemma3 layout: layer i is global when (i + 1) % 6 == 0, local base 10000. */
+export const GEMMA3_GGUF_PATTERN = 6;
+export const GEMMA3_GGUF_LOCAL_THETA = 10000;
+/** Gemma 3 27B's layer count: llama.cpp scales its scores by 1/√(hidden/heads), not 1/√head_dim. */
+const GEMMA3_27B_LAYERS = 62;
 
 export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
   const fail = (problem: string): never => {
@@ -69,14 +79,24 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
       ...await longRope(gguf, arch as string, fail),
     }
     : {};
+  const layers = need("block_count");
+  const gemma3 = family === "gemma3"
+    ? {
+      sliding_window: window ?? fail(`metadata key ${arch}.attention.sliding_window is missing`),
+      sliding_window_pattern: GEMMA3_GGUF_PATTERN,
+      rope_local_base_freq: GEMMA3_GGUF_LOCAL_THETA,
+      query_pre_attn_scalar: layers === GEMMA3_27B_LAYERS ? hidden / numHeads : headDim,
+    }
+    : {};
   const hfConfig = {
     architectures: [ARCHITECTURES[family]],
     model_type: family,
     ...(family === "mistral" ? { sliding_window: window } : {}),
     ...phi3,
+    ...gemma3,
     hidden_size: hidden,
     intermediate_size: need("feed_forward_length"),
-    num_hidden_layers: need("block_count"),
+    num_hidden_layers: layers,
     num_attention_heads: numHeads,
     num_key_value_heads: num("attention.head_count_kv") ?? numHeads,
     head_dim: headDim,
@@ -93,6 +113,8 @@ export async function ggufLlamaConfig(gguf: GgufFile): Promise<LlamaConfig> {
     eos_token_id: stopTokenIds(md, fail),
   };
   const config = parseLlamaConfig(hfConfig, gguf.path);
+  // llama.cpp's converter stores Gemma's norms as 1 + w: nothing to add at load.
+  config.normOffset = 0;
   const freqs = gguf.tensors.get("rope_freqs.weight");
   if (freqs && config.ropeScaling === null) {
     config.ropeScaling = { type: "freq_factors", factors: await ropeFactors(gguf, headDim) };

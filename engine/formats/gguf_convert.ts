@@ -3,7 +3,8 @@
 // as "llama", with attention.sliding_window when it has one), ggml tensor names and dimension
 // order, attn_q and attn_k rows permuted for interleaved RoPE in llama and smollm3 files, llama3
 // RoPE scaling as a rope_freqs tensor, Phi-3's fused attn_qkv and ffn_up (gate + up) and its
-// LongRoPE factors as rope_factors_long/short tensors, the tokenizer as tokenizer.ggml.* metadata, and each matrix in the type the
+// LongRoPE factors as rope_factors_long/short tensors, Gemma 3's norms as 1 + w (its local layers
+// must be llama.cpp's fixed pattern), the tokenizer as tokenizer.ggml.* metadata, and each matrix in the type the
 // caller picks (norms stay F32, as llama.cpp keeps them). Tests build fixtures with it, the decode
 // benchmark its quantized models; the quantizers are round-to-nearest (quant/formats.ts).
 
@@ -16,6 +17,7 @@ import type { ModelFiles } from "./model_files.ts";
 import { openModelDir } from "./open_model.ts";
 import { isQuantType, quantize } from "../quant/formats.ts";
 import { ropeInvFreq } from "../model/rope_freqs.ts";
+import { GEMMA3_GGUF_LOCAL_THETA, GEMMA3_GGUF_PATTERN } from "./gguf_config.ts";
 import { permutedHeads, permuteRows } from "./rope_permutation.ts";
 import { encodeTensor, readTensorF64, type StDtype, type TensorInfo } from "./safetensors.ts";
 
@@ -36,6 +38,8 @@ export interface ConvertedTensor {
   data: Uint8Array;
   /** Heads whose rows were permuted (attn_q, attn_k), else 0. */
   heads: number;
+  /** What was added to every value before storing (Gemma's norms: 1), else 0. */
+  added: number;
 }
 
 export async function convertToGguf(
@@ -75,21 +79,25 @@ export async function convertToGguf(
           stored: p.values,
           data: data.subarray(row * rowBytes, (row + n) * rowBytes),
           heads: 0,
+          added: 0,
         });
         row += n;
       }
       continue;
     }
-    const name = ggufTensorName(info.name);
+    const name = ggufTensorName(info.name, cfg);
     const dims = [...info.shape].reverse();
     const type = info.shape.length === 2 ? options.typeOf(name, dims) : "F32";
     const [rows, cols] = info.shape.length === 2 ? info.shape : [1, info.shape[0]];
     const heads = permutedHeads(cfg, name);
     const values = await readTensorF64(info);
+    // llama.cpp's Gemma converter stores every norm (q and k norms too) as 1 + w.
+    const added = cfg.normOffset !== 0 && /norm\.weight$/.test(name) ? cfg.normOffset : 0;
+    if (added) { for (let i = 0; i < values.length; i++) values[i] += added; }
     const stored = heads ? permuteRows(values, heads, rows / heads, cols) : values;
     const data = encode(type, stored);
     tensors.push({ name, ggmlType: GGML[type], dims, data });
-    options.onTensor?.({ hfName: info.name, shape: info.shape, type, stored, data, heads });
+    options.onTensor?.({ hfName: info.name, shape: info.shape, type, stored, data, heads, added });
   }
   const scaling = cfg.ropeScaling ?? null;
   if (scaling?.type === "llama3") {
@@ -141,6 +149,7 @@ const GGUF_ARCH = {
   qwen3: "qwen3",
   smollm3: "smollm3",
   phi3: "phi3",
+  gemma3: "gemma3",
 } as const;
 
 /** The phi3 GGUF tensor a Hugging Face q/k/v or gate/up tensor is fused into, and its place. */
@@ -161,6 +170,22 @@ function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<s
       `${cfg.architecture}: layers without RoPE other than every fourth have no GGUF form`,
     );
   }
+  const local = cfg.localLayers;
+  if (local) {
+    // llama.cpp reads neither a layer list nor a local base from a gemma3 file.
+    const fixed = local.layers.every((isLocal, i) =>
+      isLocal === ((i + 1) % GEMMA3_GGUF_PATTERN !== 0)
+    );
+    if (!fixed || local.ropeTheta !== GEMMA3_GGUF_LOCAL_THETA) {
+      throw new Error(
+        `gemma3: local layers other than five of every six, or a local RoPE base other than ` +
+          `${GEMMA3_GGUF_LOCAL_THETA}, have no GGUF form`,
+      );
+    }
+    if (Math.abs(cfg.attentionScale * Math.sqrt(cfg.headDim) - 1) > 1e-12) {
+      throw new Error(`gemma3: a query_pre_attn_scalar other than head_dim has no GGUF form`);
+    }
+  }
   const md: Record<string, GgufMeta> = {
     "general.architecture": meta.str(arch),
     "general.name": meta.str("sluice tiny"),
@@ -180,6 +205,7 @@ function archMetadata(cfg: ModelFiles["config"], scaling: RopeScaling): Record<s
     // phi3 files say 0 for none (convert_hf_to_gguf.py: how it tells Phi-4 apart).
     md[`${arch}.attention.sliding_window`] = meta.u32(cfg.slidingWindow ?? 0);
   }
+  if (local) md[`${arch}.attention.sliding_window`] = meta.u32(local.window);
   if (scaling?.type === "longrope") {
     md[`${arch}.rope.scaling.original_context_length`] = meta.u32(
       scaling.originalMaxPositionEmbeddings,

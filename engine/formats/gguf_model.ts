@@ -7,7 +7,7 @@ import { type GgufFile, type GgufTensor, SUPPORTED_GGML_TYPES } from "./gguf.ts"
 import { readGgufModel } from "./gguf_split.ts";
 import { ggufLlamaConfig } from "./gguf_config.ts";
 import { ggufTokenizerFiles } from "./gguf_tokenizer.ts";
-import { expectedTensors, ggufTensorName } from "../model/tensors.ts";
+import { expectedTensors, ggufTensorName, type TensorNaming } from "../model/tensors.ts";
 import type { ModelFiles } from "./model_files.ts";
 import { splitFusedGguf } from "./fused_tensors.ts";
 
@@ -20,7 +20,7 @@ export async function openGgufModel(path: string): Promise<ModelFiles> {
   const config = await ggufLlamaConfig(gguf);
   if (config.architecture === "phi3") splitFusedGguf(config, gguf);
   for (const want of expectedTensors(config)) {
-    const t = ggufTensorOf(gguf, want.name);
+    const t = ggufTensorOf(gguf, want.name, config);
     // ggml lists dimensions innermost first: [in, out] for an [out, in] matrix.
     const shape = [...t.dims].reverse();
     if (shape.join(",") !== want.shape.join(",")) {
@@ -47,8 +47,8 @@ export async function openGgufModel(path: string): Promise<ModelFiles> {
 }
 
 /** The GGUF tensor standing for a Hugging Face tensor name; throws if missing or unloadable. */
-export function ggufTensorOf(gguf: GgufFile, hfName: string): GgufTensor {
-  const name = ggufTensorName(hfName);
+export function ggufTensorOf(gguf: GgufFile, hfName: string, naming: TensorNaming): GgufTensor {
+  const name = ggufTensorName(hfName, naming);
   const t = gguf.tensors.get(name);
   if (!t) throw new ModelLoadError(gguf.path, `missing tensor "${name}"`);
   if (!t.supported) {

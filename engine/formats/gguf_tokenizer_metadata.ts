@@ -15,6 +15,7 @@
 // as the post-processor does.
 
 import { ModelLoadError } from "../model/errors.ts";
+import { addedTokensWithin } from "./added_tokens.ts";
 import { preTokenizerName } from "./gguf_pre_tokenizers.ts";
 import { type GgufMeta, meta } from "./gguf_writer.ts";
 
@@ -59,7 +60,8 @@ export function ggufTokenizerMetadata(
   const sentencePiece = json.model.byte_fallback === true;
   const tokens: string[] = [];
   for (const [text, id] of Object.entries(json.model.vocab)) tokens[id] = text;
-  const added = json.added_tokens ?? [];
+  // Special tokens past the embedding's rows are left out, as the model has no row for them.
+  const added = addedTokensWithin(json.added_tokens ?? [], options.vocabSize ?? Infinity);
   for (const t of added) tokens[t.id] = t.content;
   // Unused rows past the tokenizer's ids fill as gaps inside them do (below).
   if (options.vocabSize !== undefined && options.vocabSize > tokens.length) {

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { type LlamaConfig, parseLlamaConfig } from "../model/config.ts";
 import { ModelLoadError } from "../model/errors.ts";
-import { type ExpectedTensor, expectedTensors, LM_HEAD } from "../model/tensors.ts";
+import { EMBED, type ExpectedTensor, expectedTensors, LM_HEAD } from "../model/tensors.ts";
 import { pathExists } from "../util/path_exists.ts";
 import type { ModelFiles } from "./model_files.ts";
 import { splitFusedSafetensors } from "./fused_tensors.ts";
@@ -21,6 +21,7 @@ export async function openHfDir(root: string): Promise<ModelFiles> {
   const configPath = join(root, "config.json");
   const config = parseLlamaConfig(await readJson(configPath), configPath);
   const weights = await readWeights(root);
+  languageModelTensors(weights.tensors);
   if (config.architecture === "phi3") splitFusedSafetensors(config, weights.tensors);
   checkTensors(config, weights);
 
@@ -38,6 +39,23 @@ export async function openHfDir(root: string): Promise<ModelFiles> {
     tokenizerConfig,
     generationConfig,
   };
+}
+
+/**
+ * A multimodal checkpoint's language model (Gemma3ForConditionalGeneration) under the names of the
+ * text model's: language_model.model.* (transformers before 4.52) or model.language_model.* (after)
+ * become model.*, language_model.lm_head.* lm_head.*; the vision tower's tensors are left unread.
+ */
+function languageModelTensors(tensors: Map<string, TensorInfo>): void {
+  if (tensors.has(EMBED)) return;
+  for (const [name, info] of [...tensors]) {
+    const m = /^(?:language_model\.model\.|model\.language_model\.)(.+)$/.exec(name) ??
+      /^language_model\.(lm_head\..+)$/.exec(name);
+    if (!m) continue;
+    const renamed = m[1].startsWith("lm_head.") ? m[1] : `model.${m[1]}`;
+    tensors.delete(name);
+    tensors.set(renamed, { ...info, name: renamed });
+  }
 }
 
 interface Weights {

@@ -3,7 +3,9 @@
 // sampled rows only, the LM head, the sampling controls (for rows that have any) and the GPU
 // sampler. The other families are this pass with per-layer options: Qwen2's q, k, v biases, Qwen3's
 // q and k norms, Mistral's and Phi-3's sliding window, SmolLM3's layers without RoPE, Phi-3's
-// partial rotary and LongRoPE's attention factor.
+// partial rotary and LongRoPE's attention factor, and Gemma 3's: a scaled embedding, norms after
+// attention and after the MLP as well as before, GeGLU, its score scale, and local layers (a window
+// and RoPE frequencies of their own) between global ones.
 //
 // This file only binds the list; pass.ts runs it, one command buffer per step. The list is plain
 // data, so a benchmark may wrap or filter it (bench/common/forward_bench.ts) and hand it back to
@@ -16,6 +18,7 @@ import { bindQkNorm } from "../gpu/kernels/qk_norm.ts";
 import { bindKvWrite } from "../gpu/kernels/kv_write.ts";
 import { bindAttention } from "../gpu/kernels/attention.ts";
 import { bindGatherRows } from "../gpu/kernels/gather.ts";
+import { bindResidualNorm } from "../gpu/kernels/residual_norm.ts";
 import { bindSampler } from "../gpu/kernels/sample.ts";
 import { bindGreedySampler } from "../gpu/kernels/sample_greedy.ts";
 import type { DeviceKv } from "../kv/device_kv.ts";
@@ -78,24 +81,40 @@ export function bindForward(
     maxBlocksPerSeq: layout.maxBlocksPerSeq,
   };
 
-  // Embedding: hidden = the row's token's embedding (a decode row's token is its slot's nextIds).
+  // Embedding: hidden = the row's token's embedding (a decode row's token is its slot's nextIds),
+  // times embedScale (Gemma: √hidden; else 1).
   const head = embeddingParts(gpu, weights.embed, {
     tokens: io.tokens,
     rowSlot: io.rowSlot,
     nextIds: io.nextIds,
     y: io.hidden,
     D,
+    scale: cfg.embedScale,
   });
 
   const ropeScale = ropeAttentionScale(cfg);
+  // A branch's projection added to hidden, or, with a norm after it (Gemma 3), stored in branch
+  // and then normed into hidden (a norm needs the whole row the matrix's parts write).
+  const intoResidual = (
+    outNorm: GPUBuffer | undefined,
+    project: (y: GPUBuffer, mode: "store" | "add") => BoundKernel[],
+  ): BoundKernel[] =>
+    outNorm
+      ? [
+        ...project(io.branch, "store"),
+        bindResidualNorm(gpu, { x: io.branch, y: io.hidden, w: outNorm, D, eps }),
+      ]
+      : project(io.hidden, "add");
   const layers = weights.layers.map((w, layer) => {
+    // Gemma 3's local layers: a window, and RoPE of their own base; global ones all positions.
+    const local = cfg.localLayers?.layers[layer] ? cfg.localLayers : null;
     const cache = {
       k: kv.kOf(layer),
       v: kv.vOf(layer),
       blockTable: kv.blockTable,
       rowSlot: io.rowSlot,
       rowPos: io.rowPos,
-      invFreq: io.invFreq,
+      invFreq: local ? io.invFreqLocal : io.invFreq,
       layer,
       // RoPE on the first rotaryDim values of each head (all but Phi-4-mini's: every value), none
       // on SmolLM3's no-RoPE layers; LongRoPE scales what it turns.
@@ -113,27 +132,30 @@ export function bindForward(
       ...(w.qkvBias
         ? [bindBiasAdd(gpu, { x: io.qkv, b: w.qkvBias, width: (Hq + 2 * Hkv) * hd })]
         : []),
-      // Qwen3: each q and k head = rmsnorm(head) · qNorm (kNorm), in place.
+      // Qwen3, Gemma 3: each q and k head = rmsnorm(head) · qNorm (kNorm), in place.
       ...(w.qkNorm ? [bindQkNorm(gpu, { qkv: io.qkv, w: w.qkNorm, ...heads, eps })] : []),
       // The rows' k, rotated by their positions (RoPE), and v into their slots' paged KV cache.
       bindKvWrite(gpu, { qkv: io.qkv, ...cache, ...attnShape }),
       // Causal attention of each row's q heads, rotated as they are loaded (RoPE), over its
       // slot's cache (grouped-query), over the last slidingWindow positions only where the model
-      // has a window (Mistral, Phi-3): attn.
+      // has a window (Mistral, Phi-3; Gemma 3's local layers): attn.
       bindAttention(gpu, {
         qkv: io.qkv,
         out: io.attn,
         ...cache,
         ...attnShape,
-        window: cfg.slidingWindow ?? 0,
+        window: local ? local.window : cfg.slidingWindow ?? 0,
+        scoreScale: cfg.attentionScale,
       }),
-      // Output projection into the residual stream: hidden += attn · Woᵀ.
-      ...matmulParts(gpu, w.o, io.attn, io.hidden, "add"),
-      // SwiGLU, the MLP norm fused into its x loads: with normed = rmsnorm(hidden) ·
-      // postAttentionNorm, mlp = silu(normed · Wgateᵀ) * (normed · Wupᵀ).
-      ...gluParts(gpu, w.gateUp, io.hidden, io.mlp, { gain: w.postAttentionNorm, eps }),
-      // Down projection into the residual stream: hidden += mlp · Wdownᵀ.
-      ...matmulParts(gpu, w.down, io.mlp, io.hidden, "add"),
+      // Output projection into the residual stream: hidden += attn · Woᵀ; with Gemma 3's norm
+      // after attention, hidden += rmsnorm(attn · Woᵀ) · attnOutNorm.
+      ...intoResidual(w.attnOutNorm, (y, mode) => matmulParts(gpu, w.o, io.attn, y, mode)),
+      // SwiGLU (GeGLU for Gemma), the MLP norm fused into its x loads: with normed =
+      // rmsnorm(hidden) · mlpNorm, mlp = act(normed · Wgateᵀ) * (normed · Wupᵀ).
+      ...gluParts(gpu, w.gateUp, io.hidden, io.mlp, { gain: w.mlpNorm, eps }, cfg.activation),
+      // Down projection into the residual stream: hidden += mlp · Wdownᵀ; with Gemma 3's norm
+      // after the MLP, hidden += rmsnorm(mlp · Wdownᵀ) · mlpOutNorm.
+      ...intoResidual(w.mlpOutNorm, (y, mode) => matmulParts(gpu, w.down, io.mlp, y, mode)),
     ];
   });
 

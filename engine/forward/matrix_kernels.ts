@@ -7,7 +7,12 @@ import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
 import { bindEmbedding, type EmbeddingArgs } from "../gpu/kernels/embedding.ts";
 import { bindQuantEmbedding } from "../gpu/kernels/embedding_quant.ts";
-import { bindMatmul, type MatmulArgs, type MatmulMode } from "../gpu/kernels/matmul.ts";
+import {
+  bindMatmul,
+  type GluActivation,
+  type MatmulArgs,
+  type MatmulMode,
+} from "../gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
 import type { MatmulNorm } from "../gpu/kernels/fused_norm.ts";
 import { isQuantType } from "../quant/formats.ts";
@@ -49,17 +54,18 @@ export function matmulParts(
 }
 
 /**
- * y = silu(x · Wgateᵀ) * (x · Wupᵀ): each part holds its rows of gate and of up. With `norm`, x is
- * RMS-normalized first.
+ * y = act(x · Wgateᵀ) * (x · Wupᵀ), act SiLU or GELU-tanh: each part holds its rows of gate and of
+ * up. With `norm`, x is RMS-normalized first.
  */
 export function gluParts(
   gpu: Gpu,
   m: GluMatrix,
   x: GPUBuffer,
   y: GPUBuffer,
-  norm?: MatmulNorm,
+  norm: MatmulNorm | undefined,
+  activation: GluActivation,
 ): BoundKernel[] {
-  return partKernels(gpu, m, m.intermediate, x, y, "glu", norm)
+  return partKernels(gpu, m, m.intermediate, x, y, "glu", norm, activation)
     .map((k) => ({ ...k, kind: "weights" }));
 }
 
@@ -75,6 +81,7 @@ function partKernels(
   y: GPUBuffer,
   mode: MatmulMode,
   norm: MatmulNorm | undefined,
+  activation?: GluActivation,
 ): BoundKernel[] {
   return m.parts.map((p) => {
     const args: MatmulArgs = {
@@ -87,6 +94,7 @@ function partKernels(
       yCol: p.rowStart,
       mode,
       norm,
+      activation,
     };
     // A part may have its own format (a fused matrix of GGUF tensors of different types).
     const format = p.format ?? m.format;

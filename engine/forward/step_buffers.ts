@@ -20,6 +20,10 @@ export class StepBuffers {
   readonly rowSlot: GPUBuffer;
   readonly rowPos: GPUBuffer;
   readonly invFreq: GPUBuffer;
+  /** Gemma 3's local layers' inverse frequencies (their own base, unscaled); else invFreq. */
+  readonly invFreqLocal: GPUBuffer;
+  /** A branch's output before its norm joins it to hidden (Gemma 3's sandwich norms), else unused. */
+  readonly branch: GPUBuffer;
   readonly sampleRow: GPUBuffer;
   readonly sampleSlot: GPUBuffer;
   readonly samplePos: GPUBuffer;
@@ -51,6 +55,15 @@ export class StepBuffers {
       new Float32Array(ropeInvFreq(cfg, limits.maxContext ?? cfg.maxPositionEmbeddings)),
       "invFreq",
     );
+    const local = cfg.localLayers;
+    this.invFreqLocal = local
+      ? uploadStorage(
+        gpu,
+        new Float32Array(ropeInvFreq({ ...cfg, ropeTheta: local.ropeTheta, ropeScaling: null })),
+        "invFreqLocal",
+      )
+      : this.invFreq;
+    this.branch = f32(cfg.sandwichNorms ? R * D : 1, "branch");
     this.sampleRow = f32(S, "sampleRow");
     this.sampleSlot = f32(S, "sampleSlot");
     this.samplePos = f32(S, "samplePos");

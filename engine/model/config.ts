@@ -13,7 +13,14 @@
 //   phi3     fused qkv_proj and gate_up_proj (split at load: formats/fused_tensors.ts), partial
 //            rotary (`partial_rotary_factor`: only the first rotaryDim values of a head turn),
 //            LongRoPE (short and long per-frequency factors, and the attention factor they imply),
-//            a sliding window where set.
+//            a sliding window where set;
+//   gemma3   the embedding scaled by √hidden, norms of x·(1 + w) (the 1 added at load where the
+//            checkpoint stores w: normOffset), a norm after attention and after the MLP as well
+//            as before (sandwichNorms), GeGLU with tanh-approximated GELU, q/k norms, a head_dim
+//            of its own and scores scaled by query_pre_attn_scalar^-½, and interleaved local
+//            layers (a sliding window with a RoPE base of their own, no scaling: localLayers)
+//            beside global ones (rope_theta and rope_scaling). Gemma3ForConditionalGeneration's
+//            language model reads as one: its text_config (the tensors' prefix is hf_dir.ts's).
 
 import { z } from "zod";
 import { ModelLoadError } from "./errors.ts";
@@ -50,7 +57,29 @@ export const ARCHITECTURES = {
   mistral: "MistralForCausalLM",
   smollm3: "SmolLM3ForCausalLM",
   phi3: "Phi3ForCausalLM",
+  gemma3: "Gemma3ForCausalLM",
 } as const;
+
+/** A multimodal class whose language model Sluice runs alone (its text_config and tensors). */
+const TEXT_MODEL_OF: Record<string, Architecture> = {
+  Gemma3ForConditionalGeneration: "gemma3",
+};
+
+/** model_type spellings beside the family's own key. */
+const MODEL_TYPES: Record<string, Architecture> = { gemma3_text: "gemma3" };
+
+/** Gemma 3's local layers: a sliding window, and RoPE frequencies of their own base. */
+export interface LocalLayers {
+  /** Positions a local layer's row attends to, its own included. */
+  window: number;
+  /** The local layers' RoPE base (rope_local_base_freq), never scaled. */
+  ropeTheta: number;
+  /** Whether layer i is local (a window); the others attend to every position. */
+  layers: boolean[];
+}
+
+/** The MLP's gate activation: SiLU (SwiGLU) or GELU's tanh approximation (GeGLU, Gemma). */
+export type Activation = "silu" | "gelu_tanh";
 
 export type Architecture = keyof typeof ARCHITECTURES;
 
@@ -81,6 +110,20 @@ export interface LlamaConfig {
   ropeLayers: boolean[];
   /** Values of each head that RoPE turns, the first ones (partial rotary, Phi-4-mini); headDim. */
   rotaryDim: number;
+  /** What the embedding's rows are multiplied by (Gemma: √hidden); 1 elsewhere. */
+  embedScale: number;
+  /**
+   * What each RMSNorm weight as the checkpoint stores it lacks: Gemma applies x·(1 + w) and its
+   * safetensors hold w (1, added at load); its GGUF files hold 1 + w already (0), as all others.
+   */
+  normOffset: number;
+  /** A norm after attention and after the MLP too, before each joins the residual (Gemma 3). */
+  sandwichNorms: boolean;
+  activation: Activation;
+  /** What q·k is multiplied by: 1/√headDim, Gemma 3's query_pre_attn_scalar^-½. */
+  attentionScale: number;
+  /** Gemma 3's interleaved local layers; null: every layer as slidingWindow says. */
+  localLayers: LocalLayers | null;
 }
 
 const positiveInt = z.number().int().positive();
@@ -117,7 +160,7 @@ const configSchema = z.looseObject({
   rope_scaling: ropeScalingSchema.nullish(),
   rope_parameters: ropeScalingSchema.nullish(),
   max_position_embeddings: positiveInt.default(2048),
-  tie_word_embeddings: z.boolean().default(false),
+  tie_word_embeddings: z.boolean().nullish(),
   bos_token_id: tokenId.nullish(),
   eos_token_id: z.union([tokenId, z.array(tokenId)]).nullish(),
   attention_bias: z.boolean().default(false),
@@ -130,6 +173,14 @@ const configSchema = z.looseObject({
   no_rope_layer_interval: positiveInt.default(4),
   partial_rotary_factor: z.number().positive().max(1).nullish(),
   original_max_position_embeddings: positiveInt.nullish(),
+  // Gemma 3.
+  hidden_activation: z.string().nullish(),
+  query_pre_attn_scalar: z.number().positive().nullish(),
+  rope_local_base_freq: z.number().positive().nullish(),
+  sliding_window_pattern: positiveInt.nullish(),
+  _sliding_window_pattern: positiveInt.nullish(),
+  final_logit_softcapping: z.number().nullish(),
+  attn_logit_softcapping: z.number().nullish(),
 });
 
 /** Validates `json` (the parsed contents of `file`) as a Llama config. Throws ModelLoadError. */
@@ -140,6 +191,7 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
     fail("expected a JSON object");
   }
+  json = languageModelConfig(json as Record<string, unknown>);
   const parsed = configSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -156,18 +208,21 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
   // Llama's and Qwen3's attention_bias also adds an o_proj bias; Qwen2 has q, k, v biases only.
   if (c.attention_bias) fail(`field "attention_bias": true is not supported`);
   if (c.mlp_bias) fail(`field "mlp_bias": true is not supported`);
-  if (c.hidden_act !== "silu") {
-    fail(`field "hidden_act": "${c.hidden_act}" is not supported (only "silu")`);
+  const gemma = architecture === "gemma3";
+  const activation = activationOf(c, gemma, fail);
+  for (const cap of ["final_logit_softcapping", "attn_logit_softcapping"] as const) {
+    // Gemma 2's soft caps (Gemma 3 has none).
+    if (c[cap] != null) fail(`field "${cap}": ${c[cap]} is not supported (only null)`);
   }
   // Qwen's configs carry a sliding_window that applies only with use_sliding_window, and then only
   // to some layers (max_window_layers): not supported. Mistral's applies to every layer.
   if (c.use_sliding_window && architecture !== "mistral") {
     fail(`field "use_sliding_window": true is not supported for ${architecture}`);
   }
-  // SmolLM3 and later configs name each layer's attention; a window on some layers only is not
-  // supported.
-  if (c.layer_types?.some((t) => t !== "full_attention")) {
-    fail(`field "layer_types": only "full_attention" layers are supported`);
+  // SmolLM3 and later configs name each layer's attention; a window on some layers only is
+  // Gemma 3's alone.
+  if (!gemma && c.layer_types?.some((t) => t !== "full_attention")) {
+    fail(`field "layer_types": only "full_attention" layers are supported for ${architecture}`);
   }
   // Phi-3's window applies to every layer where set (Phi-4-mini's, 262144, never bites).
   const slidingWindow = architecture === "mistral" || architecture === "phi3"
@@ -187,14 +242,16 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
         `and no head_dim is given`,
     );
   }
-  const headDim = c.head_dim ?? c.hidden_size / numHeads;
+  const headDim = c.head_dim ?? (gemma ? 256 : c.hidden_size / numHeads);
   if (headDim % 2 !== 0) fail(`field "head_dim": ${headDim} must be even for rotary embeddings`);
 
   const ropeField = c.rope_scaling ? "rope_scaling" : "rope_parameters";
-  const rope = c.rope_scaling ?? c.rope_parameters ?? null;
-  // SmolLM3Config's default theta is 2e6 (transformers), every other family's 10000.
+  const ropeParams = perLayerTypeRope(c.rope_parameters);
+  const rope = c.rope_scaling ?? ropeParams.full ?? null;
+  // SmolLM3Config's default theta is 2e6 and Gemma3's 1e6 (transformers), every other family's
+  // 10000.
   const ropeTheta = c.rope_theta ?? rope?.rope_theta ??
-    (architecture === "smollm3" ? 2_000_000 : 10000);
+    (architecture === "smollm3" ? 2_000_000 : gemma ? 1_000_000 : 10000);
   const rotaryFactor = c.partial_rotary_factor ?? rope?.partial_rotary_factor ?? 1;
   const rotaryDim = Math.floor(headDim * rotaryFactor);
   // Whole vec4 pairs: the kernels rotate four pairs at a time (a full head's width is checked
@@ -208,6 +265,7 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     originalMaxPositionEmbeddings: c.original_max_position_embeddings ?? null,
   });
   const ropeLayers = ropeLayersOf(c, architecture, fail);
+  const localLayers = gemma ? localLayersOf(c, ropeParams.sliding, fail) : null;
 
   const eos = c.eos_token_id;
   return {
@@ -223,14 +281,108 @@ export function parseLlamaConfig(json: unknown, file: string): LlamaConfig {
     ropeTheta,
     ropeScaling,
     maxPositionEmbeddings: c.max_position_embeddings,
-    tieWordEmbeddings: c.tie_word_embeddings,
+    // Gemma's configs tie by default (PretrainedConfig's default, which Gemma3TextConfig keeps).
+    tieWordEmbeddings: c.tie_word_embeddings ?? gemma,
     bosTokenId: c.bos_token_id ?? null,
     eosTokenIds: eos == null ? [] : Array.isArray(eos) ? [...eos] : [eos],
     qkvBias: architecture === "qwen2",
-    qkNorm: architecture === "qwen3",
+    qkNorm: architecture === "qwen3" || gemma,
     slidingWindow,
     ropeLayers,
     rotaryDim,
+    embedScale: gemma ? Math.sqrt(c.hidden_size) : 1,
+    normOffset: gemma ? 1 : 0,
+    sandwichNorms: gemma,
+    activation,
+    attentionScale: 1 / Math.sqrt(gemma ? c.query_pre_attn_scalar ?? headDim : headDim),
+    localLayers,
+  };
+}
+
+/**
+ * The language model's config of a multimodal one (Gemma3ForConditionalGeneration): its
+ * text_config, named as the family's text model; any other config as it is.
+ */
+function languageModelConfig(json: Record<string, unknown>): Record<string, unknown> {
+  const archs = Array.isArray(json.architectures) ? json.architectures : [];
+  const family = archs.map((a) => TEXT_MODEL_OF[a as string]).find(Boolean);
+  const text = json.text_config;
+  if (!family || typeof text !== "object" || text === null) return json;
+  return {
+    ...text,
+    // Token ids and tying, where the top gives them, are the whole model's (gemma-3-4b-it ends a
+    // turn with [1, 106] there; its text_config names no eos).
+    ...Object.fromEntries(
+      ["bos_token_id", "eos_token_id", "tie_word_embeddings"].filter((k) => json[k] != null).map((
+        k,
+      ) => [k, json[k]]),
+    ),
+    architectures: [ARCHITECTURES[family]],
+    model_type: family,
+  };
+}
+
+/** The MLP's activation: hidden_act (Llama's families) or hidden_activation (Gemma's). */
+function activationOf(
+  c: z.infer<typeof configSchema>,
+  gemma: boolean,
+  fail: (problem: string) => never,
+): Activation {
+  const name = gemma ? c.hidden_activation ?? "gelu_pytorch_tanh" : c.hidden_act;
+  const field = gemma ? "hidden_activation" : "hidden_act";
+  if (name === "silu" && !gemma) return "silu";
+  if (gemma && (name === "gelu_pytorch_tanh" || name === "gelu_tanh")) return "gelu_tanh";
+  return fail(
+    `field "${field}": "${name}" is not supported (only "${gemma ? "gelu_pytorch_tanh" : "silu"}")`,
+  );
+}
+
+/**
+ * transformers v5 may give rope_parameters per layer type ({full_attention: {...},
+ * sliding_attention: {...}}); older configs one set for all (Gemma 3's local base apart).
+ */
+function perLayerTypeRope(
+  params: z.infer<typeof ropeScalingSchema> | null | undefined,
+): {
+  full: z.infer<typeof ropeScalingSchema> | null;
+  sliding: z.infer<typeof ropeScalingSchema> | null;
+} {
+  if (!params) return { full: null, sliding: null };
+  const byType = params as Record<string, unknown>;
+  const full = byType.full_attention, sliding = byType.sliding_attention;
+  if (typeof full === "object" || typeof sliding === "object") {
+    return {
+      full: (full ?? null) as z.infer<typeof ropeScalingSchema> | null,
+      sliding: (sliding ?? null) as z.infer<typeof ropeScalingSchema> | null,
+    };
+  }
+  return { full: params, sliding: null };
+}
+
+/**
+ * Gemma 3's local layers: layer_types where given, else every layer but each
+ * sliding_window_pattern-th (default 6: five local, one global), as Gemma3TextConfig derives it.
+ */
+function localLayersOf(
+  c: z.infer<typeof configSchema>,
+  slidingRope: z.infer<typeof ropeScalingSchema> | null,
+  fail: (problem: string) => never,
+): LocalLayers {
+  const n = c.num_hidden_layers;
+  const pattern = c.sliding_window_pattern ?? c._sliding_window_pattern ?? 6;
+  const types = c.layer_types ??
+    Array.from({ length: n }, (_, i) => (i + 1) % pattern ? "sliding_attention" : "full_attention");
+  if (types.length !== n) fail(`field "layer_types": ${types.length} entries for ${n} layers`);
+  const bad = types.find((t) => t !== "sliding_attention" && t !== "full_attention");
+  if (bad) fail(`field "layer_types": "${bad}" is not supported`);
+  const slidingType = slidingRope?.rope_type ?? slidingRope?.type ?? "default";
+  if (slidingType !== "default") {
+    fail(`rope_parameters.sliding_attention: rope type "${slidingType}" is not supported`);
+  }
+  return {
+    window: c.sliding_window ?? 4096,
+    ropeTheta: slidingRope?.rope_theta ?? c.rope_local_base_freq ?? 10000,
+    layers: types.map((t) => t === "sliding_attention"),
   };
 }
 
@@ -262,6 +414,7 @@ function architectureOf(
   if (byClass) return byClass[0];
   const byType = families.find(([type]) => type === modelType);
   if (byType) return byType[0];
+  if (modelType !== null && Object.hasOwn(MODEL_TYPES, modelType)) return MODEL_TYPES[modelType];
   return fail(
     `unsupported architecture ${JSON.stringify(archs)} (model_type ${
       JSON.stringify(modelType)

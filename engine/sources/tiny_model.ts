@@ -1,5 +1,5 @@
 // Writes small but complete Hugging Face-style model directories of any supported family (Llama,
-// Qwen2, Qwen3, Mistral, SmolLM3, Phi-3: config.json as that family's config class writes it, its
+// Qwen2, Qwen3, Mistral, SmolLM3, Phi-3, Gemma 3: config.json as that family's config class writes it, its
 // optional tensors, and Phi-3's fused qkv_proj and gate_up_proj): random weights that are deterministic from a seed, and a real byte-level BPE tokenizer with a ChatML template
 // (tiny_tokenizer.ts). Tests use them as fixtures; `--model demo` uses one (demo.ts) so the server
 // runs without a download.
@@ -24,8 +24,14 @@ import {
 export interface TinyModelSpec {
   /** The family whose config.json and tensors are written (default llama). */
   architecture?: Architecture;
-  /** Mistral's and Phi-3's sliding_window (only written for them; default null: none). */
+  /** Mistral's, Phi-3's and Gemma 3's sliding_window (only written for them; default null: none). */
   slidingWindow?: number;
+  /** Gemma 3: every n-th layer global, the others local (default 6). */
+  slidingWindowPattern?: number;
+  /** Gemma 3: the local layers' RoPE base (default 10000). */
+  localRopeTheta?: number;
+  /** Gemma 3: query_pre_attn_scalar (default head_dim). */
+  queryPreAttnScalar?: number;
   /** SmolLM3: every n-th layer skips RoPE (written as no_rope_layers too; default 4). */
   noRopeLayerInterval?: number;
   /** Phi-3: partial_rotary_factor (default 1). */
@@ -70,7 +76,7 @@ export async function writeTinyModel(dir: string, spec: TinyModelSpec): Promise<
   const architecture = spec.architecture ?? "llama";
   const config: Record<string, unknown> = {
     architectures: [ARCHITECTURES[architecture]],
-    model_type: architecture,
+    model_type: architecture === "gemma3" ? "gemma3_text" : architecture,
     hidden_size: spec.hiddenSize,
     intermediate_size: spec.intermediateSize,
     num_hidden_layers: spec.numLayers,
@@ -129,6 +135,24 @@ function familyFields(architecture: Architecture, spec: TinyModelSpec): Record<s
           (_, i) => (i + 1) % interval !== 0 ? 1 : 0,
         ),
         layer_types: Array(spec.numLayers).fill("full_attention"),
+      };
+    }
+    case "gemma3": {
+      const pattern = spec.slidingWindowPattern ?? 6;
+      return {
+        hidden_act: undefined,
+        hidden_activation: "gelu_pytorch_tanh",
+        query_pre_attn_scalar: spec.queryPreAttnScalar ?? spec.headDim ??
+          spec.hiddenSize / spec.numHeads,
+        sliding_window: spec.slidingWindow ?? 4096,
+        layer_types: Array.from(
+          { length: spec.numLayers },
+          (_, i) => (i + 1) % pattern ? "sliding_attention" : "full_attention",
+        ),
+        rope_local_base_freq: spec.localRopeTheta ?? 10000,
+        attention_bias: false,
+        final_logit_softcapping: null,
+        attn_logit_softcapping: null,
       };
     }
     case "phi3":
@@ -193,11 +217,16 @@ interface PlannedTensor {
 function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): PlannedTensor[] {
   const h = spec.hiddenSize;
   // Logits are lm_head rows · x̂ with x̂ of RMS 1, so their spread is finalNorm · rowStd · sqrt(h).
-  const lmHeadStd = spec.tied ? EMBED_STD : 1 / Math.sqrt(h);
+  const gemma = spec.architecture === "gemma3";
+  // Gemma scales the embedding by √h on the way in (its LM head reads it unscaled); its norms'
+  // branch outputs join the residual at RMS ~1, so its embedding is drawn √h smaller.
+  const embedStd = gemma ? EMBED_STD / Math.sqrt(h) : EMBED_STD;
+  const lmHeadStd = spec.tied ? embedStd : 1 / Math.sqrt(h);
   const linear = (gain = 1) => ({ std: (cols: number) => gain / Math.sqrt(cols), center: 0 });
-  const norm = (center = 1) => ({ std: () => 0.1 * center, center });
+  // A norm that scales by about `gain`: Gemma's checkpoints hold w of 1 + w.
+  const norm = (gain = 1) => ({ std: () => 0.1 * gain, center: gain - (gemma ? 1 : 0) });
   const draw: Record<ExpectedTensor["role"], ReturnType<typeof linear>> = {
-    embed: { std: () => EMBED_STD, center: 0 },
+    embed: { std: () => embedStd, center: 0 },
     inputNorm: norm(),
     q: linear(),
     k: linear(),
@@ -208,10 +237,12 @@ function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): Plann
     qNorm: norm(),
     kNorm: norm(),
     o: linear(ATTN_OUT_GAIN),
-    postAttentionNorm: norm(),
+    attnOutNorm: norm(),
+    mlpNorm: norm(),
     gate: linear(),
     up: linear(),
     down: linear(MLP_OUT_GAIN),
+    mlpOutNorm: norm(),
     finalNorm: norm(LOGIT_STD / (lmHeadStd * Math.sqrt(h))),
     lmHead: linear(),
   };
@@ -225,7 +256,8 @@ function planTensors(spec: TinyModelSpec, headDim: number, vocab: number): Plann
     vocabSize: vocab,
     tieWordEmbeddings: spec.tied,
     qkvBias: spec.architecture === "qwen2",
-    qkNorm: spec.architecture === "qwen3",
+    qkNorm: spec.architecture === "qwen3" || gemma,
+    sandwichNorms: gemma,
   };
   return expectedTensors(shape).map(({ name, shape, role }) => ({
     name,

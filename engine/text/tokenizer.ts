@@ -15,6 +15,7 @@ import { ModelLoadError } from "../model/errors.ts";
 import { type HiddenControlTokens, hideControlTokens } from "./hidden_control_tokens.ts";
 import type { LlamaConfig } from "../model/config.ts";
 import type { ModelFiles } from "../formats/model_files.ts";
+import { type AddedToken, addedTokensWithin } from "../formats/added_tokens.ts";
 import { TokenBytes, type TokenFamily } from "./token_bytes.ts";
 
 export { StreamDecoder } from "./stream_decoder.ts";
@@ -109,10 +110,16 @@ export class Tokenizer {
   constructor(files: TokenizerFiles) {
     const tokenizerPath = join(files.dir, "tokenizer.json");
     this.#configPath = join(files.dir, "tokenizer_config.json");
-    const json = files.tokenizerJson;
-    if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    if (
+      files.tokenizerJson === null || typeof files.tokenizerJson !== "object" ||
+      Array.isArray(files.tokenizerJson)
+    ) {
       throw new ModelLoadError(tokenizerPath, "is not a JSON object");
     }
+    const json = withoutSpecialsPastVocab(
+      files.tokenizerJson as Record<string, unknown>,
+      files.config.vocabSize,
+    );
     const config = files.tokenizerConfig;
     let hidden: HiddenControlTokens;
     try {
@@ -323,4 +330,15 @@ function tokenContent(value: unknown): string | null {
     if (typeof content === "string") return content;
   }
   return null;
+}
+
+/** tokenizer.json with only the added tokens the model can use (formats/added_tokens.ts). */
+function withoutSpecialsPastVocab(
+  json: Record<string, unknown>,
+  vocabSize: number,
+): Record<string, unknown> {
+  const added = json.added_tokens as AddedToken[] | undefined;
+  if (!added) return json;
+  const kept = addedTokensWithin(added, vocabSize);
+  return kept.length === added.length ? json : { ...json, added_tokens: kept };
 }

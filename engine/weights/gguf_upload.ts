@@ -26,7 +26,7 @@ import { permutedHeads, unpermuteRows } from "../formats/rope_permutation.ts";
 import { readTensorInto } from "../formats/safetensors.ts";
 import { dequantize, isQuantType, QUANT_FORMATS, type QuantType } from "../quant/formats.ts";
 import { firstNonFiniteBlock } from "../quant/block_scales.ts";
-import { f32ToF16Bits } from "../quant/half.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../quant/half.ts";
 import type { BufferPart, GluMatrix, GpuMatrix } from "./model_weights.ts";
 import {
   convert,
@@ -60,13 +60,14 @@ export class GgufUpload extends WeightUpload {
     this.cfg = files.config;
   }
 
-  async vector(...names: string[]): Promise<GPUBuffer> {
-    const tensors = names.map((name) => ggufTensorOf(this.gguf, name));
+  async vector(names: string[], add = 0): Promise<GPUBuffer> {
+    const tensors = names.map((name) => ggufTensorOf(this.gguf, name, this.cfg));
     const length = tensors.reduce((sum, t) => sum + t.dims[0], 0);
     const buffer = this.allocate(length * this.elemBytes, tensors[0].name);
     let offset = 0;
     for (const t of tensors) {
       await this.stream({ t }, "float", (_row0, _rows, data) => {
+        if (add !== 0) data = addTo(data as Float32Array | Uint16Array, add);
         writeBytes(this.gpu, buffer, offset, data as ArrayBufferView);
       });
       offset += t.dims[0] * this.elemBytes;
@@ -76,7 +77,7 @@ export class GgufUpload extends WeightUpload {
 
   async matrix(names: string[]): Promise<GpuMatrix> {
     const sources: Source[] = names.map((name) => {
-      const t = ggufTensorOf(this.gguf, name);
+      const t = ggufTensorOf(this.gguf, name, this.cfg);
       return { t, heads: permutedHeads(this.cfg, t.name) };
     });
     const cols = sources[0].t.dims[0];
@@ -137,7 +138,8 @@ export class GgufUpload extends WeightUpload {
 
   /** Gate rows [a, b) then up rows [a, b) in each part, one layout of 2(b - a) rows (GluMatrix). */
   async glu(gateName: string, upName: string): Promise<GluMatrix> {
-    const gate = ggufTensorOf(this.gguf, gateName), up = ggufTensorOf(this.gguf, upName);
+    const gate = ggufTensorOf(this.gguf, gateName, this.cfg),
+      up = ggufTensorOf(this.gguf, upName, this.cfg);
     const [cols, intermediate] = gate.dims;
     // One format for both halves (see the header): float where their types differ.
     const storage = storageOf([gate, up]);
@@ -285,4 +287,10 @@ function storageOf(tensors: GgufTensor[]): Storage {
 
 function ggmlName(type: QuantType): GgmlTypeName {
   return type.toUpperCase() as GgmlTypeName;
+}
+
+/** `add` added to every value of a vector in the GPU's float dtype (f32, or f16 bits). */
+function addTo(data: Float32Array | Uint16Array, add: number): Float32Array | Uint16Array {
+  if (data instanceof Float32Array) return data.map((v) => v + add);
+  return data.map((bits) => f32ToF16Bits(f16BitsToF32(bits) + add));
 }

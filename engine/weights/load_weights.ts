@@ -27,22 +27,30 @@ export async function loadWeights(
     ? new GgufUpload(gpu, files, onProgress)
     : new SafetensorsUpload(gpu, files, onProgress, layout);
 
+  // Gemma's safetensors hold w of 1 + w (its GGUF files 1 + w: gguf_config.ts says 0).
+  const normAdd = cfg.normOffset;
   const embed = await upload.matrix([EMBED]);
   const layers: LayerWeights[] = [];
   for (let i = 0; i < cfg.numLayers; i++) {
-    const t = (tensor: LayerTensor) => layerTensor(i, tensor);
+    const t = (tensor: LayerTensor) => layerTensor(i, tensor, cfg);
+    // Gemma's norms scale by 1 + w: its safetensors hold w, and the 1 is added here, once.
+    const norm = (...tensors: LayerTensor[]) => upload.vector(tensors.map(t), normAdd);
     layers.push({
-      inputNorm: await upload.vector(t("inputNorm")),
-      postAttentionNorm: await upload.vector(t("postAttentionNorm")),
+      inputNorm: await norm("inputNorm"),
       qkv: await upload.matrix([t("q"), t("k"), t("v")]),
-      ...(cfg.qkvBias ? { qkvBias: await upload.vector(t("qBias"), t("kBias"), t("vBias")) } : {}),
-      ...(cfg.qkNorm ? { qkNorm: await upload.vector(t("qNorm"), t("kNorm")) } : {}),
+      ...(cfg.qkvBias
+        ? { qkvBias: await upload.vector([t("qBias"), t("kBias"), t("vBias")]) }
+        : {}),
+      ...(cfg.qkNorm ? { qkNorm: await norm("qNorm", "kNorm") } : {}),
       o: await upload.matrix([t("o")]),
+      ...(cfg.sandwichNorms ? { attnOutNorm: await norm("attnOutNorm") } : {}),
+      mlpNorm: await norm("mlpNorm"),
       gateUp: await upload.glu(t("gate"), t("up")),
       down: await upload.matrix([t("down")]),
+      ...(cfg.sandwichNorms ? { mlpOutNorm: await norm("mlpOutNorm") } : {}),
     });
   }
-  const finalNorm = await upload.vector(FINAL_NORM);
+  const finalNorm = await upload.vector([FINAL_NORM], normAdd);
   const lmHead = cfg.tieWordEmbeddings ? embed : await upload.matrix([LM_HEAD]);
   const weights = { embed, layers, finalNorm, lmHead, bytes: upload.gpuBytes };
   return files.gguf && layout === "texture" ? weightsToTextures(gpu, weights) : weights;

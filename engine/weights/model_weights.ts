@@ -56,7 +56,11 @@ export interface GluMatrix {
 
 export interface LayerWeights {
   inputNorm: GPUBuffer;
-  postAttentionNorm: GPUBuffer;
+  /** The norm before the MLP. */
+  mlpNorm: GPUBuffer;
+  /** Gemma 3: the norms of attention's and of the MLP's outputs (sandwichNorms). */
+  attnOutNorm?: GPUBuffer;
+  mlpOutNorm?: GPUBuffer;
   /** q, k, v projections stacked by rows: [(Hq + 2 Hkv) * hd, hidden]. */
   qkv: GpuMatrix;
   /** Qwen2: the q, k and v biases concatenated, [(Hq + 2 Hkv) * hd]. */
@@ -89,7 +93,11 @@ export function destroyWeights(w: ModelWeights): void {
   drop(w.finalNorm);
   for (const l of w.layers) {
     drop(l.inputNorm);
-    drop(l.postAttentionNorm);
+    drop(l.mlpNorm);
+    if (l.attnOutNorm) drop(l.attnOutNorm);
+    if (l.mlpOutNorm) drop(l.mlpOutNorm);
+    if (l.qkNorm) drop(l.qkNorm);
+    if (l.qkvBias) drop(l.qkvBias);
     parts(l.qkv);
     parts(l.o);
     parts(l.gateUp);

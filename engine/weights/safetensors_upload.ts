@@ -15,7 +15,7 @@ import { readTensorInto, type TensorInfo } from "../formats/safetensors.ts";
 import type { WeightLayout } from "../gpu/weight_texture.ts";
 import type { GluMatrix, GpuMatrix, MatrixPart } from "./model_weights.ts";
 import {
-  convert,
+  convertAdding,
   type LoadProgress,
   partShares,
   rowsPerPart,
@@ -46,13 +46,13 @@ export class SafetensorsUpload extends WeightUpload {
     return t;
   }
 
-  async vector(...names: string[]): Promise<GPUBuffer> {
+  async vector(names: string[], add = 0): Promise<GPUBuffer> {
     const tensors = names.map((name) => this.tensor(name));
     const length = tensors.reduce((sum, t) => sum + t.shape[0], 0);
     const buffer = this.allocate(length * this.elemBytes, tensors[0].name);
     let offset = 0;
     for (const t of tensors) {
-      await this.copyRows(t, 0, 1, buffer, offset);
+      await this.copyRows(t, 0, 1, buffer, offset, add);
       offset += t.shape[0] * this.elemBytes;
     }
     return buffer;
@@ -109,6 +109,7 @@ export class SafetensorsUpload extends WeightUpload {
     rows: number,
     dst: GPUBuffer | GPUTexture,
     dstOffset: number,
+    add = 0,
   ) {
     const cols = t.shape.length === 1 ? t.shape[0] : t.shape[1];
     const srcElem = t.dtype === "F32" ? 4 : 2;
@@ -129,7 +130,7 @@ export class SafetensorsUpload extends WeightUpload {
             `[${t.shape.join(", ")}]); the checkpoint is corrupt or was converted badly`,
         );
       }
-      const converted = convert(raw, t.dtype, this.gpu.f16);
+      const converted = convertAdding(raw, t.dtype, this.gpu.f16, add);
       const offset = dstOffset + r * cols * this.elemBytes;
       // WebGPU writes need 4-byte alignment; an odd f16 row length only works for whole vectors.
       if (offset % 4 !== 0) {

@@ -42,9 +42,10 @@ export abstract class WeightUpload {
 
   /**
    * A vector (a norm's weights, a bias) in the GPU's float dtype; several names are concatenated
-   * (q, k, v biases make the qkv bias, the q and k norms one [2, headDim] buffer).
+   * (q, k, v biases make the qkv bias, the q and k norms one [2, headDim] buffer). `add` is added
+   * to every value (Gemma's norms: 1 + w, where the checkpoint stores w).
    */
-  abstract vector(...names: string[]): Promise<GPUBuffer>;
+  abstract vector(names: string[], add?: number): Promise<GPUBuffer>;
   /** The tensors stacked by rows into one matrix (q, k, v make qkv), split into parts. */
   abstract matrix(names: string[]): Promise<GpuMatrix>;
   /** Gate and up fused into one SwiGLU matrix (GluMatrix). */
@@ -146,6 +147,19 @@ export function textureRowsPerPart(gpu: Gpu, cols: number, rowsPerUnit = 1): num
   const rows = Math.floor(maxTexels(gpu) / (texelsOf(cols * (gpu.f16 ? 2 : 4)) * rowsPerUnit));
   if (rows < 1) throw new Error(`a row of ${cols} columns exceeds one weight texture`);
   return rows >= 192 ? rows - (rows % 192) : rows;
+}
+
+/** convert(), with `add` added to every value first (exact in f32; the f16 rounding after). */
+export function convertAdding(
+  raw: Uint8Array,
+  dtype: StDtype,
+  toF16: boolean,
+  add: number,
+): Uint16Array | Float32Array {
+  if (add === 0) return convert(raw, dtype, toF16);
+  const values = Float32Array.from(convert(raw, dtype, false), (v) => v + add);
+  if (!toF16) return values;
+  return Uint16Array.from(values, (v) => f32ToF16Bits(v));
 }
 
 /** Converts raw little-endian float tensor bytes to the GPU storage dtype. */

@@ -11,19 +11,17 @@
 // has cached stays out of the free list after its last holder leaves ("idle"), until the index
 // evicts it to make room (the pool asks it through `reclaimer` before it says no).
 //
-// A table entry may hold no block, keeping its position: VACANT ones, which grow() gives a block
-// again, or ones a caller marks with a negative number of its own, which grow() leaves alone
-// (what a mark means is its caller's: kv/offload.ts, sliding_window.ts). Allocation favours
-// contiguous runs (kv/block_runs.ts).
+// A table entry may hold no block, keeping its position: VACANT ones (vacant.ts), which grow()
+// gives a block again, or ones a caller marks with a negative number of its own, which grow()
+// leaves alone (what a mark means is its caller's: kv/offload.ts, sliding_window.ts). Allocation
+// favours contiguous runs (kv/block_runs.ts).
 
 import { blocksPerLayer, layersPerArena, type PoolShape } from "../../engine/kv/pool_shape.ts";
 import { countRuns, FreeBlocks, pickRuns } from "./block_runs.ts";
 import { requireCount, requireIndex } from "./checks.ts";
+import { dropsIn, VACANT } from "./vacant.ts";
 
 export type SeqId = number | string;
-
-/** In a table: an entry whose block was freed and that grow() gives a block again. */
-export const VACANT = -1;
 
 export class BlockPool {
   readonly numLayers: number;
@@ -205,6 +203,26 @@ export class BlockPool {
         table[i] = VACANT;
       }
     }
+    return freed;
+  }
+
+  /**
+   * Frees the entries of every layer of `seqId` past the first `tokens` positions' blocks, and
+   * drops them from its tables (rejected drafts' KV: speculative/verify.ts). A caller's mark there
+   * is an error: its owner's books would lose it. Returns how many blocks became free.
+   */
+  truncate(seqId: SeqId, tokens: number): number {
+    const layers = this.owned.get(seqId) ?? [];
+    const keep = this.blocksFor(tokens);
+    if (layers.some((table) => table.slice(keep).some((b) => b < 0 && b !== VACANT))) {
+      throw new Error(`truncate: ${seqId} has a caller's mark past block ${keep}`);
+    }
+    let freed = 0;
+    layers.forEach((table, layer) => {
+      for (const b of table.splice(keep)) {
+        if (b >= 0) freed += this.unhold(this.layerArena[layer], b);
+      }
+    });
     return freed;
   }
 
@@ -438,11 +456,4 @@ export class BlockPool {
   private requireLayer(layer: number): void {
     requireIndex("layer", layer, this.numLayers);
   }
-}
-
-/** VACANT entries of a table: its oldest, or those after entries shared across its layers. */
-function dropsIn(table: readonly number[]): number {
-  let drops = 0; // a loop, not a filter: shortfall() counts every table's on each admission test
-  for (const b of table) if (b === VACANT) drops++;
-  return drops;
 }

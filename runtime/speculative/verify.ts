@@ -4,7 +4,8 @@
 // the next row carried, that row read the right context, so its token is the request's next one
 // too. The first disagreement ends the run: its token is kept (the target's own), the rows after
 // it read a wrong token and are dropped; their KV never counts as computed (Request.settleDrafts),
-// and the request's next rows write over it.
+// the request's next rows write over it, and blocks only they wrote go back to the pool once the
+// step is delivered (KvSpace.settled).
 //
 // With sampling this is the standard accept/reject rule for a draft that is a point mass on d:
 // accepting d with probability p(d), else drawing from p with d removed and renormalised, is the

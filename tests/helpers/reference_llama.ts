@@ -6,11 +6,15 @@
 // no RoPE on SmolLM3's no_rope_layers, RoPE on the first rotaryDim values of a head only (Phi-3's
 // partial rotary: rotate-half within them, the rest passed through) with cos and sin scaled by
 // LongRoPE's attention factor. Phi-3's fused tensors are read through the views the model's
-// opening made (formats/fused_tensors.ts), like every other name.
+// opening made (formats/fused_tensors.ts), like every other name. Gemma 3, as transformers'
+// Gemma3ForCausalLM: the embedding times √hidden, every norm x·(1 + w), a norm of attention's and
+// of the MLP's output before each joins the residual, GELU-tanh gating, q·k scaled by
+// query_pre_attn_scalar^-½, and local layers with a window and RoPE of their own base (unscaled).
 
 import type { ModelFiles } from "../../engine/formats/model_files.ts";
 import { ropeAttentionScale, ropeInvFreq } from "../../engine/model/rope_freqs.ts";
 import { readTensorF64 } from "../../engine/formats/safetensors.ts";
+import { type LayerTensor, layerTensor } from "../../engine/model/tensors.ts";
 
 export interface ReferenceOptions {
   /** Position of ids[0] (default 0): positions are positionOffset + index. */
@@ -49,22 +53,28 @@ export async function referenceFinalHidden(
 ): Promise<Float64Array[]> {
   const cfg = files.config;
   const w = await loadWeights(files);
-  const invFreq = ropeInvFreq(cfg, context);
+  const globalFreq = ropeInvFreq(cfg, context);
+  const local = cfg.localLayers;
+  const localFreq = local
+    ? ropeInvFreq({ ...cfg, ropeTheta: local.ropeTheta, ropeScaling: null }, context)
+    : globalFreq;
   const ropeScale = ropeAttentionScale(cfg);
   const { hiddenSize: h, numHeads, numKvHeads, headDim, numLayers } = cfg;
   const group = numHeads / numKvHeads;
-  const window = cfg.slidingWindow ?? Infinity;
 
   // Residual stream per position.
   const xs = ids.map((id) => {
     if (!Number.isInteger(id) || id < 0 || id >= cfg.vocabSize) {
       throw new RangeError(`bad id ${id}`);
     }
-    return w.embed.slice(id * h, (id + 1) * h);
+    return w.embed.slice(id * h, (id + 1) * h).map((v) => v * cfg.embedScale);
   });
 
   for (let l = 0; l < numLayers; l++) {
     const L = w.layers[l];
+    const isLocal = local?.layers[l] ?? false;
+    const invFreq = isLocal ? localFreq : globalFreq;
+    const window = isLocal ? local!.window : cfg.slidingWindow ?? Infinity;
     const keys: Float64Array[] = [];
     const values: Float64Array[] = [];
     const queries: Float64Array[] = [];
@@ -105,7 +115,7 @@ export async function referenceFinalHidden(
         for (let s = first; s <= t; s++) {
           let dot = 0;
           for (let d = 0; d < headDim; d++) dot += queries[t][qOff + d] * keys[s][kvOff + d];
-          scores[s - first] = dot / Math.sqrt(headDim);
+          scores[s - first] = dot * cfg.attentionScale;
         }
         softmaxInPlace(scores);
         for (let s = first; s <= t; s++) {
@@ -114,14 +124,17 @@ export async function referenceFinalHidden(
           }
         }
       }
-      addInPlace(xs[t], matVec(L.o, attn));
+      const attnOut = matVec(L.o, attn);
+      addInPlace(xs[t], L.attnOutNorm ? rmsNorm(attnOut, L.attnOutNorm, cfg.rmsNormEps) : attnOut);
 
       const normed = rmsNorm(xs[t], L.postNorm, cfg.rmsNormEps);
       const gate = matVec(L.gate, normed);
       const up = matVec(L.up, normed);
       const act = new Float64Array(gate.length);
-      for (let i = 0; i < act.length; i++) act[i] = silu(gate[i]) * up[i];
-      addInPlace(xs[t], matVec(L.down, act));
+      const gateAct = cfg.activation === "gelu_tanh" ? geluTanh : silu;
+      for (let i = 0; i < act.length; i++) act[i] = gateAct(gate[i]) * up[i];
+      const mlpOut = matVec(L.down, act);
+      addInPlace(xs[t], L.mlpOutNorm ? rmsNorm(mlpOut, L.mlpOutNorm, cfg.rmsNormEps) : mlpOut);
     }
   }
   return xs.map((x) => rmsNorm(x, w.finalNorm, cfg.rmsNormEps));
@@ -145,8 +158,11 @@ interface LayerWeights {
   down: Matrix;
   /** Qwen2. */
   bias?: { q: Float64Array; k: Float64Array; v: Float64Array };
-  /** Qwen3: per-head norm weights of q and of k. */
+  /** Qwen3, Gemma 3: per-head norm weights of q and of k. */
   qkNorm?: { q: Float64Array; k: Float64Array };
+  /** Gemma 3: the norms of attention's and the MLP's outputs. */
+  attnOutNorm?: Float64Array;
+  mlpOutNorm?: Float64Array;
 }
 
 interface Weights {
@@ -168,7 +184,10 @@ function loadWeights(files: ModelFiles): Promise<Weights> {
 }
 
 async function readWeights(files: ModelFiles): Promise<Weights> {
+  const cfg = files.config;
   const vector = (name: string) => readTensorF64(info(files, name));
+  // Gemma's checkpoints hold w of a norm scaling by 1 + w.
+  const norm = async (name: string) => (await vector(name)).map((v) => v + cfg.normOffset);
   const matrix = async (name: string): Promise<Matrix> => {
     const t = info(files, name);
     return { rows: t.shape[0], cols: t.shape[1], data: await readTensorF64(t) };
@@ -176,13 +195,14 @@ async function readWeights(files: ModelFiles): Promise<Weights> {
   const layers: LayerWeights[] = [];
   for (let i = 0; i < files.config.numLayers; i++) {
     const p = `model.layers.${i}`;
+    const named = (tensor: LayerTensor) => layerTensor(i, tensor, cfg);
     layers.push({
-      inputNorm: await vector(`${p}.input_layernorm.weight`),
+      inputNorm: await norm(`${p}.input_layernorm.weight`),
       q: await matrix(`${p}.self_attn.q_proj.weight`),
       k: await matrix(`${p}.self_attn.k_proj.weight`),
       v: await matrix(`${p}.self_attn.v_proj.weight`),
       o: await matrix(`${p}.self_attn.o_proj.weight`),
-      postNorm: await vector(`${p}.post_attention_layernorm.weight`),
+      postNorm: await norm(named("mlpNorm")),
       gate: await matrix(`${p}.mlp.gate_proj.weight`),
       up: await matrix(`${p}.mlp.up_proj.weight`),
       down: await matrix(`${p}.mlp.down_proj.weight`),
@@ -198,9 +218,15 @@ async function readWeights(files: ModelFiles): Promise<Weights> {
       ...(files.config.qkNorm
         ? {
           qkNorm: {
-            q: await vector(`${p}.self_attn.q_norm.weight`),
-            k: await vector(`${p}.self_attn.k_norm.weight`),
+            q: await norm(`${p}.self_attn.q_norm.weight`),
+            k: await norm(`${p}.self_attn.k_norm.weight`),
           },
+        }
+        : {}),
+      ...(files.config.sandwichNorms
+        ? {
+          attnOutNorm: await norm(named("attnOutNorm")),
+          mlpOutNorm: await norm(named("mlpOutNorm")),
         }
         : {}),
     });
@@ -209,7 +235,7 @@ async function readWeights(files: ModelFiles): Promise<Weights> {
   return {
     embed: embed.data,
     layers,
-    finalNorm: await vector("model.norm.weight"),
+    finalNorm: await norm("model.norm.weight"),
     lmHead: files.config.tieWordEmbeddings ? embed : await matrix("lm_head.weight"),
   };
 }
@@ -289,6 +315,11 @@ function softmaxInPlace(x: Float64Array): void {
 
 function silu(x: number): number {
   return x / (1 + Math.exp(-x));
+}
+
+/** GELU's tanh approximation (transformers' gelu_pytorch_tanh). */
+function geluTanh(x: number): number {
+  return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3)));
 }
 
 function addInPlace(x: Float64Array, y: Float64Array): void {

@@ -1,6 +1,7 @@
 // Writes a generated tiny Llama model (tiny_model.ts) as a GGUF file (gguf_convert.ts) with the
 // matrices in one chosen type. Beside it, a Hugging Face directory whose F32 weights are exactly
-// the values the GGUF holds (dequantized, rows un-permuted): the float64 reference runs on that
+// the values the GGUF holds (dequantized, rows un-permuted, Gemma's norms less the 1 its GGUF
+// files add): the float64 reference runs on that
 // directory, so a test measures only the GPU's error, not the quantization's.
 
 import { join } from "node:path";
@@ -48,8 +49,11 @@ export async function writeTinyGguf(
   await convertToGguf(sourceDir, path, {
     typeOf: (name, dims) => options.typeOf?.(name, dims) ?? options.type,
     version: options.version,
-    onTensor: ({ hfName, shape, type, stored, data, heads }) => {
+    onTensor: ({ hfName, shape, type, stored, data, heads, added }) => {
       let held = decode(type, data, stored.length);
+      // Gemma's norms are stored as 1 + w; the directory holds w as its checkpoints do (exactly:
+      // the f32 value minus 1 in float64, which the reference adds back).
+      if (added) held = held.map((v) => v - added);
       if (heads) {
         const [rows, cols] = shape;
         const bytes = new Uint8Array(held.buffer, held.byteOffset, held.byteLength);

@@ -50,6 +50,8 @@ export interface AttentionArgs {
   rotaryDim?: number;
   /** What the turned values are scaled by (LongRoPE's attention factor); default 1. */
   ropeScale?: number;
+  /** What q·k is multiplied by; default 1/√headDim (Gemma 3: query_pre_attn_scalar^-½). */
+  scoreScale?: number;
 }
 
 /** Largest row count one dispatch takes (one workgroup row per token along y). */
@@ -98,6 +100,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     window,
     rotaryDim / 8,
     { f32: args.ropeScale ?? 1 },
+    { f32: args.scoreScale ?? 1 / Math.sqrt(headDim) },
   ]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,

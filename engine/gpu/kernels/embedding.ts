@@ -28,6 +28,8 @@ export interface EmbeddingArgs {
   /** f32 [rows, D]. Rows whose id another part holds are left untouched. */
   y: BufferArg;
   D: number;
+  /** What every value is multiplied by (Gemma: √hidden); default 1. */
+  scale?: number;
 }
 
 const MAX_WORKGROUPS = 65535;
@@ -44,7 +46,7 @@ export function bindEmbedding(gpu: Gpu, args: EmbeddingArgs): BoundKernel {
     : getPipeline(gpu, source, D % 4 === 0 ? "embeddingVec" : "embeddingScalar", {
       W_F16: gpu.f16 ? 1 : 0,
     });
-  const params = new ParamsUniform(gpu, [D, rowStart, rowCount]);
+  const params = new ParamsUniform(gpu, [D, rowStart, rowCount, { f32: args.scale ?? 1 }]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,
     args.tokens,

@@ -38,6 +38,7 @@ export function bindQuantEmbedding(gpu: Gpu, args: QuantEmbeddingArgs): BoundKer
     layout.sOffset / 16,
     layout.dOffset / 4,
     layout.hOffset / 4,
+    { f32: args.scale ?? 1 },
   ]);
   const bindGroup = bindBuffers(gpu, pipeline, [
     params.buffer,

@@ -22,6 +22,9 @@ import source from "../../../shaders/matmul.wgsl" with { type: "text" };
 
 export type MatmulMode = "store" | "add" | "glu";
 
+/** glu's gate activation: SiLU (SwiGLU) or GELU's tanh approximation (GeGLU). */
+export type GluActivation = "silu" | "gelu_tanh";
+
 export interface MatmulArgs {
   /** f32 [rows, K]. */
   x: BufferArg;
@@ -38,10 +41,12 @@ export interface MatmulArgs {
   ldy?: number;
   /** First column of y written (default 0), so row-parts of one weight fill one wide y. */
   yCol?: number;
-  /** store: y = x·Wᵀ; add: y += x·Wᵀ; glu: y = silu(x·Wgateᵀ) * (x·Wupᵀ). */
+  /** store: y = x·Wᵀ; add: y += x·Wᵀ; glu: y = act(x·Wgateᵀ) * (x·Wupᵀ). */
   mode: MatmulMode;
   /** Normalize x first: y = rmsnorm(x) · Wᵀ (then stored, added or gated as `mode` says). */
   norm?: MatmulNorm;
+  /** glu's gate: silu (SwiGLU, the default) or gelu_tanh (GeGLU). */
+  activation?: GluActivation;
 }
 
 /** A register tile: `rows` tokens × `outs` outputs per lane. */
@@ -102,7 +107,14 @@ export function bindMatmul(gpu: Gpu, args: MatmulArgs): BoundKernel {
     throw new RangeError(`matmul: a texture needs the vector path (K=${K} N=${N} yCol=${yCol})`);
   }
   const code = normSource(texture ? textureWordsSource(source, "wv") : source, norm !== undefined);
-  const params = new ParamsUniform(gpu, [K, N, ldy, yCol, { f32: norm?.eps ?? 0 }]);
+  const params = new ParamsUniform(gpu, [
+    K,
+    N,
+    ldy,
+    yCol,
+    { f32: norm?.eps ?? 0 },
+    args.activation === "gelu_tanh" ? 1 : 0,
+  ]);
   const tiles = vector ? MATMUL_TILES : SCALAR_TILES;
   const groupsOf = (tile: MatmulTile) => Math.ceil(N / (LANES * outsOf(tile, mode)));
   for (const tile of tiles) {

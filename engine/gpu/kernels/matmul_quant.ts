@@ -95,6 +95,7 @@ export function bindQuantMatmul(gpu: Gpu, args: QuantMatmulArgs): BoundKernel {
     mode === "add" ? 1 : 0,
     norm ? 1 : 0,
     { f32: norm?.eps ?? 0 },
+    args.activation === "gelu_tanh" ? 1 : 0,
   ]);
   const groupsOf = (outs: number) => Math.ceil(N / (LANES * outs));
   for (const tile of QUANT_MATMUL_TILES) {

@@ -50,6 +50,12 @@ Deno.test("config: defaults follow transformers' LlamaConfig", () => {
     slidingWindow: null,
     ropeLayers: [true, true],
     rotaryDim: 16,
+    embedScale: 1,
+    normOffset: 0,
+    sandwichNorms: false,
+    activation: "silu",
+    attentionScale: 0.25,
+    localLayers: null,
   };
   assertEquals(c, want);
   // model_type alone identifies a Llama checkpoint too.
@@ -458,5 +464,111 @@ Deno.test("rope: inverse frequencies match hand-computed values", () => {
     [l31[0], l31[20], l31[30], l31[40], l31[63]],
     [1, 0.016560440080994446, 0.0013718935677611381, 3.428102195952591e-05, 3.068925988914511e-07],
     "llama3.1",
+  );
+});
+
+/** Gemma 3 270M's config.json as published (layer_types written out, no rope_scaling). */
+const GEMMA3_270M = {
+  _sliding_window_pattern: 6,
+  architectures: ["Gemma3ForCausalLM"],
+  attention_bias: false,
+  attn_logit_softcapping: null,
+  bos_token_id: 2,
+  eos_token_id: 1,
+  final_logit_softcapping: null,
+  head_dim: 256,
+  hidden_activation: "gelu_pytorch_tanh",
+  hidden_size: 640,
+  intermediate_size: 2048,
+  layer_types: Array.from(
+    { length: 18 },
+    (_, i) => (i + 1) % 6 ? "sliding_attention" : "full_attention",
+  ),
+  max_position_embeddings: 32768,
+  model_type: "gemma3_text",
+  num_attention_heads: 4,
+  num_hidden_layers: 18,
+  num_key_value_heads: 1,
+  query_pre_attn_scalar: 256,
+  rms_norm_eps: 1e-6,
+  rope_local_base_freq: 10000,
+  rope_scaling: null,
+  rope_theta: 1000000,
+  sliding_window: 512,
+  vocab_size: 262144,
+};
+
+Deno.test("config: Gemma 3 (270M as published): local and global layers, GeGLU, sandwich norms, √hidden", () => {
+  const c = parseLlamaConfig(GEMMA3_270M, CONFIG_FILE);
+  assertEquals(c.architecture, "gemma3");
+  assertEquals(c.headDim, 256);
+  assertEquals(c.tieWordEmbeddings, true); // Gemma's default
+  assertEquals(c.activation, "gelu_tanh");
+  assertEquals(c.sandwichNorms, true);
+  assertEquals(c.qkNorm, true);
+  assertEquals(c.normOffset, 1);
+  assertEquals(c.embedScale, Math.sqrt(640));
+  assertEquals(c.attentionScale, 1 / 16);
+  assertEquals(c.slidingWindow, null); // no window on every layer
+  assertEquals(c.localLayers?.window, 512);
+  assertEquals(c.localLayers?.ropeTheta, 10000);
+  assertEquals(c.ropeTheta, 1e6);
+  assertEquals(c.localLayers?.layers.filter((l) => !l).length, 3); // layers 5, 11, 17
+  assertEquals(c.localLayers?.layers[5], false);
+  // Without layer_types: the pattern (sliding_window_pattern, default 6), as Gemma3TextConfig.
+  const { layer_types: _, ...noTypes } = GEMMA3_270M;
+  assertEquals(parseLlamaConfig(noTypes, CONFIG_FILE).localLayers, c.localLayers);
+  // query_pre_attn_scalar apart from head_dim (Gemma 3 27B: 168 for a head_dim of 128).
+  const big = parseLlamaConfig({ ...GEMMA3_270M, query_pre_attn_scalar: 168 }, CONFIG_FILE);
+  assertEquals(big.attentionScale, 1 / Math.sqrt(168));
+  // Linear scaling applies to the global layers' frequencies (rope_scaling); local stay unscaled.
+  const scaled = parseLlamaConfig(
+    { ...GEMMA3_270M, rope_scaling: { rope_type: "linear", factor: 8 } },
+    CONFIG_FILE,
+  );
+  assertEquals(scaled.ropeScaling, { type: "linear", factor: 8 });
+  // transformers v5: rope_parameters per layer type.
+  const v5 = parseLlamaConfig({
+    ...GEMMA3_270M,
+    rope_theta: undefined,
+    rope_local_base_freq: undefined,
+    rope_parameters: {
+      full_attention: { rope_type: "linear", factor: 8, rope_theta: 1e6 },
+      sliding_attention: { rope_type: "default", rope_theta: 10000 },
+    },
+  }, CONFIG_FILE);
+  assertEquals(v5.ropeTheta, 1e6);
+  assertEquals(v5.ropeScaling, { type: "linear", factor: 8 });
+  assertEquals(v5.localLayers?.ropeTheta, 10000);
+});
+
+Deno.test("config: Gemma3ForConditionalGeneration reads as its language model (text_config)", () => {
+  const { architectures: _, model_type: __, ...text } = GEMMA3_270M;
+  const c = parseLlamaConfig({
+    architectures: ["Gemma3ForConditionalGeneration"],
+    model_type: "gemma3",
+    text_config: { ...text, model_type: "gemma3_text" },
+    vision_config: { hidden_size: 1152 },
+    eos_token_id: [1, 106],
+  }, CONFIG_FILE);
+  assertEquals(c.architecture, "gemma3");
+  assertEquals(c.hiddenSize, 640);
+  assertEquals(c.eosTokenIds, [1, 106]);
+});
+
+Deno.test("config: Gemma 2's soft caps and other activations are refused, naming the field", () => {
+  configError(
+    { ...GEMMA3_270M, final_logit_softcapping: 30 },
+    /final_logit_softcapping.*not supported/,
+  );
+  configError({ ...GEMMA3_270M, hidden_activation: "relu" }, /hidden_activation.*relu/);
+  configError(
+    { ...GEMMA3_270M, layer_types: ["chunked_attention", ...GEMMA3_270M.layer_types.slice(1)] },
+    /layer_types.*chunked_attention/,
+  );
+  // A window on some layers only is Gemma 3's alone.
+  configError(
+    baseConfig({ layer_types: ["sliding_attention", "full_attention"] }),
+    /layer_types/,
   );
 });

@@ -487,3 +487,37 @@ Deno.test("alias (eLLM): dropped leading entries of every layer share k new bloc
   pool.growAll("fill", 12); // 6 blocks per layer: the 18 free ones
   assertEquals(pool.alias("b", 1), null);
 });
+
+Deno.test("truncate (rejected drafts) frees only the blocks wholly past its tokens, on every layer and arena; growth extends in place again", () => {
+  const pool = new BlockPool({ blocksPerArena: [12, 12], layerArena: [0, 1, 0], blockSize: 4 });
+  pool.growAll("a", 17); // 5 blocks per layer: positions 0..19
+  pool.growAll("b", 4);
+  assertEquals(pool.truncate("a", 9), 2 * 3, "positions 0..8 need 3 blocks a layer: 2 go each");
+  for (let layer = 0; layer < 3; layer++) assertEquals(pool.table("a", layer).length, 3);
+  assertEquals([pool.freeIn(0), pool.freeIn(1)], [12 - 2 * 3 - 2, 12 - 3 - 1]);
+  checkConsistent(pool, ["a", "b"]);
+  assertEquals(pool.truncate("a", 12), 0, "a full last block stays");
+  assertEquals(pool.truncate("never", 3), 0);
+  // Growing again takes what follows its last block, where that is free.
+  const last = pool.table("a", 1).at(-1)!;
+  assertEquals(pool.grow("a", 1, 13), [last + 1]);
+  // A block another table shares, or the prefix cache keeps, stays held or cached.
+  pool.share("c", 1, pool.table("a", 1).slice(3));
+  pool.cache(1, last);
+  assertEquals(pool.truncate("a", 4), 2 + 1 + 2, "layer 1's shared and cached blocks stay");
+  assertEquals([pool.holders(1, last + 1), pool.holders(1, last), pool.idle], [1, 0, 1]);
+  // Trailing VACANT entries go with them; a caller's mark past the end is an error, nothing freed.
+  pool.dropLeading("a", 1);
+  pool.growAll("d", 12);
+  pool.vacate("d", 0, 2, 3, OFFLOADED);
+  const used = pool.used;
+  assertThrows(() => pool.truncate("d", 4), Error, "mark past block 1");
+  assertEquals(pool.used, used);
+  assertEquals(pool.truncate("a", 0), 0);
+  assertEquals(pool.table("a", 2), []);
+  pool.release("b");
+  pool.release("c");
+  pool.release("d");
+  pool.uncache(1, last);
+  assertEquals(pool.used, 0, "every block freed at the end");
+});

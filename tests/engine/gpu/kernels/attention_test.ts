@@ -63,6 +63,8 @@ interface Case {
   rotaryDim?: number;
   /** LongRoPE's attention factor on the turned values (default 1). */
   ropeScale?: number;
+  /** What q·k is multiplied by (default 1/√headDim; Gemma 3: query_pre_attn_scalar^-½). */
+  scoreScale?: number;
 }
 
 const CASES: Case[] = [
@@ -160,6 +162,18 @@ const CASES: Case[] = [
     ropeScale: 1.1902380714238083,
   },
   {
+    // A Gemma 3 local layer (its 270M's heads, MQA 4:1 of 256 values), window 8, with 27B's
+    // score scale (query_pre_attn_scalar 168, not the head dim).
+    name: "Gemma 3 local: MQA 4:1, hd 256, window 8, score scale 168^-1/2",
+    numHeads: 4,
+    numKvHeads: 1,
+    headDim: 256,
+    lengths: [30, 3, 17],
+    queried: [12, 3, 5],
+    window: 8,
+    scoreScale: 1 / Math.sqrt(168),
+  },
+  {
     // SmolLM3's no-RoPE layers.
     name: "no RoPE, GQA 4:2",
     numHeads: 4,
@@ -234,7 +248,7 @@ function reference(c: Case, rows: Rows, rotated: Float64Array, held: Float64Arra
     rowOf[rows.slot[r]][rows.pos[r] - startOf(c, rows.slot[r])] = r;
   }
   const out = new Float64Array(rows.queried * H * hd);
-  const scale = 1 / Math.sqrt(hd);
+  const scale = c.scoreScale ?? 1 / Math.sqrt(hd);
   for (let m = 0; m < rows.queried; m++) {
     const slot = rows.slot[m];
     const n = rows.pos[m] + 1 - startOf(c, slot);
@@ -367,6 +381,7 @@ function kernelArgs(c: Case, s: Setup) {
     invFreq: s.invFreqBuf,
     rotaryDim: c.rotaryDim,
     ropeScale: c.ropeScale,
+    scoreScale: c.scoreScale,
   };
 }
 
