@@ -92,6 +92,8 @@ export function bindForward(
     scale: cfg.embedScale,
   });
 
+  // The integer-dot kernels' scratch where they were chosen: quantized matrices read x from it.
+  const intX = io.quantizedX ?? undefined;
   const ropeScale = ropeAttentionScale(cfg);
   // A branch's projection added to hidden, or, with a norm after it (Gemma 3), stored in branch
   // and then normed into hidden (a norm needs the whole row the matrix's parts write).
@@ -127,7 +129,7 @@ export function bindForward(
       ...matmulParts(gpu, w.qkv, io.hidden, io.qkv, "store", "weights", {
         gain: w.inputNorm,
         eps,
-      }),
+      }, intX),
       // Qwen2: qkv += the q, k and v biases.
       ...(w.qkvBias
         ? [bindBiasAdd(gpu, { x: io.qkv, b: w.qkvBias, width: (Hq + 2 * Hkv) * hd })]
@@ -149,13 +151,19 @@ export function bindForward(
       }),
       // Output projection into the residual stream: hidden += attn · Woᵀ; with Gemma 3's norm
       // after attention, hidden += rmsnorm(attn · Woᵀ) · attnOutNorm.
-      ...intoResidual(w.attnOutNorm, (y, mode) => matmulParts(gpu, w.o, io.attn, y, mode)),
+      ...intoResidual(
+        w.attnOutNorm,
+        (y, mode) => matmulParts(gpu, w.o, io.attn, y, mode, "weights", undefined, intX),
+      ),
       // SwiGLU (GeGLU for Gemma), the MLP norm fused into its x loads: with normed =
       // rmsnorm(hidden) · mlpNorm, mlp = act(normed · Wgateᵀ) * (normed · Wupᵀ).
-      ...gluParts(gpu, w.gateUp, io.hidden, io.mlp, { gain: w.mlpNorm, eps }, cfg.activation),
+      ...gluParts(gpu, w.gateUp, io.hidden, io.mlp, { gain: w.mlpNorm, eps }, cfg.activation, intX),
       // Down projection into the residual stream: hidden += mlp · Wdownᵀ; with Gemma 3's norm
       // after the MLP, hidden += rmsnorm(mlp · Wdownᵀ) · mlpOutNorm.
-      ...intoResidual(w.mlpOutNorm, (y, mode) => matmulParts(gpu, w.down, io.mlp, y, mode)),
+      ...intoResidual(
+        w.mlpOutNorm,
+        (y, mode) => matmulParts(gpu, w.down, io.mlp, y, mode, "weights", undefined, intX),
+      ),
     ];
   });
 
@@ -168,7 +176,7 @@ export function bindForward(
     ...matmulParts(gpu, weights.lmHead, io.sampleHidden, io.logits, "store", "lmHead", {
       gain: weights.finalNorm,
       eps,
-    }),
+    }, intX),
   ];
 
   // The sampler: each sample's next id into nextIds (the next step's input) and its record

@@ -135,7 +135,9 @@ export function bindIntMatmul(gpu: Gpu, args: IntMatmulArgs): BoundKernel {
       const i = fit < 0 ? INT_MATMUL_TILES.length - 1 : fit;
       const v = variant(i);
       const count = Math.ceil(rows / INT_MATMUL_TILES[i].rows);
-      if (count > MAX_WORKGROUPS) throw new RangeError(`matmul_int: ${rows} rows exceed one dispatch`);
+      if (count > MAX_WORKGROUPS) {
+        throw new RangeError(`matmul_int: ${rows} rows exceed one dispatch`);
+      }
       params.setRows(rows);
       pass.setPipeline(v.pipeline);
       pass.setBindGroup(0, v.bindGroup);

@@ -64,14 +64,22 @@ export function bindQuantizeX(gpu: Gpu, args: QuantizeXArgs): BoundKernel {
   const pipeline = getPipeline(gpu, source, "quantizeX", { LANES });
   // Without a norm, x stands in for the gain's binding, never read.
   const gain = norm?.gain ?? args.x;
-  const bindGroup = bindBuffers(gpu, pipeline, [params.buffer, args.x, gain, args.out.q, args.out.s]);
+  const bindGroup = bindBuffers(gpu, pipeline, [
+    params.buffer,
+    args.x,
+    gain,
+    args.out.q,
+    args.out.s,
+  ]);
   return {
     encode(pass, rows) {
       if (rows <= 0) return;
       if (rows * K > args.out.capacity) {
         throw new RangeError(`quantize_x: ${rows} rows of ${K} exceed its scratch`);
       }
-      if (rows > MAX_WORKGROUPS) throw new RangeError(`quantize_x: ${rows} rows exceed one dispatch`);
+      if (rows > MAX_WORKGROUPS) {
+        throw new RangeError(`quantize_x: ${rows} rows exceed one dispatch`);
+      }
       params.setRows(rows);
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);
