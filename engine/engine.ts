@@ -143,6 +143,7 @@ export class Engine implements StepEngine {
       if (matmulKernel.layout === "texture") weights = weightsToTextures(gpu, weights);
       quantKernels = await chooseQuantKernels(gpu, loadedShapes(weights), {
         flag: opts.quantKernels ?? "float",
+        layout: matmulKernel.layout,
       });
     } else {
       matmulKernel = await chooseMatmulLayout(gpu, calibrationShapes(cfg), { flag });

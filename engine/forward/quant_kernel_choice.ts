@@ -3,8 +3,9 @@
 // then matmul_int.ts: x rounded to int8 blocks, four products per dot4I8Packed). The integer path
 // needs WGSL's packed_4x8_integer_dot_product, and where the adapter has it, whether it wins
 // depends on the adapter (an emulated dot4 may lose), so `auto` times both once, at first start,
-// on the model's own quantized shapes, and caches the winner per adapter and shape as
-// matmul_choice.ts does for storage vs texture. `float` or `int` forces one (tests, A/B); `int`
+// on the model's own quantized shapes in the weight layout matmul_choice.ts chose (on lavapipe the
+// float kernel reading textures is about 3× the int pair, which wins from storage), and caches the
+// winner per adapter, layout and shape as matmul_choice.ts does for storage vs texture. `float` or `int` forces one (tests, A/B); `int`
 // on a runtime without the feature is an error, not a silent fallback.
 
 import { join } from "node:path";
@@ -16,6 +17,11 @@ import { bindIntMatmul, hasIntDot, INT_DOT_FEATURE } from "../gpu/kernels/matmul
 import { bindQuantizeX, createQuantizedX, destroyQuantizedX } from "../gpu/kernels/quantize_x.ts";
 import { quantLayout } from "../gpu/kernels/quant_layout.ts";
 import { sluiceCacheDir } from "../util/cache_dir.ts";
+import {
+  createWeightTexture,
+  type WeightLayout,
+  writeTextureBytes,
+} from "../gpu/weight_texture.ts";
 import {
   type CalibrationShape,
   median,
@@ -47,10 +53,19 @@ export interface QuantKernelChoice {
 
 export interface QuantChooseOptions {
   flag: QuantKernelFlag;
+  /**
+   * Where the weights live (matmul_choice.ts chose it first): both families are timed reading that
+   * layout, since a float kernel reading textures may beat an int one that wins from storage.
+   */
+  layout?: WeightLayout;
   /** Directory of the choice cache (default: the Sluice cache's kernels/). */
   cacheDir?: string;
   /** The timing (tests replace it); default: both families on random blocks of each shape. */
-  measure?: (gpu: Gpu, shapes: CalibrationShape[]) => Promise<Record<QuantKernels, number>>;
+  measure?: (
+    gpu: Gpu,
+    shapes: CalibrationShape[],
+    layout: WeightLayout,
+  ) => Promise<Record<QuantKernels, number>>;
 }
 
 /** A digest of the kernels' sources: a choice measured on other kernels is measured again. */
@@ -77,10 +92,12 @@ export async function chooseQuantKernels(
   const quantized = shapes.filter((s) => s.format);
   if (quantized.length === 0) return { kernels: "float", source: "none" };
   if (!hasIntDot()) return { kernels: "float", source: "unsupported" };
+  const layout = options.layout ?? "storage";
   const key = [
     gpu.adapterId ?? gpu.adapterName,
     gpu.f16 ? "f16" : "f32",
     `kernels ${KERNELS_VERSION}`,
+    `weights in ${layout}`,
     ...quantized.map((s) => `${s.K}x${s.N}${s.mode}*${s.count} ${s.format}`),
   ].join(" | ");
   const file = join(options.cacheDir ?? join(sluiceCacheDir(), "kernels"), "quant.json");
@@ -89,7 +106,7 @@ export async function chooseQuantKernels(
   if (cached && (cached.kernels === "float" || cached.kernels === "int")) {
     return { kernels: cached.kernels, usPerToken: cached.usPerToken, source: "cache" };
   }
-  const usPerToken = await (options.measure ?? measureQuantKernels)(gpu, quantized);
+  const usPerToken = await (options.measure ?? measureQuantKernels)(gpu, quantized, layout);
   const kernels: QuantKernels = usPerToken.int < usPerToken.float ? "int" : "float";
   await writeCache(file, { ...await readCache<Entry>(file), [key]: { kernels, usPerToken } });
   return { kernels, usPerToken, source: "measured" };
@@ -101,12 +118,14 @@ const DISPATCHES = 4;
 const TRIALS = 3;
 
 /**
- * µs per token of the quantized shapes' one-row matvecs, each family on the same random blocks
- * (the int family's quantize_x dispatch counted in), trials interleaved as in matmul_choice.ts.
+ * µs per token of the quantized shapes' one-row matvecs, each family on the same random blocks in
+ * `layout` (the int family's quantize_x dispatch counted in), trials interleaved as in
+ * matmul_choice.ts.
  */
 export async function measureQuantKernels(
   gpu: Gpu,
   shapes: CalibrationShape[],
+  layout: WeightLayout = "storage",
 ): Promise<Record<QuantKernels, number>> {
   const total = { float: 0, int: 0 };
   for (const shape of shapes) {
@@ -116,8 +135,15 @@ export async function measureQuantKernels(
     const scale = (shape.count * shape.N) / N;
     const weightRows = (shape.mode === "glu" ? 2 : 1) * N;
     const bytes = quantLayout(format, weightRows, shape.K).bytes;
-    const w = createStorage(gpu, bytes, "calibration");
-    writeBytes(gpu, w, 0, randomHalves(Math.ceil(bytes / 2)));
+    const data = randomHalves(Math.ceil(bytes / 2));
+    let w: GPUBuffer | GPUTexture;
+    if (layout === "texture") {
+      w = createWeightTexture(gpu, bytes);
+      writeTextureBytes(gpu, w, 0, data);
+    } else {
+      w = createStorage(gpu, bytes, "calibration");
+      writeBytes(gpu, w, 0, data);
+    }
     const x = createMatmulX(gpu, shape.K * 4, "calibration x");
     const xq = createQuantizedX(gpu, shape.K, "calibration xq");
     const y = createStorage(gpu, N * 4, "calibration y");

@@ -158,7 +158,8 @@ Deno.test("--quant-kernels: flag, cache and measurement choose; int without the 
       { K: 256, N: 256, mode: "add", count: 2 },
     ];
     let measured = 0;
-    const measure = (_: Gpu, s: CalibrationShape[]) => {
+    const measure = (_: Gpu, s: CalibrationShape[], layout: string) => {
+      assertEquals(layout, "storage");
       measured++;
       assertEquals(s.length, 1, "only the quantized shapes are timed");
       return Promise.resolve({ float: 30, int: 20 });
