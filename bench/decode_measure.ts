@@ -14,8 +14,16 @@ export const GREEDY = { temperature: 0, topK: 0, topP: 1, seed: 0 };
 export async function loadDecodeRuntime(
   gpu: Gpu,
   modelDir: string,
+  quantKernels: "float" | "int" = "float",
 ): Promise<{ engine: Engine; runtime: Runtime }> {
-  const engine = await Engine.load({ modelDir, gpu, maxSlots: 16, maxRows: 256, gpuKvMb: 64 });
+  const engine = await Engine.load({
+    modelDir,
+    gpu,
+    maxSlots: 16,
+    maxRows: 256,
+    gpuKvMb: 64,
+    quantKernels,
+  });
   const runtime = new Runtime(engine, {
     policy: "fcfs",
     maxQueue: 64,

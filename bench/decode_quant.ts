@@ -5,6 +5,7 @@
 // measureDecodeQuant returns the numbers, formatDecodeQuant the report (bench speed uses both).
 
 import { type Engine, openGpu } from "../engine/engine.ts";
+import { hasIntDot } from "../engine/bench_api.ts";
 import type { Runtime } from "../runtime/service.ts";
 import { loadDecodeRuntime, measureDecode } from "./decode_measure.ts";
 import { describeRecipe, MIX_KINDS, type QuantKind, smolShapedGguf } from "./gguf_models.ts";
@@ -17,6 +18,11 @@ export interface DecodeQuantResult {
   adapter: string;
   /** f16 first: the baseline of every ratio. */
   kinds: QuantKind[];
+  /**
+   * Quantized kinds also measured with the integer-dot kernels (--quant-kernels int), keyed
+   * `${kind} int` in tokensPerS and weightBytes; empty where the runtime lacks them or not asked.
+   */
+  intKinds?: QuantKind[];
   steps: number;
   rounds: number;
   /** Decode tokens/s of each kind at each batch size, one figure per round in round order. */
@@ -29,25 +35,31 @@ export async function measureDecodeQuant(
   requested: QuantKind[],
   steps: number,
   rounds: number,
+  /** Also measure each quantized kind with the integer-dot kernels (where the runtime has them). */
+  intKernels = false,
 ): Promise<DecodeQuantResult> {
   // f16 is the baseline of every ratio.
   const kinds: QuantKind[] = ["f16", ...requested.filter((k) => k !== "f16")];
   const paths = new Map<QuantKind, string>();
   for (const kind of kinds) paths.set(kind, await smolShapedGguf(kind));
+  const intKinds = intKernels && hasIntDot() ? kinds.filter((k) => k !== "f16") : [];
+  // Each engine by its key: the kind (float kernels), or `${kind} int`.
+  const keys = [...kinds, ...intKinds.map((k) => `${k} int`)];
 
   const gpu = await openGpu();
-  const loaded = new Map<QuantKind, { engine: Engine; runtime: Runtime }>();
-  for (const kind of kinds) {
+  const loaded = new Map<string, { engine: Engine; runtime: Runtime }>();
+  for (const key of keys) {
     const t0 = performance.now();
-    loaded.set(kind, await loadDecodeRuntime(gpu, paths.get(kind)!));
-    console.error(`loaded ${kind} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const [kind, int] = key.split(" ") as [QuantKind, string | undefined];
+    loaded.set(key, await loadDecodeRuntime(gpu, paths.get(kind)!, int ? "int" : "float"));
+    console.error(`loaded ${key} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }
 
   const tokS: DecodeQuantResult["tokensPerS"] = Object.fromEntries(
-    kinds.map((k) => [k, { 1: [], 16: [] }]),
+    keys.map((k) => [k, { 1: [], 16: [] }]),
   );
   for (let round = 0; round < rounds; round++) {
-    const order = kinds.map((_, i) => kinds[(i + round) % kinds.length]);
+    const order = keys.map((_, i) => keys[(i + round) % keys.length]);
     for (const kind of order) {
       const { engine, runtime } = loaded.get(kind)!;
       for (const batch of QUANT_BATCHES) {
@@ -60,10 +72,11 @@ export async function measureDecodeQuant(
   const result: DecodeQuantResult = {
     adapter: loaded.get("f16")!.engine.info.adapter,
     kinds,
+    intKinds,
     steps,
     rounds,
     tokensPerS: tokS,
-    weightBytes: Object.fromEntries(kinds.map((k) => [k, loaded.get(k)!.engine.info.weightBytes])),
+    weightBytes: Object.fromEntries(keys.map((k) => [k, loaded.get(k)!.engine.info.weightBytes])),
   };
   for (const { runtime } of loaded.values()) await runtime.close();
   gpu.device.destroy();
@@ -83,11 +96,12 @@ export function quantRatio(r: DecodeQuantResult, kind: string, batch: QuantBatch
 /** `bench decode --quant`'s Markdown report of a measurement. */
 export function formatDecodeQuant(r: DecodeQuantResult): string {
   const { kinds, steps, rounds } = r;
+  const keys = [...kinds, ...(r.intKinds ?? []).map((k) => `${k} int`)];
   const tokS = r.tokensPerS;
   const bytes = (k: string) => r.weightBytes[k];
   const ratio = (k: string, b: QuantBatch) => quantRatio(r, k, b) ?? NaN;
   const mb = (n: number) => (n / 2 ** 20).toFixed(1);
-  const rows = kinds.map((k) => {
+  const rows = keys.map((k) => {
     const t = tokS[k];
     return `| ${k} | ${median(t[1]).toFixed(2)} | ${ratio(k, 1).toFixed(2)}× | ${
       median(t[16]).toFixed(1)
@@ -95,7 +109,7 @@ export function formatDecodeQuant(r: DecodeQuantResult): string {
       (bytes(k) / bytes("f16")).toFixed(3)
     }× |`;
   });
-  const perRound = kinds.flatMap((k) =>
+  const perRound = keys.flatMap((k) =>
     QUANT_BATCHES.map((b) => `| ${k} | ${b} | ${tokS[k][b].map((x) => x.toFixed(2)).join(" · ")} |`)
   );
   const q40 = kinds.includes("q4_0") ? ratio("q4_0", 1) : null;
@@ -105,7 +119,9 @@ export function formatDecodeQuant(r: DecodeQuantResult): string {
     `${rounds} rounds of ${steps} decode steps per kind and batch size, kinds in a rotating order; ` +
     `tokens/s are medians over rounds, ratios are medians of the per-round ratio to f16. ` +
     `Weight bytes: every weight buffer on the GPU, all read once per decode step (the tied ` +
-    `embedding table is the output head); per token at batch 16 is a sixteenth of it.`,
+    `embedding table is the output head); per token at batch 16 is a sixteenth of it. ` +
+    `"KIND int": the same file with the integer-dot kernels (--quant-kernels int); the others ` +
+    `with the float kernels.`,
     "",
     "| kind | batch 1 tokens/s | ÷ f16 | batch 16 tokens/s | ÷ f16 | weight MiB/token, batch 1 | batch 16 | bytes ÷ f16 |",
     "|---|---|---|---|---|---|---|---|",

@@ -11,14 +11,19 @@
 import type { BoundKernel, Gpu } from "../engine/engine.ts";
 import {
   bindCopy,
+  bindIntMatmul,
   bindMatmul,
+  bindQuantizeX,
   bindQuantMatmul,
   bindReadSum,
   bindReadSumTexture,
   createMatmulX,
+  createQuantizedX,
   createReadSumTexture,
   createStorage,
   createWeightTexture,
+  destroyQuantizedX,
+  hasIntDot,
   type MatmulMode,
   QUANT_FORMATS,
   QUANT_TYPES,
@@ -185,7 +190,8 @@ export function matvecTable(r: MatvecResult): string[] {
         `${(c.bytes / gbs(k) / 1e3).toFixed(0)} / ${gbs(k).toFixed(2)} / ${
           share(k, c.storageRoofline)
         } / ${share(k, c.textureRoofline)}`;
-      return `S ${figures(c.storageKernel)}<br>T ${figures(c.textureKernel)}`;
+      return `S ${figures(c.storageKernel)}<br>T ${figures(c.textureKernel)}` +
+        (c.intKernel ? `<br>I ${figures(c.intKernel)}` : "");
     });
     return `| ${[row.shape, row.dims, ...cells].join(" | ")} |`;
   });
@@ -197,7 +203,9 @@ export function matvecTable(r: MatvecResult): string[] {
     ...lines,
     "",
     "Each cell, for the kernel reading its weights from a storage buffer (S) and from a texture " +
-    "holding the same bytes (T, --matmul-kernel texture): µs per call / GB/s of weight bytes read " +
+    "holding the same bytes (T, --matmul-kernel texture), and for a quantized format the " +
+    "integer-dot pair, quantize_x then matmul_int on the storage buffer (I, --quant-kernels int, " +
+    "where WGSL has packed_4x8_integer_dot_product): µs per call / GB/s of weight bytes read " +
     "(the format's bytes, scales included) / % of the storage read roofline / % of the texture " +
     "read roofline, each roofline the read-only kernel summing the same bytes (the texture's " +
     `rounded up to 64 KiB rows), measured in ${ROOFLINE_ROUNDS} rounds interleaved with the ` +
@@ -221,6 +229,11 @@ export interface MatvecCell {
   storageRoofline: number[];
   /** The read-only kernel summing as many bytes (rounded up to whole rows) from a texture. */
   textureRoofline: number[];
+  /**
+   * A quantized format's integer-dot pair (quantize_x, then matmul_int on the storage buffer) in
+   * GB/s of the same weight bytes; absent for float formats or without the WGSL feature.
+   */
+  intKernel?: number[];
 }
 
 /** The matrix-vector measurement: a row per shape, a cell per format (null: K not whole blocks). */
@@ -285,6 +298,18 @@ async function measureMatvecs(
         storage.run,
         texture.run,
       ];
+      const xq = quant && hasIntDot() ? createQuantizedX(gpu, K, "x int8") : null;
+      if (quant && xq) {
+        const quantize = bindQuantizeX(gpu, { x, out: xq, K });
+        const int = bindIntMatmul(gpu, { x: xq, w, y, K, N, mode, type: quant });
+        const pair: BoundKernel = {
+          encode(pass, rows) {
+            quantize.encode(pass, rows);
+            int.encode(pass, rows);
+          },
+        };
+        runs.push([pair, bytes]);
+      }
       const gbs: number[][] = runs.map(() => []);
       for (let round = 0; round < rounds; round++) {
         for (let j = 0; j < runs.length; j++) {
@@ -298,7 +323,9 @@ async function measureMatvecs(
         textureKernel: gbs[1],
         storageRoofline: gbs[2],
         textureRoofline: gbs[3],
+        ...(xq ? { intKernel: gbs[4] } : {}),
       });
+      if (xq) destroyQuantizedX(xq);
       w.destroy();
       wTexture.destroy();
       storage.destroy();

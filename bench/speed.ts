@@ -50,8 +50,8 @@ const MODES = {
   full: {
     tokens: 24,
     rounds: 3,
-    quant: ["q4_0"] as QuantKind[],
-    formats: "f16,q8_0,q4_0",
+    quant: ["q4_0", "q4_k_m"] as QuantKind[],
+    formats: "f16,q8_0,q4_0,q4_k",
     shape: undefined as string | undefined,
     llamacppTokens: 64,
     llamacppKinds: ["f16", "q4_0"] as QuantKind[],
@@ -62,9 +62,9 @@ const MODES = {
   quick: {
     tokens: 4,
     rounds: 1,
-    quant: ["q4_0"] as QuantKind[],
-    formats: "f16",
-    shape: "o_proj",
+    quant: ["q4_0", "q4_k_m"] as QuantKind[],
+    formats: "f16,q4_0,q4_k",
+    shape: "down_proj",
     llamacppTokens: 4,
     llamacppKinds: ["f16"] as QuantKind[],
     llamacppThreads: [1],
@@ -80,7 +80,8 @@ export const USAGE =
 
 Issue 22's "Must show" scorecard in one run on this machine: each section as its own bench prints
 it — bench decode (batch 1, 4, 16, multi-step against one step per submission, the timestamp step
-split, dispatches per step), bench decode --quant (Q4_0 against f16 at batch 1 and 16), bench
+split, dispatches per step), bench decode --quant (Q4_0 and Q4_K_M against f16 at batch 1 and 16,
+with the float kernels and, where WGSL has packed_4x8_integer_dot_product, the integer-dot ones), bench
 step-split (the removal split), bench kernels --only matvec (each matvec against the storage and
 texture read rooflines) and bench llamacpp (batch-1 decode against llama.cpp's CPU path on the same
 GGUF files) — then a goals table: each figure, its goal, met / not met / not measured. About 15
@@ -90,9 +91,11 @@ minutes on a quiet 2-core machine; llama.cpp that cannot run is a "not measured"
                       llama.cpp kind and thread count (its figures mean little)
   --tokens N          decode steps per measurement, decode and --quant (default 24; quick 4)
   --rounds N          rounds of --quant and of llama.cpp (default 3; quick 1)
-  --quant KINDS       kinds against f16, comma-separated: ${QUANT_KINDS.join(", ")} (default q4_0)
-  --formats LIST      matvec formats (default f16,q8_0,q4_0; quick f16); all: every format
-  --shape NAME        only matvec shapes whose name starts with NAME (default all; quick o_proj)
+  --quant KINDS       kinds against f16, comma-separated: ${
+    QUANT_KINDS.join(", ")
+  } (default q4_0,q4_k_m)
+  --formats LIST      matvec formats (default f16,q8_0,q4_0,q4_k; quick f16,q4_0,q4_k); all: every format
+  --shape NAME        only matvec shapes whose name starts with NAME (default all; quick down_proj)
   --llamacpp on|off   run the llama.cpp comparison (default on)
   --llamacpp-tokens N decode steps per llama.cpp measurement (default 64; quick 4)
   --decode-steps N    most decode steps per submission of the multi-step runs (default ${DEFAULT_DECODE_STEPS})`;
@@ -129,7 +132,7 @@ export async function benchSpeed(args: string[]): Promise<string> {
   );
   const quant = await step(
     "decode --quant",
-    () => measureDecodeQuant(flags.quant ?? mode.quant, tokens, rounds),
+    () => measureDecodeQuant(flags.quant ?? mode.quant, tokens, rounds, true),
     formatDecodeQuant,
   );
   const stepSplit = await step(

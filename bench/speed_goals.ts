@@ -35,7 +35,7 @@ export interface Figure {
   /** Null: not measured. */
   value: number | null;
   /** How the value reads: a ratio (×), a share (a fraction shown as %), or a count. */
-  unit: "×" | "%" | "count";
+  unit: "×" | "%" | "count" | "GB/s";
   /** Absent: a figure reported with no goal. */
   goal?: Goal;
   /** How it was measured, or why it was not. */
@@ -54,6 +54,7 @@ export function verdict(f: Figure): Verdict {
 function show(value: number, unit: Figure["unit"]): string {
   if (unit === "%") return `${(100 * value).toFixed(0)}%`;
   if (unit === "×") return `${value.toFixed(2)}×`;
+  if (unit === "GB/s") return `${value.toFixed(2)} GB/s`;
   return String(Math.round(value));
 }
 
@@ -114,6 +115,89 @@ export function matvecBestShare(c: MatvecCell): { share: number; layout: "storag
 }
 
 const AT_LEAST = (target: number): Goal => ({ comparison: "at least", target });
+
+/**
+ * Issue 33's figures: the integer-dot kernels (--quant-kernels int) against f16 — Q4_0 at batch 1
+ * (≥ 2×) and 16 (≥ 1×), Q4_K_M at batch 1 (≥ 1.8×) — and the weight bytes a batch-1 decode step
+ * reads per second (every weight buffer once per token: weight bytes × tokens/s), float and int
+ * kernels, for Q4_0 and Q4_K_M: the matvecs' effective GB/s inside the whole step.
+ */
+export function intKernelFigures(r: SpeedResults): Figure[] {
+  const figures: Figure[] = [];
+  const goals: [string, 1 | 16, number][] = [["q4_0", 1, 2], ["q4_0", 16, 1], ["q4_k_m", 1, 1.8]];
+  for (const [kind, batch, target] of goals) {
+    const what = `decode tokens/s, ${kind.toUpperCase()} int kernels ÷ f16, batch ${batch}`;
+    const goal = AT_LEAST(target);
+    if (!ran(r.quant)) {
+      figures.push(missing(what, "×", r.quant.notRun, goal));
+      continue;
+    }
+    if (!(r.quant.intKinds ?? []).includes(kind as never)) {
+      figures.push(missing(what, "×", `${kind} not measured with the int kernels`, goal));
+      continue;
+    }
+    const ratio = quantRatio(r.quant, `${kind} int`, batch);
+    const float = quantRatio(r.quant, kind, batch);
+    figures.push(
+      ratio === null ? missing(what, "×", "no round with both", goal) : {
+        what,
+        value: ratio,
+        unit: "×",
+        goal,
+        note: `median of ${r.quant.rounds} per-round ratios; float kernels: ${
+          float === null ? "—" : `${float.toFixed(2)}×`
+        }`,
+      },
+    );
+  }
+  if (ran(r.quant)) {
+    const q = r.quant;
+    for (const kind of q.intKinds ?? []) {
+      for (const key of [kind, `${kind} int`]) {
+        const t = q.tokensPerS[key]?.[1];
+        if (!t?.length) continue;
+        const sorted = [...t].sort((a, b) => a - b);
+        const tokS = sorted[sorted.length >> 1];
+        figures.push({
+          what: `${kind} ${
+            key.includes("int") ? "int" : "float"
+          } kernels: batch-1 decode weight GB/s`,
+          value: (q.weightBytes[key] * tokS) / 1e9,
+          unit: "GB/s",
+          note: `weight bytes × tokens/s (${tokS.toFixed(2)}), the whole step's time`,
+        });
+      }
+    }
+  }
+  // The matvec kernels alone (bench kernels' cells): float (its better layout) and int, GB/s of
+  // weight bytes, each the median over shapes of the per-shape medians over rounds.
+  if (ran(r.matvec)) {
+    const mv = r.matvec;
+    mv.formats.forEach((format, i) => {
+      const cells = mv.rows.flatMap((row) => (row.cells[i]?.intKernel ? [row.cells[i]!] : []));
+      if (cells.length === 0) return;
+      const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+      const float = mid(cells.map((c) => Math.max(mid(c.storageKernel), mid(c.textureKernel))));
+      const int = mid(cells.map((c) => mid(c.intKernel!)));
+      const over = `median over ${cells.length} shape${cells.length > 1 ? "s" : ""}`;
+      figures.push(
+        {
+          what: `${format} matvec GB/s, float kernel (better layout)`,
+          value: float,
+          unit: "GB/s",
+          note: over,
+        },
+        {
+          what: `${format} matvec GB/s, int kernels (quantize_x + matmul_int)`,
+          value: int,
+          unit: "GB/s",
+          note: `${over}; ${(int / float).toFixed(2)}× the float kernel's`,
+        },
+      );
+    });
+  }
+  return figures;
+}
 
 /** Issue 22's scorecard figures from the sections' results. */
 export function scorecardFigures(r: SpeedResults): Figure[] {
@@ -221,6 +305,8 @@ export function scorecardFigures(r: SpeedResults): Figure[] {
       },
     );
   }
+
+  figures.push(...intKernelFigures(r));
 
   // Each matvec format: its worst shape, each shape at its better layout, against the better
   // read roofline.

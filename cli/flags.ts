@@ -67,6 +67,18 @@ export const MODEL = section("model", {
     ],
     engine: "matmulKernel",
   }),
+  // GGUF blocks by the float kernels or by integer dot products; auto: timed, cached per adapter.
+  "quant-kernels": flag({
+    schema: z.enum(["auto", "float", "int"]).default("auto"),
+    usage: [
+      "--quant-kernels auto|float|int",
+      "how GGUF-quantized matrices are multiplied: float (dequantize",
+      "and fma) or int (x to int8 blocks, dot4I8Packed; needs WGSL's",
+      "packed_4x8_integer_dot_product). Default auto: both timed at",
+      "first start where the runtime has it, the winner cached",
+    ],
+    engine: "quantKernels",
+  }),
 });
 
 export const ENGINE = section("engine and scheduling", {

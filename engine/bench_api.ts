@@ -19,6 +19,8 @@ export { createWeightTexture, writeTextureBytes } from "./gpu/weight_texture.ts"
 export { bindCopy } from "./gpu/kernels/copy.ts";
 export { bindMatmul, type MatmulMode } from "./gpu/kernels/matmul.ts";
 export { bindQuantMatmul, createMatmulX } from "./gpu/kernels/matmul_quant.ts";
+export { bindIntMatmul, hasIntDot } from "./gpu/kernels/matmul_int.ts";
+export { bindQuantizeX, createQuantizedX, destroyQuantizedX } from "./gpu/kernels/quantize_x.ts";
 export { quantLayout } from "./gpu/kernels/quant_layout.ts";
 export {
   bindReadSum,

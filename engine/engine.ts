@@ -30,6 +30,11 @@ import {
   type MatmulChoice,
   type MatmulKernelFlag,
 } from "./forward/matmul_choice.ts";
+import {
+  chooseQuantKernels,
+  type QuantKernelChoice,
+  type QuantKernelFlag,
+} from "./forward/quant_kernel_choice.ts";
 import { weightsToTextures } from "./weights/texture_parts.ts";
 import { destroyWeights, type ModelWeights } from "./weights/model_weights.ts";
 import { clearTables, profileTarget, type ScratchParts, warmUp } from "./scratch_steps.ts";
@@ -81,6 +86,13 @@ export interface EngineOptions {
    * into textures where they win (weights/texture_parts.ts).
    */
   matmulKernel?: MatmulKernelFlag;
+  /**
+   * Which kernels multiply a GGUF model's quantized matrices (forward/quant_kernel_choice.ts):
+   * "auto" times the float and the integer-dot kernels at first start where the runtime has WGSL's
+   * packed_4x8_integer_dot_product, and caches the winner; "float" or "int" forces one. Default
+   * "float" (tests, as matmulKernel's "storage"); the CLI's default is "auto".
+   */
+  quantKernels?: QuantKernelFlag;
   /** Skip the warm-up steps that compile shaders, and the cost profile, at load (tests). */
   skipWarmUp?: boolean;
   /**
@@ -122,11 +134,17 @@ export class Engine implements StepEngine {
     const flag = opts.matmulKernel ?? "storage";
     let matmulKernel: MatmulChoice;
     let weights: ModelWeights;
+    // Safetensors models have no quantized matrices: nothing to choose (the flag does nothing).
+    let quantKernels: QuantKernelChoice = { kernels: "float", source: "none" };
     if (files.gguf) {
       // The formats are known once loaded: load into storage, choose, then move if textures win.
       weights = await loadWeights(gpu, files, opts.onLoadProgress);
       matmulKernel = await chooseMatmulLayout(gpu, loadedShapes(weights), { flag });
       if (matmulKernel.layout === "texture") weights = weightsToTextures(gpu, weights);
+      quantKernels = await chooseQuantKernels(gpu, loadedShapes(weights), {
+        flag: opts.quantKernels ?? "float",
+        layout: matmulKernel.layout,
+      });
     } else {
       matmulKernel = await chooseMatmulLayout(gpu, calibrationShapes(cfg), { flag });
       weights = await loadWeights(gpu, files, opts.onLoadProgress, matmulKernel.layout);
@@ -161,6 +179,7 @@ export class Engine implements StepEngine {
       ringSize,
       maxDecodeSteps: opts.maxDecodeSteps ?? 1,
       maxContext,
+      quantKernels: quantKernels.kernels,
     });
     const info: EngineInfo = {
       architecture: cfg.architecture,
@@ -187,6 +206,7 @@ export class Engine implements StepEngine {
       kvBlockBytes: 2 * blockBytes,
       dispatchesPerStep: forward.dispatchesPerStep,
       matmulKernel,
+      quantKernels,
     };
     const release = () => {
       transfers.destroy();

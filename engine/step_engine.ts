@@ -2,6 +2,7 @@
 // for (StepPlan: host-side updates, then rows and samples) and the one call that runs it
 // (StepEngine). The engine serves it in-process (engine.ts) or from a Worker (worker_engine.ts).
 
+import type { QuantKernelChoice } from "./forward/quant_kernel_choice.ts";
 import type { Architecture } from "./model/config.ts";
 import type { KvDtype } from "./gpu/device.ts";
 import type { TableWrite } from "./kv/device_kv.ts";
@@ -56,6 +57,8 @@ export interface EngineInfo {
   dispatchesPerStep: number;
   /** Where the float weights live, and whether a flag, the cache or a measurement said so. */
   matmulKernel?: MatmulChoice;
+  /** The kernels of the quantized matrices, and how they were chosen (GGUF engines). */
+  quantKernels?: QuantKernelChoice;
   /** Step and copy costs profiled at load; absent when the load skipped warm-up. */
   costModel?: CostModel;
 }

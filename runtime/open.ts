@@ -72,6 +72,10 @@ export async function openRuntime(
       windowsText(i)
     }) on ${i.adapter} (${i.dtype}); weights ${mib(i.weightBytes)} MiB${
       i.matmulKernel ? ` in ${i.matmulKernel.layout} (${i.matmulKernel.source})` : ""
+    }${
+      i.quantKernels && i.quantKernels.source !== "none"
+        ? `, quantized by ${i.quantKernels.kernels} kernels (${i.quantKernels.source})`
+        : ""
     }, ` +
       `KV ${i.kvDtype ? `${i.kvDtype} ` : ""}${
         mib(i.kvBytes)

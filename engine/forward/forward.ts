@@ -93,6 +93,8 @@ export function bindForward(
     scale: cfg.embedScale,
   });
 
+  // The integer-dot kernels' scratch where they were chosen: quantized matrices read x from it.
+  const intX = io.quantizedX ?? undefined;
   const ropeScale = ropeAttentionScale(cfg);
   // A branch's projection added to hidden, or, with a norm after it (Gemma 3), stored in branch
   // and then normed into hidden (a norm needs the whole row the matrix's parts write).
@@ -129,7 +131,7 @@ export function bindForward(
       ...matmulParts(gpu, w.qkv, io.hidden, io.qkv, "store", "weights", {
         gain: w.inputNorm,
         eps,
-      }),
+      }, intX),
       // Qwen2: qkv += the q, k and v biases.
       ...(w.qkvBias
         ? [bindBiasAdd(gpu, { x: io.qkv, b: w.qkvBias, width: (Hq + 2 * Hkv) * hd })]
@@ -152,13 +154,19 @@ export function bindForward(
       }),
       // Output projection into the residual stream: hidden += attn · Woᵀ; with Gemma 3's norm
       // after attention, hidden += rmsnorm(attn · Woᵀ) · attnOutNorm.
-      ...intoResidual(w.attnOutNorm, (y, mode) => matmulParts(gpu, w.o, io.attn, y, mode)),
+      ...intoResidual(
+        w.attnOutNorm,
+        (y, mode) => matmulParts(gpu, w.o, io.attn, y, mode, "weights", undefined, intX),
+      ),
       // SwiGLU (GeGLU for Gemma), the MLP norm fused into its x loads: with normed =
       // rmsnorm(hidden) · mlpNorm, mlp = act(normed · Wgateᵀ) * (normed · Wupᵀ).
-      ...gluParts(gpu, w.gateUp, io.hidden, io.mlp, { gain: w.mlpNorm, eps }, cfg.activation),
+      ...gluParts(gpu, w.gateUp, io.hidden, io.mlp, { gain: w.mlpNorm, eps }, cfg.activation, intX),
       // Down projection into the residual stream: hidden += mlp · Wdownᵀ; with Gemma 3's norm
       // after the MLP, hidden += rmsnorm(mlp · Wdownᵀ) · mlpOutNorm.
-      ...intoResidual(w.mlpOutNorm, (y, mode) => matmulParts(gpu, w.down, io.mlp, y, mode)),
+      ...intoResidual(
+        w.mlpOutNorm,
+        (y, mode) => matmulParts(gpu, w.down, io.mlp, y, mode, "weights", undefined, intX),
+      ),
     ];
   });
 
@@ -171,7 +179,7 @@ export function bindForward(
     ...matmulParts(gpu, weights.lmHead, io.sampleHidden, io.logits, "store", "lmHead", {
       gain: weights.finalNorm,
       eps,
-    }),
+    }, intX),
     // Gemma 2: logits = cap·tanh(logits / cap), before anything reads them.
     ...(cfg.finalSoftcap > 0
       ? [bindBiasAct(gpu, {

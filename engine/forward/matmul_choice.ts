@@ -132,10 +132,10 @@ export async function chooseMatmulLayout(
   return { layout, usPerToken, source: "measured" };
 }
 
-type Cache = Record<string, { layout: WeightLayout; usPerToken?: Record<WeightLayout, number> }>;
+type CacheEntry = { layout: WeightLayout; usPerToken?: Record<WeightLayout, number> };
 
-/** The cache's entries; a missing or unreadable file is an empty cache (measured again). */
-async function readCache(file: string): Promise<Cache> {
+/** The cache's entries (quant_kernel_choice.ts keeps its own file); a missing or unreadable file is an empty cache (measured again). */
+export async function readCache<T = CacheEntry>(file: string): Promise<Record<string, T>> {
   try {
     const parsed = JSON.parse(await Deno.readTextFile(file));
     return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
@@ -145,7 +145,7 @@ async function readCache(file: string): Promise<Cache> {
 }
 
 /** Writes the cache through a temporary file and a rename, so no reader sees half of it. */
-async function writeCache(file: string, cache: Cache): Promise<void> {
+export async function writeCache<T>(file: string, cache: Record<string, T>): Promise<void> {
   const dir = join(file, "..");
   await Deno.mkdir(dir, { recursive: true });
   const tmp = await Deno.makeTempFile({ dir, prefix: "matmul-", suffix: ".tmp" });
@@ -221,7 +221,7 @@ export async function measureLayouts(
   return total;
 }
 
-async function submitMs(
+export async function submitMs(
   gpu: Gpu,
   kernel: BoundKernel,
   dispatches: number,
@@ -237,7 +237,7 @@ async function submitMs(
   return performance.now() - t0;
 }
 
-function median(xs: number[]): number {
+export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[s.length >> 1];
 }

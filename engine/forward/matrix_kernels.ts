@@ -2,6 +2,9 @@
 // is split, weights/model_weights.ts), each a float matmul or, for GGUF blocks, a dequantizing one,
 // reading the part from a storage buffer or a weight texture as it was uploaded. A norm before the
 // matrix is fused into every part's kernel: each part normalizes x itself (gpu/kernels/fused_norm.ts).
+// Where the engine chose the integer-dot kernels for quantized matrices (quant_kernel_choice.ts),
+// a quantized matrix is instead one quantize_x dispatch (the norm fused into it, once for all
+// parts) into the step's quantized-x scratch, then each part's matmul_int reading it.
 
 import type { Gpu } from "../gpu/device.ts";
 import type { BoundKernel, KernelKind } from "../gpu/kernel.ts";
@@ -14,8 +17,10 @@ import {
   type MatmulMode,
 } from "../gpu/kernels/matmul.ts";
 import { bindQuantMatmul } from "../gpu/kernels/matmul_quant.ts";
+import { bindIntMatmul } from "../gpu/kernels/matmul_int.ts";
+import { bindQuantizeX, type QuantizedX } from "../gpu/kernels/quantize_x.ts";
 import type { MatmulNorm } from "../gpu/kernels/fused_norm.ts";
-import { isQuantType } from "../quant/formats.ts";
+import { isQuantType, type QuantType } from "../quant/formats.ts";
 import type { GluMatrix, GpuMatrix } from "../weights/model_weights.ts";
 
 /** The embedding's row parts, each gathering the rows whose token ids it holds. */
@@ -49,8 +54,10 @@ export function matmulParts(
   mode: "store" | "add",
   kind: KernelKind = "weights",
   norm?: MatmulNorm,
+  intX?: QuantizedX,
 ): BoundKernel[] {
-  return partKernels(gpu, m, m.rows, x, y, mode, norm).map((k) => ({ ...k, kind }));
+  return partKernels(gpu, m, m.rows, x, y, mode, norm, undefined, intX)
+    .map((k) => ({ ...k, kind }));
 }
 
 /**
@@ -64,14 +71,17 @@ export function gluParts(
   y: GPUBuffer,
   norm: MatmulNorm | undefined,
   activation: GluActivation,
+  intX?: QuantizedX,
 ): BoundKernel[] {
-  return partKernels(gpu, m, m.intermediate, x, y, "glu", norm, activation)
+  return partKernels(gpu, m, m.intermediate, x, y, "glu", norm, activation, intX)
     .map((k) => ({ ...k, kind: "weights" }));
 }
 
 /**
  * One kernel per part of `m` (y has `ldy` columns): a quantized matrix dequantizes in its kernel,
- * any other takes the weight-dtype matmul.
+ * any other takes the weight-dtype matmul. With `intX` (the integer-dot kernels chosen), a matrix
+ * whose parts are all quantized is quantize_x into intX and then matmul_int per part, unless its
+ * glu is GeGLU (matmul_int has SwiGLU only): that one keeps the float kernels.
  */
 function partKernels(
   gpu: Gpu,
@@ -82,7 +92,32 @@ function partKernels(
   mode: MatmulMode,
   norm: MatmulNorm | undefined,
   activation?: GluActivation,
+  intX?: QuantizedX,
 ): BoundKernel[] {
+  const formatOf = (p: (typeof m.parts)[number]) => p.format ?? m.format;
+  const allQuantized = m.parts.every((p) => {
+    const f = formatOf(p);
+    return f !== undefined && isQuantType(f);
+  });
+  if (intX && allQuantized && (activation ?? "silu") === "silu") {
+    const quantize = bindQuantizeX(gpu, { x, out: intX, K: m.cols, norm });
+    return [
+      quantize,
+      ...m.parts.map((p) =>
+        bindIntMatmul(gpu, {
+          x: intX,
+          w: p.buffer ?? p.texture,
+          y,
+          K: m.cols,
+          N: p.rows,
+          ldy,
+          yCol: p.rowStart,
+          mode,
+          type: formatOf(p) as QuantType,
+        })
+      ),
+    ];
+  }
   return m.parts.map((p) => {
     const args: MatmulArgs = {
       x,

@@ -3,6 +3,7 @@
 // embedding's pooling). What it gives back, a SampleRecord per sample, is the sampler's
 // (gpu/kernels/sample.ts), with the hidden states it was asked for beside them.
 
+import type { QuantKernels } from "./quant_kernel_choice.ts";
 import type { SampleRecord } from "../gpu/kernels/sample.ts";
 
 /** One token row of a step. `token: null` means "the id the sampler wrote for this slot last step". */
@@ -88,4 +89,9 @@ export interface ForwardLimits {
    * (model/rope_freqs.ts); default the model's max_position_embeddings.
    */
   maxContext?: number;
+  /**
+   * The kernels for quantized matrices (quant_kernel_choice.ts): "int" quantizes x to int8 blocks
+   * and multiplies by integer dot products; default "float".
+   */
+  quantKernels?: QuantKernels;
 }

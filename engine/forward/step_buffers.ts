@@ -4,6 +4,7 @@
 import type { Gpu } from "../gpu/device.ts";
 import { createStorage, STORAGE_UNIFORM, uploadStorage } from "../gpu/buffers.ts";
 import { createMatmulX } from "../gpu/kernels/matmul_quant.ts";
+import { createQuantizedX, destroyQuantizedX, type QuantizedX } from "../gpu/kernels/quantize_x.ts";
 import { TOKEN_FROM_SAMPLER } from "../gpu/kernels/embedding.ts";
 import { SAMPLER_PARAMS_BYTES } from "../gpu/kernels/sample.ts";
 import { GROUP_STATE_WORDS, groupStateWords } from "../gpu/kernels/decode_advance.ts";
@@ -35,6 +36,11 @@ export class StepBuffers {
   readonly recordsTop: GPUBuffer;
   /** A decode group's per-sample state (gpu/kernels/decode_advance.ts). */
   readonly groupState: GPUBuffer;
+  /**
+   * With the integer-dot kernels: x of the quantized matrices as int8 blocks, one scratch for
+   * every matrix (each quantize_x is read by its matmuls before the next overwrites it).
+   */
+  readonly quantizedX: QuantizedX | null;
   private readonly rowWords: Uint32Array<ArrayBuffer>;
   private readonly sampleWords: Uint32Array<ArrayBuffer>;
 
@@ -74,6 +80,10 @@ export class StepBuffers {
     this.recordsPlain = f32(S * 2, "records");
     this.recordsTop = f32(S * (2 + 2 * limits.maxTopLogprobs), "recordsTop");
     this.groupState = createStorage(gpu, S * GROUP_STATE_WORDS * 4, "groupState");
+    const widestK = Math.max(D, cfg.numHeads * cfg.headDim, cfg.intermediateSize);
+    this.quantizedX = limits.quantKernels === "int"
+      ? createQuantizedX(gpu, Math.max(R, S) * Math.ceil(widestK / 32) * 32, "quantized x")
+      : null;
     this.rowWords = new Uint32Array(3 * R);
     this.sampleWords = new Uint32Array(3 * S);
   }
@@ -82,6 +92,7 @@ export class StepBuffers {
     for (const value of Object.values(this)) {
       if (value instanceof GPUBuffer) value.destroy();
     }
+    if (this.quantizedX) destroyQuantizedX(this.quantizedX);
   }
 
   writePlan(plan: StepPlan): void {

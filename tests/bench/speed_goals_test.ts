@@ -301,3 +301,48 @@ Deno.test("goalsTable: measured, goal and verdict per row; not measured shows no
   ]);
   assertEquals(lines.at(-1), "Goals met: 1 of 3 (1 not measured).");
 });
+
+Deno.test("scorecardFigures: the int kernels' ratios to f16, their decode and matvec GB/s", () => {
+  const quant: DecodeQuantResult = {
+    ...quantResult(),
+    kinds: ["f16", "q4_0", "q4_k_m"],
+    intKinds: ["q4_0", "q4_k_m"],
+    tokensPerS: {
+      f16: { 1: [10, 10, 10], 16: [100, 100, 100] },
+      q4_0: { 1: [30, 20, 25], 16: [40, 50, 45] },
+      "q4_0 int": { 1: [20, 22, 18], 16: [110, 90, 100] }, // 2, 2.2, 1.8 → 2 (met); 1.1, 0.9, 1 → 1
+      q4_k_m: { 1: [15, 15, 15], 16: [50, 50, 50] },
+      "q4_k_m int": { 1: [17, 18, 16], 16: [60, 60, 60] }, // 1.7, 1.8, 1.6 → 1.7 (not met)
+    },
+    weightBytes: { f16: 270e6, q4_0: 76e6, "q4_0 int": 76e6, q4_k_m: 90e6, "q4_k_m int": 90e6 },
+  };
+  const matvec: MatvecResult = {
+    ...matvecResult(),
+    formats: ["q4_0"],
+    rows: [{
+      shape: "down_proj",
+      dims: "1536×576 add",
+      cells: [{ ...cell([4, 5, 6], [7, 8, 9]), intKernel: [12, 16, 14] }],
+    }],
+  };
+  const figures = scorecardFigures({ ...full(), quant, matvec });
+  const value = (start: string) => byWhat(figures, start).value!;
+  assertAlmostEquals(value("decode tokens/s, Q4_0 int kernels ÷ f16, batch 1"), 2, 1e-12);
+  assertAlmostEquals(value("decode tokens/s, Q4_0 int kernels ÷ f16, batch 16"), 1, 1e-12);
+  assertAlmostEquals(value("decode tokens/s, Q4_K_M int kernels ÷ f16, batch 1"), 1.7, 1e-12);
+  assertEquals(verdict(byWhat(figures, "decode tokens/s, Q4_0 int kernels ÷ f16, batch 1")), "met");
+  assertEquals(verdict(byWhat(figures, "decode tokens/s, Q4_K_M int")), "not met");
+  // Weight bytes × the median batch-1 tokens/s.
+  assertAlmostEquals(value("q4_0 int kernels: batch-1 decode weight GB/s"), 76e6 * 20 / 1e9, 1e-9);
+  assertAlmostEquals(
+    value("q4_0 float kernels: batch-1 decode weight GB/s"),
+    76e6 * 25 / 1e9,
+    1e-9,
+  );
+  // Float: the better layout's median (texture 8); int: 14.
+  assertAlmostEquals(value("q4_0 matvec GB/s, float"), 8, 1e-12);
+  assertAlmostEquals(value("q4_0 matvec GB/s, int"), 14, 1e-12);
+  // Not measured with the int kernels: a row saying so, no number.
+  const none = scorecardFigures({ ...full(), quant: { ...quant, intKinds: [] } });
+  assertEquals(byWhat(none, "decode tokens/s, Q4_0 int kernels ÷ f16, batch 1").value, null);
+});
