@@ -30,14 +30,19 @@ export function relativeError(
   return { maxRelError, worstIndex };
 }
 
-/** Throws with a readable message when the error exceeds `bound`. */
+/**
+ * Throws with a readable message when the error exceeds `bound`. `floor` (default 1e-6) is the
+ * least scale the error is measured against: a tensor of one or two outputs can land near zero by
+ * cancellation, and its rounding error is then set by the size of the terms summed, not the sum.
+ */
 export function assertClose(
   got: ArrayLike<number>,
   want: ArrayLike<number>,
   bound: number,
   what: string,
+  floor?: number,
 ): void {
-  const { maxRelError, worstIndex } = relativeError(got, want);
+  const { maxRelError, worstIndex } = relativeError(got, want, floor);
   if (!(maxRelError <= bound)) {
     throw new Error(
       `${what}: relative error ${maxRelError.toExponential(3)} > ${bound} at [${worstIndex}] ` +

@@ -59,6 +59,19 @@ function silu(v: number): number {
   return v / (1 + Math.exp(-v));
 }
 
+/** Σ|x·w| over one output's terms: how large the summed terms are, whatever they cancel to. */
+function absDot(
+  x: ArrayLike<number>,
+  xOff: number,
+  w: ArrayLike<number>,
+  wOff: number,
+  K: number,
+): number {
+  let s = 0;
+  for (let k = 0; k < K; k++) s += Math.abs(x[xOff + k] * w[wOff + k]);
+  return s;
+}
+
 /** float64 reference of one matmul output. */
 function dot(
   x: ArrayLike<number>,
@@ -72,7 +85,12 @@ function dot(
   return s;
 }
 
-/** float64 reference: y[m, n] for mode (before any residual). */
+/**
+ * float64 reference: y[m, n] for mode (before any residual), and `termScale`, the largest output's
+ * sensitivity to rounding divided by K: what one summed term weighs. It is the error's floor scale,
+ * since a tensor of one output (K=3, N=1) can cancel to near zero while f32 rounding still scales
+ * with its terms; for any tensor of many outputs max|y| is far above it.
+ */
 function matmulRef(
   x: ArrayLike<number>,
   w: ArrayLike<number>,
@@ -80,15 +98,29 @@ function matmulRef(
   K: number,
   N: number,
   mode: MatmulMode,
-): Float64Array {
+): { y: Float64Array; termScale: number } {
   const y = new Float64Array(rows * N);
+  let termScale = 0;
   for (let m = 0; m < rows; m++) {
     for (let n = 0; n < N; n++) {
       const a = dot(x, m * K, w, n * K, K);
-      y[m * N + n] = mode === "glu" ? silu(a) * dot(x, m * K, w, (N + n) * K, K) : a;
+      const aTerms = absDot(x, m * K, w, n * K, K);
+      if (mode !== "glu") {
+        y[m * N + n] = a;
+        termScale = Math.max(termScale, aTerms / K);
+        continue;
+      }
+      const b = dot(x, m * K, w, (N + n) * K, K);
+      const bTerms = absDot(x, m * K, w, (N + n) * K, K);
+      y[m * N + n] = silu(a) * b;
+      // d(silu(a)·b) = silu'(a)·b·da + silu(a)·db, each rounding error scaling with its terms.
+      const sig = 1 / (1 + Math.exp(-a));
+      const siluSlope = sig * (1 + a * (1 - sig));
+      const sensitivity = Math.abs(siluSlope * b) * aTerms + Math.abs(silu(a)) * bTerms;
+      termScale = Math.max(termScale, sensitivity / K);
     }
   }
-  return y;
+  return { y, termScale };
 }
 
 // ---- matmul ---------------------------------------------------------------------------------------
@@ -126,7 +158,7 @@ for (const mode of ["store", "add", "glu"] as const) {
           const next = rng(seed);
           const x = uploadF32(gpu, randomArray(next, rows * K));
           const w = uploadW(gpu, randomArray(next, (mode === "glu" ? 2 : 1) * N * K, 0.5));
-          const want = matmulRef(x.values, w.values, rows, K, N, mode);
+          const { y: want, termScale } = matmulRef(x.values, w.values, rows, K, N, mode);
           // y has SPARE rows past the batch: the tile's padding rows must not be written.
           let y: GPUBuffer;
           if (mode === "add") {
@@ -140,7 +172,7 @@ for (const mode of ["store", "add", "glu"] as const) {
           run(gpu, [bindMatmul(gpu, { x: x.buffer, w: w.buffer, y, K, N, mode }), rows]);
           const got = await readF32(gpu, y, (rows + SPARE) * N);
           const what = `${label} ${mode} K=${K} N=${N} rows=${rows} seed=${seed}`;
-          assertClose(got.subarray(0, rows * N), want, MATMUL_BOUND, what);
+          assertClose(got.subarray(0, rows * N), want, MATMUL_BOUND, what, termScale);
           const spare = new Uint32Array(got.buffer, rows * N * 4);
           assertEquals(spare, before.subarray(rows * N), `${what}: rows past the batch changed`);
         });
@@ -195,12 +227,12 @@ Deno.test("matmul: yCol/ldy write row-parts into a wider y and touch no other co
         }
       }
       parts.forEach((part, i) => {
-        const want = matmulRef(x.values, ws[i].values, rows, K, part.N, "store");
+        const { y: want, termScale } = matmulRef(x.values, ws[i].values, rows, K, part.N, "store");
         const slice = new Float32Array(rows * part.N);
         for (let m = 0; m < rows; m++) {
           slice.set(got.subarray(m * ldy + part.yCol, m * ldy + part.yCol + part.N), m * part.N);
         }
-        assertClose(slice, want, MATMUL_BOUND, `${label} K=${K} part ${i} seed=${seed}`);
+        assertClose(slice, want, MATMUL_BOUND, `${label} K=${K} part ${i} seed=${seed}`, termScale);
       });
     }
   }
