@@ -78,7 +78,9 @@ export function arrivals(o: GenerateOptions): number[] {
       t += exponential(next, o.rate);
     }
   }
-  return out.map((t) => Math.round(t * 1000) / 1000).sort((a, b) => a - b);
+  // To the millisecond, rounding down: rounding to nearest put an arrival at 199.9996 s of a
+  // 200 s run at 200.000, past the run's end.
+  return out.map((t) => Math.floor(t * 1000) / 1000).sort((a, b) => a - b);
 }
 
 /**
