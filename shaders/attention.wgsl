@@ -73,12 +73,6 @@ const CPL: u32 = (CHUNKS + LANES - 1u) / LANES;
 const QN: u32 = HPW * CPL * VPC;
 // Score vec4s each lane sums in the cross-lane reduction.
 const ITEMS_PER_LANE: u32 = (HPW * TP4 + LANES - 1u) / LANES;
-/** tanh through exp of a non-positive argument, so large |z| saturates instead of overflowing. */
-fn tanhStable(z: vec4<f32>) -> vec4<f32> {
-  let e = exp(-2.0 * abs(z));
-  return sign(z) * (1.0 - e) / (1.0 + e);
-}
-
 // Finite stand-in for -inf so exp(a - b) never sees inf - inf.
 const NEG_BIG: f32 = -3.0e38;
 
@@ -292,7 +286,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (it < HPW * TP4) {
         var s = vec4<f32>(0.0);
         for (var l = 0u; l < LANES; l++) { s += partial[team][it * LANES + l]; }
-        if (params.softcap > 0.0) { s = params.softcap * tanhStable(s / params.softcap); }
+        if (params.softcap > 0.0) { s = params.softcap * tanhStable4(s / params.softcap); }
         let j4 = j0 + (it % TP4) * 4u + vec4<u32>(0u, 1u, 2u, 3u);
         scores[team][it] = select(s, vec4<f32>(NEG_BIG), j4 >= vec4<u32>(n) | j4 < vec4<u32>(lo));
       }

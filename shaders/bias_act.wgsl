@@ -30,19 +30,12 @@ fn erf(z: f32) -> f32 {
   return select(-r, r, z >= 0.0);
 }
 
-/** tanh through exp of a non-positive argument, so large |z| saturates instead of overflowing. */
-fn tanhStable(z: f32) -> f32 {
-  let e = exp(-2.0 * abs(z));
-  let r = (1.0 - e) / (1.0 + e);
-  return select(-r, r, z >= 0.0);
-}
-
 fn act(v: f32) -> f32 {
   if (ACT == 0u) {
     return 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
   }
   if (ACT == 1u) {
-    return 0.5 * v * (1.0 + tanhStable(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    return geluTanh(v);
   }
   if (ACT == 3u) {
     return p.cap * tanhStable(v / p.cap);

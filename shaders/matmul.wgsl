@@ -106,13 +106,12 @@ fn normScale4(sq: vec4<f32>) -> f32 {
   return 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(p.K) + p.eps);
 }
 
-// GELU's tanh approximation 0.5·v·(1 + tanh(c·(v + 0.044715·v³))), c = √(2/π), written as
-// v / (1 + exp(-2c·(...))): the same function, without tanh's inf/inf for large arguments.
+// The GLU's gate (activations.wgsl).
 fn gate4(v: vec4<f32>) -> vec4<f32> {
   if (p.gelu != 0u) {
-    return v / (1.0 + exp(-1.5957691216057308 * (v + 0.044715 * v * v * v)));
+    return geluTanh4(v);
   }
-  return v / (1.0 + exp(-v));
+  return silu4(v);
 }
 
 /** Writes outputs n..n+3 of row m according to MODE. `u` is the up projection (GLU only). */
@@ -188,9 +187,9 @@ fn normScale(sq: f32) -> f32 {
 
 fn gateS(v: f32) -> f32 {
   if (p.gelu != 0u) {
-    return v / (1.0 + exp(-1.5957691216057308 * (v + 0.044715 * v * v * v)));
+    return geluTanh(v);
   }
-  return v / (1.0 + exp(-v));
+  return silu(v);
 }
 
 fn finishS(m: u32, n: u32, g: f32, u: f32) {

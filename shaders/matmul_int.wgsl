@@ -154,10 +154,6 @@ fn accumulateInt(acc: f32, x: XInt, w: WChunk, q: WInt) -> f32 {
   return fma(x.ds.x, t, acc);
 }
 
-fn silu(v: f32) -> f32 {
-  return v / (1.0 + exp(-v));
-}
-
 fn finish(m: u32, n: u32, g: f32, u: f32) {
   if (m >= p.rows || n >= p.N) {
     return;

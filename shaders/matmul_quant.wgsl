@@ -150,11 +150,12 @@ fn accumulate(acc: f32, x: XChunk, w: WChunk) -> f32 {
   return fma(w.a.y, hi, fma(w.b.y, x.sums.y, fma(w.a.x, lo, fma(w.b.x, x.sums.x, acc))));
 }
 
+// The GLU's gate (activations.wgsl).
 fn gate(v: f32) -> f32 {
   if (p.gelu != 0u) {
-    return v / (1.0 + exp(-1.5957691216057308 * (v + 0.044715 * v * v * v)));
+    return geluTanh(v);
   }
-  return v / (1.0 + exp(-v));
+  return silu(v);
 }
 
 fn finish(m: u32, n: u32, g: f32, u: f32) {

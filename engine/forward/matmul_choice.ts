@@ -25,12 +25,15 @@ import { sluiceCacheDir } from "../util/cache_dir.ts";
 import matmulSource from "../../shaders/matmul.wgsl" with { type: "text" };
 import matmulQuantSource from "../../shaders/matmul_quant.wgsl" with { type: "text" };
 import quantBlocksSource from "../../shaders/quant_blocks.wgsl" with { type: "text" };
+import activationsSource from "../../shaders/activations.wgsl" with { type: "text" };
 
 /**
  * A digest of the matmul shaders' sources: part of the cache key, so a choice measured on other
  * kernels (an older Sluice) is measured again rather than trusted.
  */
-const KERNELS_VERSION = fnv1a(matmulSource + matmulQuantSource + quantBlocksSource);
+const KERNELS_VERSION = fnv1a(
+  matmulSource + matmulQuantSource + quantBlocksSource + activationsSource,
+);
 
 function fnv1a(text: string): string {
   let h = 0x811c9dc5;

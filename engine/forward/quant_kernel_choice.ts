@@ -34,6 +34,7 @@ import matmulQuantSource from "../../shaders/matmul_quant.wgsl" with { type: "te
 import matmulIntSource from "../../shaders/matmul_int.wgsl" with { type: "text" };
 import quantizeXSource from "../../shaders/quantize_x.wgsl" with { type: "text" };
 import quantBlocksSource from "../../shaders/quant_blocks.wgsl" with { type: "text" };
+import activationsSource from "../../shaders/activations.wgsl" with { type: "text" };
 
 /** The kernel family for quantized matrices. */
 export type QuantKernels = "float" | "int";
@@ -70,7 +71,7 @@ export interface QuantChooseOptions {
 
 /** A digest of the kernels' sources: a choice measured on other kernels is measured again. */
 const KERNELS_VERSION = fnv1a(
-  matmulQuantSource + matmulIntSource + quantizeXSource + quantBlocksSource,
+  matmulQuantSource + matmulIntSource + quantizeXSource + quantBlocksSource + activationsSource,
 );
 
 function fnv1a(text: string): string {

@@ -10,6 +10,7 @@ import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
 import source from "../../../shaders/attention.wgsl" with { type: "text" };
 import rope from "../../../shaders/rope_rotation.wgsl" with { type: "text" };
+import activations from "../../../shaders/activations.wgsl" with { type: "text" };
 import { checkRotaryDim } from "./kv_write.ts";
 
 export interface AttentionArgs {
@@ -87,7 +88,7 @@ export function bindAttention(gpu: Gpu, args: AttentionArgs): BoundKernel {
     kvDtype,
     gpu.device.limits.maxComputeWorkgroupStorageSize,
   );
-  const pipeline = getPipeline(gpu, source + rope, "main", {
+  const pipeline = getPipeline(gpu, source + rope + activations, "main", {
     HD: headDim,
     HPW: headsPerGroup,
     KV_F16: kvDtype === "f16" ? 1 : 0,

@@ -7,6 +7,7 @@ import { type BoundKernel, type BufferArg, type KernelKind, ParamsUniform } from
 import { bindBuffers, getPipeline } from "../shader.ts";
 import { createStorage } from "../buffers.ts";
 import source from "../../../shaders/bias_act.wgsl" with { type: "text" };
+import activations from "../../../shaders/activations.wgsl" with { type: "text" };
 
 /**
  * gelu: erf form (Hugging Face's "gelu"); gelu_tanh: its tanh approximation ("gelu_new");
@@ -37,7 +38,7 @@ export function bindBiasAct(gpu: Gpu, args: BiasActArgs): BoundKernel {
   const { width, act } = args;
   if (!Number.isInteger(width) || width < 1) throw new RangeError(`biasAct: bad width ${width}`);
   if (!(act in ACT_CODES)) throw new RangeError(`biasAct: unknown activation ${act}`);
-  const pipeline = getPipeline(gpu, source, "main", {
+  const pipeline = getPipeline(gpu, source + activations, "main", {
     ACT: ACT_CODES[act],
     HAS_BIAS: args.b ? 1 : 0,
   });

@@ -18,7 +18,10 @@ import { bindBuffers, getPipeline } from "../shader.ts";
 import type { BufferArg } from "../kernel.ts";
 import { textureWordsSource } from "../weight_texture.ts";
 import { checkNorm, type MatmulNorm, normSource } from "./fused_norm.ts";
-import source from "../../../shaders/matmul.wgsl" with { type: "text" };
+import matmul from "../../../shaders/matmul.wgsl" with { type: "text" };
+import activations from "../../../shaders/activations.wgsl" with { type: "text" };
+
+const source = matmul + activations;
 
 export type MatmulMode = "store" | "add" | "glu";
 

@@ -16,8 +16,9 @@ import { type QuantizedX, X_BLOCK } from "./quantize_x.ts";
 import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import matmulInt from "../../../shaders/matmul_int.wgsl" with { type: "text" };
+import activations from "../../../shaders/activations.wgsl" with { type: "text" };
 
-const source = blocks + matmulInt;
+const source = blocks + matmulInt + activations;
 
 /** The WGSL language feature the kernel needs (dot4I8Packed, pack4xI8). */
 export const INT_DOT_FEATURE = "packed_4x8_integer_dot_product";

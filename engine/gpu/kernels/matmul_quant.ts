@@ -36,8 +36,9 @@ import { checkNorm } from "./fused_norm.ts";
 import { QUANT_FORMATS, type QuantType } from "../../quant/formats.ts";
 import blocks from "../../../shaders/quant_blocks.wgsl" with { type: "text" };
 import matmulQuant from "../../../shaders/matmul_quant.wgsl" with { type: "text" };
+import activations from "../../../shaders/activations.wgsl" with { type: "text" };
 
-const source = blocks + matmulQuant;
+const source = blocks + matmulQuant + activations;
 
 export interface QuantMatmulArgs extends MatmulArgs {
   type: QuantType;
