@@ -59,30 +59,24 @@ function silu(v: number): number {
   return v / (1 + Math.exp(-v));
 }
 
-/** Σ|x·w| over one output's terms: how large the summed terms are, whatever they cancel to. */
-function absDot(
-  x: ArrayLike<number>,
-  xOff: number,
-  w: ArrayLike<number>,
-  wOff: number,
-  K: number,
-): number {
-  let s = 0;
-  for (let k = 0; k < K; k++) s += Math.abs(x[xOff + k] * w[wOff + k]);
-  return s;
-}
-
-/** float64 reference of one matmul output. */
+/**
+ * float64 reference of one matmul output, and Σ|x·w|: how large its summed terms are, whatever
+ * they cancel to.
+ */
 function dot(
   x: ArrayLike<number>,
   xOff: number,
   w: ArrayLike<number>,
   wOff: number,
   K: number,
-): number {
-  let s = 0;
-  for (let k = 0; k < K; k++) s += x[xOff + k] * w[wOff + k];
-  return s;
+): { sum: number; terms: number } {
+  let sum = 0, terms = 0;
+  for (let k = 0; k < K; k++) {
+    const term = x[xOff + k] * w[wOff + k];
+    sum += term;
+    terms += Math.abs(term);
+  }
+  return { sum, terms };
 }
 
 /**
@@ -103,15 +97,13 @@ function matmulRef(
   let termScale = 0;
   for (let m = 0; m < rows; m++) {
     for (let n = 0; n < N; n++) {
-      const a = dot(x, m * K, w, n * K, K);
-      const aTerms = absDot(x, m * K, w, n * K, K);
+      const { sum: a, terms: aTerms } = dot(x, m * K, w, n * K, K);
       if (mode !== "glu") {
         y[m * N + n] = a;
         termScale = Math.max(termScale, aTerms / K);
         continue;
       }
-      const b = dot(x, m * K, w, (N + n) * K, K);
-      const bTerms = absDot(x, m * K, w, (N + n) * K, K);
+      const { sum: b, terms: bTerms } = dot(x, m * K, w, (N + n) * K, K);
       y[m * N + n] = silu(a) * b;
       // d(silu(a)·b) = silu'(a)·b·da + silu(a)·db, each rounding error scaling with its terms.
       const sig = 1 / (1 + Math.exp(-a));
