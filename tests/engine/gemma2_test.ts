@@ -17,13 +17,11 @@
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import { type GgufFile, type GgufTensor, readGguf } from "../../engine/formats/gguf.ts";
 import { ggufLlamaConfig } from "../../engine/formats/gguf_config.ts";
-import { recipeType } from "../../engine/formats/gguf_recipes.ts";
 import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
-import type { Gpu } from "../../engine/gpu/device.ts";
 import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
 import { testSeed } from "../helpers/random.ts";
 import { assert, assertEquals } from "../helpers/testing.ts";
-import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
+import { formatRuns, writeTinyGgufSet } from "../helpers/tiny_gguf.ts";
 import { checkModel, withCheckEngine } from "../helpers/model_check.ts";
 
 const WINDOW = 8;
@@ -89,19 +87,9 @@ Deno.test("Gemma 2 in both formats: logits and greedy tokens match the float64 r
   const dir = await Deno.makeTempDir({ prefix: "sluice-gemma2-" });
   try {
     const spec = { ...SPEC, seed };
-    const f32File = await writeTinyGguf(`${dir}/f32`, spec, { type: "F32" });
-    const f16File = await writeTinyGguf(`${dir}/f16`, spec, { type: "F16" });
-    const q8File = await writeTinyGguf(`${dir}/q8`, spec, { type: "Q8_0" });
-    const recipeModel = {
-      numLayers: spec.numLayers,
-      gqa: spec.numHeads / spec.numKvHeads,
-      tied: true,
-    };
-    const q4File = await writeTinyGguf(`${dir}/q4`, spec, {
-      type: "F32",
-      typeOf: (name, dims) => recipeType("q4_k_m", recipeModel, name, dims),
-    });
-    const gguf = await readGguf(q4File.path);
+    const files = await writeTinyGgufSet(dir, spec);
+    const f32File = files.f32;
+    const gguf = await readGguf(files.q4km.path);
     assertEquals(gguf.metadata["general.architecture"], "gemma2");
     assertEquals(gguf.metadata["gemma2.attn_logit_softcapping"], 1);
     assertEquals(gguf.metadata["gemma2.final_logit_softcapping"], 8);
@@ -122,14 +110,7 @@ Deno.test("Gemma 2 in both formats: logits and greedy tokens match the float64 r
     assertEquals(fromGguf.attentionScale, cfg.attentionScale);
     assertEquals([fromGguf.attnSoftcap, fromGguf.finalSoftcap], [1, 8]);
 
-    const runs: { name: string; model: string; reference: string; gpu: Gpu }[] = [
-      { name: "safetensors", model: f32File.sourceDir, reference: f32File.sourceDir, gpu: f32 },
-      { name: "safetensors", model: f32File.sourceDir, reference: f32File.sourceDir, gpu: def },
-      { name: "GGUF F32", model: f32File.path, reference: f32File.referenceDir, gpu: def },
-      { name: "GGUF F16", model: f16File.path, reference: f16File.referenceDir, gpu: def },
-      { name: "GGUF Q8_0", model: q8File.path, reference: q8File.referenceDir, gpu: def },
-      { name: "GGUF Q4_K_M", model: q4File.path, reference: q4File.referenceDir, gpu: def },
-    ];
+    const runs = formatRuns(files, { f32, default: def });
     for (const run of runs) {
       const label = run.gpu.f16 ? "f16" : "f32";
       await t.step(`gemma2, ${run.name} (${label})`, async () => {

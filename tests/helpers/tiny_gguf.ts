@@ -17,6 +17,8 @@ import {
   writeSafetensors,
 } from "../../engine/formats/safetensors.ts";
 import { type TinyModelSpec, writeTinyModel } from "../../engine/sources/tiny_model.ts";
+import { recipeType } from "../../engine/formats/gguf_recipes.ts";
+import type { Gpu } from "../../engine/gpu/device.ts";
 
 export interface TinyGgufOptions {
   /** Type of every matrix (norms stay F32, as llama.cpp keeps them). */
@@ -75,4 +77,51 @@ function decode(type: GgmlTypeName, bytes: Uint8Array, count: number): Float64Ar
   const quant = type.toLowerCase();
   if (isQuantType(quant)) return Float64Array.from(dequantize(quant, bytes, count));
   return decodeTensor(bytes, type as StDtype);
+}
+
+/** One spec in the formats a whole-model test checks: GGUF F32 (and its source), F16, Q8_0, Q4_K_M. */
+export interface TinyGgufSet {
+  f32: TinyGguf;
+  f16: TinyGguf;
+  q8: TinyGguf;
+  /** llama.cpp's Q4_K_M mix (gguf_recipes.ts). */
+  q4km: TinyGguf;
+}
+
+export async function writeTinyGgufSet(dir: string, spec: TinyModelSpec): Promise<TinyGgufSet> {
+  const recipeModel = {
+    numLayers: spec.numLayers,
+    gqa: spec.numHeads / spec.numKvHeads,
+    tied: spec.tied,
+  };
+  return {
+    f32: await writeTinyGguf(join(dir, "f32"), spec, { type: "F32" }),
+    f16: await writeTinyGguf(join(dir, "f16"), spec, { type: "F16" }),
+    q8: await writeTinyGguf(join(dir, "q8"), spec, { type: "Q8_0" }),
+    q4km: await writeTinyGguf(join(dir, "q4"), spec, {
+      type: "F32",
+      typeOf: (name, dims) => recipeType("q4_k_m", recipeModel, name, dims),
+    }),
+  };
+}
+
+/** A model to check and the directory its float64 reference reads, on one GPU. */
+export interface FormatRun {
+  name: string;
+  model: string;
+  reference: string;
+  gpu: Gpu;
+}
+
+/** The source directory on both dtype paths, then each GGUF of `set` on the default one. */
+export function formatRuns(set: TinyGgufSet, gpus: { f32: Gpu; default: Gpu }): FormatRun[] {
+  const { f32, f16, q8, q4km } = set;
+  return [
+    { name: "safetensors", model: f32.sourceDir, reference: f32.sourceDir, gpu: gpus.f32 },
+    { name: "safetensors", model: f32.sourceDir, reference: f32.sourceDir, gpu: gpus.default },
+    { name: "GGUF F32", model: f32.path, reference: f32.referenceDir, gpu: gpus.default },
+    { name: "GGUF F16", model: f16.path, reference: f16.referenceDir, gpu: gpus.default },
+    { name: "GGUF Q8_0", model: q8.path, reference: q8.referenceDir, gpu: gpus.default },
+    { name: "GGUF Q4_K_M", model: q4km.path, reference: q4km.referenceDir, gpu: gpus.default },
+  ];
 }
