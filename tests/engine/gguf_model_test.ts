@@ -4,19 +4,16 @@
 // like --model x.gguf, gives logits within a bound of the float64 reference run over the weights
 // the file holds (dequantized, rows un-permuted), and the reference's greedy tokens.
 
-import { Engine } from "../../engine/engine.ts";
-import { BlockPool } from "../../runtime/kv/block_pool.ts";
 import { openModelDir } from "../../engine/formats/open_model.ts";
 import type { TinyModelSpec } from "../../engine/sources/tiny_model.ts";
 import type { Gpu } from "../../engine/gpu/device.ts";
-import { assertClose } from "../helpers/compare.ts";
 import { testGpu, testGpuF32 } from "../helpers/gpu.ts";
-import { rng, testSeed } from "../helpers/random.ts";
-import { referenceForward } from "../helpers/reference_llama.ts";
+import { testSeed } from "../helpers/random.ts";
 import { assert } from "../helpers/testing.ts";
 import { type GgmlTypeName as GgufWeightType, readGguf } from "../../engine/formats/gguf.ts";
 import { type GgufMix, recipeType } from "../../engine/formats/gguf_recipes.ts";
 import { writeTinyGguf } from "../helpers/tiny_gguf.ts";
+import { checkModel, withCheckEngine } from "../helpers/model_check.ts";
 
 // K-quants need rows of whole 256-value blocks: hidden, heads × headDim and intermediate are.
 const SPEC: Omit<TinyModelSpec, "seed"> = {
@@ -136,22 +133,16 @@ Deno.test("GGUF models: logits and greedy tokens match the float64 reference", a
         : gpus;
       for (const { label, gpu } of runs) {
         await t.step(`${c.name} (${label})`, async () => {
-          const engine = await Engine.load({
-            modelDir: g.path,
-            gpu,
-            gpuKvMb: 1,
-            maxSlots: 16, // samples per step: every prompt row is sampled
-            maxRows: 32,
-            blockSize: 16,
-            maxTopLogprobs: 1,
-            ringSize: 2,
-            skipWarmUp: true,
-          });
-          try {
-            await checkModel(engine, reference, BOUND[label], `${c.name} ${label} seed ${seed}`);
-          } finally {
-            await engine.close();
-          }
+          // Every prompt row sampled (16 slots), blocks of 16: this test's engine before the helper.
+          const options = { modelDir: g.path, gpu, maxSlots: 16, blockSize: 16 };
+          await withCheckEngine(
+            options,
+            (engine) =>
+              checkModel(engine, reference, BOUND[label], `${c.name} ${label} seed ${seed}`, {
+                prompt: PROMPT,
+                generated: GENERATED,
+              }),
+          );
         });
       }
     } finally {
@@ -159,64 +150,3 @@ Deno.test("GGUF models: logits and greedy tokens match the float64 reference", a
     }
   }
 });
-
-async function checkModel(
-  engine: Engine,
-  reference: Awaited<ReturnType<typeof openModelDir>>,
-  bound: number,
-  what: string,
-): Promise<void> {
-  const vocab = reference.config.vocabSize;
-  const next = rng(vocab);
-  const ids = Array.from({ length: PROMPT }, () => Math.floor(next() * vocab));
-  const pool = new BlockPool(engine.info);
-  const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-  let sampling = [{ slot: 0, params: greedy }];
-
-  /** Runs positions [from, ids.length) and returns each row's logits and sampled id. */
-  const step = async (from: number) => {
-    const added = pool.growAll(0, ids.length)!;
-    const tables = added.flatMap((blocks, layer) =>
-      blocks.length === 0
-        ? []
-        : [{ slot: 0, layer, first: pool.table(0, layer).length - blocks.length, blocks }]
-    );
-    const rows = ids.slice(from).map((token, i) => ({ slot: 0, pos: from + i, token }));
-    const samples = rows.map((_, row) => ({ row }));
-    const records = await engine.step({ tables, sampling, rows, samples, wantTopLogprobs: false });
-    sampling = [];
-    return { logits: await engine.readLogits(rows.length), records };
-  };
-
-  // Prefill: every prompt position against the reference.
-  const prefill = await step(0);
-  const want = await referenceForward(reference, ids);
-  prefill.logits.forEach((got, pos) => assertClose(got, want[pos], bound, `${what} pos ${pos}`));
-  ids.push(prefill.records.at(-1)!.id);
-  checkGreedy(want.at(-1)!, ids.at(-1)!, bound, `${what} step 0`);
-
-  // Decode: the reference, fed the same tokens, must choose each token the GPU chose.
-  for (let s = 1; s <= GENERATED; s++) {
-    const { logits, records } = await step(ids.length - 1);
-    const ref = await referenceForward(reference, ids);
-    assertClose(logits[0], ref.at(-1)!, bound, `${what} decode ${s}`);
-    ids.push(records[0].id);
-    checkGreedy(ref.at(-1)!, ids.at(-1)!, bound, `${what} step ${s}`);
-  }
-  pool.release(0);
-}
-
-/** The GPU's greedy token is the reference's argmax, unless the two are tied within the bound. */
-function checkGreedy(ref: Float64Array, chosen: number, bound: number, what: string): void {
-  let best = 0, scale = 0;
-  ref.forEach((v, i) => {
-    if (v > ref[best]) best = i;
-    scale = Math.max(scale, Math.abs(v));
-  });
-  if (chosen === best) return;
-  assert(
-    ref[best] - ref[chosen] <= 2 * bound * scale,
-    `${what}: GPU chose ${chosen} (ref logit ${ref[chosen]}), reference ${best} (${ref[best]})`,
-  );
-  console.warn(`${what}: near-tie between ${chosen} and ${best}, accepted`);
-}
