@@ -35,7 +35,8 @@ const KERNELS_VERSION = fnv1a(
   matmulSource + matmulQuantSource + quantBlocksSource + activationsSource,
 );
 
-function fnv1a(text: string): string {
+/** FNV-1a of `text`, 8 hex digits: the kernel choices' cache keys hash shader sources with it. */
+export function fnv1a(text: string): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
   return h.toString(16).padStart(8, "0");

@@ -24,6 +24,7 @@ import {
 } from "../gpu/weight_texture.ts";
 import {
   type CalibrationShape,
+  fnv1a,
   median,
   randomHalves,
   readCache,
@@ -73,12 +74,6 @@ export interface QuantChooseOptions {
 const KERNELS_VERSION = fnv1a(
   matmulQuantSource + matmulIntSource + quantizeXSource + quantBlocksSource + activationsSource,
 );
-
-function fnv1a(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return h.toString(16).padStart(8, "0");
-}
 
 /** The family for the quantized ones among `shapes` (loadedShapes), by flag, cache or timing. */
 export async function chooseQuantKernels(
