@@ -133,10 +133,8 @@ Deno.test("GGUF models: logits and greedy tokens match the float64 reference", a
         : gpus;
       for (const { label, gpu } of runs) {
         await t.step(`${c.name} (${label})`, async () => {
-          // Every prompt row sampled (16 slots), blocks of 16: this test's engine before the helper.
-          const options = { modelDir: g.path, gpu, maxSlots: 16, blockSize: 16 };
           await withCheckEngine(
-            options,
+            { modelDir: g.path, gpu },
             (engine) =>
               checkModel(engine, reference, BOUND[label], `${c.name} ${label} seed ${seed}`, {
                 prompt: PROMPT,
